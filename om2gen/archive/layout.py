@@ -1,0 +1,94 @@
+"""The OM2 archive layout: the one source of truth for every path, name pattern and version.
+
+Writer, reader, executor, inspect and tests import from here. Paths and JSON keys are public
+identifiers once published: never rename or reuse one; add new ones instead.
+
+FORMAT_VERSION "major.minor": bump the minor for additions an older executor may ignore,
+the major when an older executor must refuse the archive (it checks the major).
+"""
+from __future__ import annotations
+
+FORMAT = "om2"
+FORMAT_VERSION = "1.0"
+EXECUTOR_VERSION = "1.0"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
+ALIGNMENT = 64                    # STORED entries start at a multiple of this offset (mmap-able)
+FIXED_DATE = (1980, 1, 1, 0, 0, 0)
+
+MANIFEST = "manifest.json"
+DATA = "data/"
+CONSTANTS_DIR = "data/constants/"
+CUSTOM_OPS_DIR = "data/custom_ops/"
+SO_BINS_DIR = "data/so_bins/"
+
+
+def model_dir(index: int) -> str:
+    return f"data/model_{index}/"
+
+
+def model_meta(index: int) -> str:
+    return f"{model_dir(index)}model_meta.json"
+
+
+def op_attr(index: int) -> str:
+    return f"{model_dir(index)}op_attr.json"
+
+
+def runtime_dir(index: int) -> str:
+    return f"{model_dir(index)}runtime/"
+
+
+def csrc_dir(index: int) -> str:
+    return f"{runtime_dir(index)}csrc/"
+
+
+def model_library(index: int, stem: str) -> str:
+    return f"{runtime_dir(index)}lib{stem}_om2.so"
+
+
+def debug_dir(index: int) -> str:
+    return f"{model_dir(index)}debug/"
+
+
+def ge_model_json(index: int) -> str:
+    return f"{debug_dir(index)}ge_model.json"
+
+
+def task_info_json(index: int) -> str:
+    return f"{debug_dir(index)}task_info.json"
+
+
+def kernels_dir(arch: str) -> str:
+    return f"data/kernels_{arch}/"
+
+
+def kernel_binary(arch: str, file_name: str) -> str:
+    return f"{kernels_dir(arch)}{file_name}"
+
+
+def kernel_source(index: int, entry: str) -> str:
+    """Kernel sources travel with the model's csrc for audit."""
+    return f"{csrc_dir(index)}kernels/{entry}.c"
+
+
+def constants_config(index: int) -> str:
+    return f"{CONSTANTS_DIR}model_{index}_constants_config.json"
+
+
+def constants_blob(index: int) -> str:
+    return f"{CONSTANTS_DIR}constants_{index}"
+
+
+# Entries whose bytes the executor maps instead of copying, and so writes STORED and aligned.
+def is_mapped(name: str) -> bool:
+    return (name.startswith(CONSTANTS_DIR) and not name.endswith(".json")) or name.endswith((".so", ".o", ".bin"))
+
+
+# STORED: what is mapped, plus the small metadata read at every load (as GE's whitelist);
+# DEFLATE: sources, configs and debug dumps.
+def is_stored(name: str) -> bool:
+    return is_mapped(name) or name == MANIFEST or name.endswith("/model_meta.json")
+
+
+# Entries the executor hashes before it trusts them (code it will dlopen or execute).
+def is_code(name: str) -> bool:
+    return name.endswith((".so", ".o"))

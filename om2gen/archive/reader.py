@@ -1,0 +1,138 @@
+"""Reads an OM2 archive in place: the file is mmapped and STORED entries are viewed, not copied.
+
+Everything read is validated: the ZIP structure, the manifest (format, version, entries with
+sizes and digests) and every local header whose data is mapped. Problems raise ArchiveError
+naming the entry and what to do.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import struct
+import zipfile
+from pathlib import Path
+
+from ..errors import ArchiveError
+from . import layout
+
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+class Archive:
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            self._file = open(self.path, "rb")
+        except OSError as exc:
+            raise ArchiveError(f"{self.path}: cannot open ({exc.strerror})") from None
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        head = self._file.read(4)
+        if len(head) < 4:
+            raise ArchiveError(f"{self.path}: {len(head)} bytes is too short to be an OM2 archive")
+        if head != ZIP_MAGIC:
+            raise ArchiveError(f"{self.path}: not an OM2 archive (starts with {head.hex()}, an .om2 starts with "
+                               f"504b0304); compile the model with `om2gen compile`")
+        self._file.seek(0)
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._zip = zipfile.ZipFile(self._file)
+            self._infos = {i.filename: i for i in self._zip.infolist()}
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise ArchiveError(f"{self.path}: corrupt or truncated OM2 archive ({exc}); recompile or re-download it") from None
+        if layout.MANIFEST not in self._infos:
+            raise ArchiveError(f"{self.path}: no {layout.MANIFEST}; this ZIP is not an OM2 archive")
+        self.manifest = self.read_json(layout.MANIFEST)
+        self._check_manifest()
+
+    def _check_manifest(self) -> None:
+        m = self.manifest
+        if not isinstance(m, dict) or m.get("format") != layout.FORMAT:
+            raise ArchiveError(f"{self.path}: {layout.MANIFEST} does not describe an om2gen OM2 archive")
+        version = str(m.get("format_version", ""))
+        if version.split(".")[0] != layout.FORMAT_VERSION.split(".")[0]:
+            raise ArchiveError(f"{self.path}: archive format {version!r}, this om2gen reads {layout.FORMAT_VERSION}; "
+                               "recompile the model with this om2gen")
+        entries = m.get("entries")
+        if not isinstance(entries, list):
+            raise ArchiveError(f"{self.path}: {layout.MANIFEST} has no entry list")
+        self.entries = {}
+        for e in entries:
+            name = e.get("name") if isinstance(e, dict) else None
+            if name not in self._infos:
+                raise ArchiveError(f"{self.path}: entry {name!r} listed in the manifest is missing; the archive is "
+                                   "truncated or was modified")
+            if self._infos[name].file_size != e.get("size"):
+                raise ArchiveError(f"{self.path}: entry {name!r} has {self._infos[name].file_size} bytes, the "
+                                   f"manifest says {e.get('size')}; the archive was modified")
+            self.entries[name] = e
+
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def info(self, name: str) -> zipfile.ZipInfo:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise ArchiveError(f"{self.path}: entry {name!r} is missing") from None
+
+    def read(self, name: str) -> bytes:
+        info = self.info(name)
+        try:
+            return self._zip.read(info)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise ArchiveError(f"{self.path}: entry {name!r} is corrupt ({exc})") from None
+
+    def read_json(self, name: str):
+        try:
+            return json.loads(self.read(name))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ArchiveError(f"{self.path}: entry {name!r} is not valid JSON ({exc})") from None
+
+    def view(self, name: str) -> memoryview:
+        """The bytes of a STORED entry, in place in the mapped file (no copy)."""
+        info = self.info(name)
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ArchiveError(f"{self.path}: entry {name!r} is compressed; om2gen writes it STORED")
+        off = info.header_offset
+        header = self._map[off:off + 30]
+        if len(header) < 30 or header[:4] != ZIP_MAGIC:
+            raise ArchiveError(f"{self.path}: entry {name!r} has a corrupt local header")
+        name_len, extra_len = struct.unpack("<HH", header[26:30])
+        start = off + 30 + name_len + extra_len
+        end = start + info.file_size
+        if end > len(self._map):
+            raise ArchiveError(f"{self.path}: entry {name!r} runs past the end of the file; the archive is truncated")
+        return memoryview(self._map)[start:end]
+
+    def verify(self, name: str) -> None:
+        expected = self.entries.get(name, {}).get("sha256")
+        if not expected:
+            raise ArchiveError(f"{self.path}: entry {name!r} has no digest in the manifest")
+        view = self.view(name) if self.info(name).compress_type == zipfile.ZIP_STORED else self.read(name)
+        if hashlib.sha256(view).hexdigest() != expected:
+            raise ArchiveError(f"{self.path}: entry {name!r} does not match its sha256 in the manifest; the "
+                               "archive is corrupt or was tampered with")
+
+    def close(self) -> None:
+        for attr in ("_zip", "_map", "_file"):
+            obj = self.__dict__.pop(attr, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except BufferError:
+                    # a view is still exported (a loaded model uses it); keep the mapping alive
+                    self.__dict__[attr] = obj
+                    return
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,66 @@
+"""Writes an OM2 archive: deterministic bytes, large entries STORED and aligned for mmap.
+
+The archive is written to a temporary file next to the destination and renamed into place,
+so a failure never leaves a half-written .om2 behind.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import layout
+
+_PAD_EXTRA_ID = 0xD935   # the extra-field id Android's zipalign uses for alignment padding
+
+
+@dataclass
+class Entry:
+    name: str
+    data: bytes
+
+    @property
+    def stored(self) -> bool:
+        return layout.is_stored(self.name)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def json_bytes(obj) -> bytes:
+    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _padding(offset: int, name: bytes) -> bytes:
+    header_end = offset + 30 + len(name)
+    if header_end % layout.ALIGNMENT == 0:
+        return b""
+    pad = (-(header_end + 4)) % layout.ALIGNMENT
+    return struct.pack("<HH", _PAD_EXTRA_ID, pad) + bytes(pad)
+
+
+def write(path: Path, entries: list[Entry]) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(tmp, "wb") as f, zipfile.ZipFile(f, "w", allowZip64=True) as zf:
+            for e in entries:
+                info = zipfile.ZipInfo(e.name, date_time=layout.FIXED_DATE)
+                info.create_system = 3
+                info.external_attr = 0o644 << 16
+                if e.stored:
+                    info.compress_type = zipfile.ZIP_STORED
+                    if layout.is_mapped(e.name):
+                        info.extra = _padding(f.tell(), e.name.encode("utf-8"))
+                else:
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, e.data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,178 @@
+"""om2gen.compile: ONNX model → .om2 archive (frontend, passes, lowering, codegen, toolchain, archive)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import dtypes
+from .archive import layout, writer
+from .archive.writer import Entry, json_bytes
+from .codegen import model_cpp
+from .codegen.literals import c_identifier
+from .errors import Om2Error
+from .frontend.onnx_import import import_onnx
+from .lower.lowering import LowerContext, lower_graph
+from .lower.program import Program
+from .passes import dce
+from .toolchain import compiler, targets
+from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
+
+
+@dataclass
+class Options:
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    target: str | None = None
+    debug: bool = False
+    jobs: int | None = None
+    progress: bool = False
+
+
+def compile(model, output, *, input_shapes=None, target=None, debug=False, jobs=None, progress=False) -> Path:
+    """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`."""
+    opts = Options(dict(input_shapes or {}), target, debug, jobs, progress)
+    out = Path(output)
+    if out.is_dir():
+        raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
+    if not out.parent.is_dir():
+        raise Om2Error(f"output directory {out.parent} does not exist")
+    tgt = targets.get_target(opts.target)
+    report = _Progress(opts.progress)
+
+    graph = import_onnx(model, opts.input_shapes)
+    graph.verify("import")
+    dce.run(graph)
+    graph.verify("dead-code removal")
+    report.stage(f"imported {len(graph.nodes)} nodes")
+
+    program = lower_graph(graph, LowerContext(tgt, GENERATOR))
+    report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+
+    builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
+    for k, b in zip(program.kernels, builds):
+        k.binary = b.binary
+
+    stem = f"{c_identifier(program.name)}_{_model_hash(program)}"
+    cpp_name = f"{stem}_om2.cpp"
+    cpp = model_cpp.render_model(program, cpp_name, tgt.arch, graph.producer)
+    lib = compiler.build_model_library(cpp, cpp_name, tgt)
+    report.stage("built the model library")
+
+    entries = _entries(program, tgt, stem, cpp_name, cpp, lib, builds, opts)
+    writer.write(out, [_manifest(entries, program, tgt, opts)] + entries)
+    report.stage(f"wrote {out}")
+    return out
+
+
+def _model_hash(program: Program) -> str:
+    h = hashlib.sha256()
+    for k in program.kernels:
+        h.update(k.digest.encode())
+    h.update(json.dumps(program.graph_json, sort_keys=True).encode())
+    return h.hexdigest()[:12]
+
+
+def _io_json(d, index):
+    dt = dtypes.BY_NAME[d.dtype]
+    return {"name": d.name, "index": index, "shape": list(d.shape), "data_type": dt.acl,
+            "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
+
+
+def _entries(program, tgt, stem, cpp_name, cpp, lib, builds, opts) -> list[Entry]:
+    idx = 0
+    lib_name = layout.model_library(idx, stem)
+    meta = {
+        "name": program.name,
+        "root_graph_name": program.name,
+        "inputs": [_io_json(d, i) for i, d in enumerate(program.inputs)],
+        "outputs": [_io_json(d, i) for i, d in enumerate(program.outputs)],
+        "work_size": program.work_size,
+        "zero_copy_size": 0,
+        "args_size": program.args_size,
+        "abi_version": MODEL_ABI_VERSION,
+        "library": lib_name,
+        "entry_symbols": ["GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",
+                          "GertModelRunAsync", "GertModelUnload"],
+        "kernels": [layout.kernel_binary(tgt.arch, k.file_name) for k in program.kernels],
+        "constants_config": layout.constants_config(idx),
+        "stats": {"tasks": len(program.tasks), "kernels": len(program.kernels),
+                  "constants_bytes": program.constants_size},
+    }
+    consts = {
+        "internal_weight_size": program.constants_size,
+        "consts": {c.name: {"index": i, "type": "INTERNAL", "file_name": layout.constants_blob(idx).rsplit("/", 1)[1],
+                            "offset": c.offset, "size": c.nbytes, "op_name": c.name,
+                            "dtype": c.array.dtype.name, "shape": list(c.array.shape)}
+                   for i, c in enumerate(program.constants)},
+    }
+    blob = bytearray(program.constants_size)
+    for c in program.constants:
+        blob[c.offset:c.offset + c.nbytes] = c.array.tobytes()
+    build_cmds = {"model_library": {"source": cpp_name, "command": lib.command},
+                  "kernels": {k.entry: b.command for k, b in zip(program.kernels, builds)},
+                  "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}
+    entries = [
+        Entry(layout.model_meta(idx), json_bytes(meta)),
+        Entry(layout.csrc_dir(idx) + cpp_name, cpp.encode()),
+        Entry(layout.csrc_dir(idx) + "build_commands.json", json_bytes(build_cmds)),
+        Entry(lib_name, lib.binary),
+    ]
+    for k in program.kernels:
+        entries.append(Entry(layout.kernel_source(idx, k.entry), k.source.encode()))
+        entries.append(Entry(layout.kernel_binary(tgt.arch, k.file_name), k.binary))
+    entries.append(Entry(layout.constants_config(idx), json_bytes(consts)))
+    entries.append(Entry(layout.constants_blob(idx), bytes(blob)))
+    if opts.debug:
+        entries.append(Entry(layout.ge_model_json(idx), json_bytes(program.graph_json)))
+        entries.append(Entry(layout.task_info_json(idx), json_bytes(task_info(program))))
+    return sorted(entries, key=lambda e: e.name)
+
+
+def task_info(program: Program) -> dict:
+    return {"tasks": [{
+        "id": i, "label": t.label, "type": t.task_type.name, "type_id": int(t.task_type),
+        "dispatch_type": t.dispatch_type.name, "kernel_type": t.kernel_type.name,
+        "kernel": program.kernels[t.kernel].entry, "block_dim": t.block_dim, "op_name": t.op_name,
+        "op_type": t.op_type, "args_format": t.args_format, "args_offset": t.args_offset, "args_size": t.args_size,
+        "args": [a.to_json() for a in t.args], "tiling": t.tiling.hex(), "inputs": t.inputs_desc,
+        "outputs": t.outputs_desc, "attrs": t.attrs_desc} for i, t in enumerate(program.tasks)],
+        "work_size": program.work_size, "args_size": program.args_size}
+
+
+def _manifest(entries: list[Entry], program: Program, tgt, opts: Options) -> Entry:
+    manifest = {
+        "format": layout.FORMAT,
+        "format_version": layout.FORMAT_VERSION,
+        "generator": GENERATOR,
+        "model_num": 1,
+        "compatibility": {"compiler_version": layout.FORMAT_VERSION,
+                          "required_executor_version": layout.EXECUTOR_VERSION, "used_features": {}},
+        "abi_version": MODEL_ABI_VERSION,
+        "kernel_abi_version": KERNEL_ABI_VERSION,
+        "target": {"name": tgt.name, "arch": tgt.arch, "isa_features": list(tgt.isa_features)},
+        "compiler": compiler.compiler_identity(cxx=False),
+        "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
+                    "target": tgt.name, "debug": opts.debug},
+        "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
+        "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256,
+                     "compression": "stored" if e.stored else "deflate"} for e in entries],
+    }
+    return Entry(layout.MANIFEST, json_bytes(manifest))
+
+
+class _Progress:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def stage(self, text: str) -> None:
+        if self.enabled:
+            print(f"[{time.monotonic() - self.t0:6.2f}s] {text}", file=sys.stderr, flush=True)
+
+    def kernels(self, done: int, total: int) -> None:
+        if self.enabled:
+            end = "\n" if done == total else ""
+            print(f"\r[{time.monotonic() - self.t0:6.2f}s] kernels {done}/{total}", end=end, file=sys.stderr, flush=True)

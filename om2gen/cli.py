@@ -1,0 +1,119 @@
+"""The om2gen command line: compile, run, inspect. Errors print one line and exit non-zero."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import InputError, Om2Error
+
+
+def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.rpartition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: expected NAME:D0,D1,... (e.g. x:1,3,224,224)")
+    try:
+        shape = tuple(int(d) for d in dims.split(",")) if dims else ()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be integers") from None
+    return name, shape
+
+
+def _input_arg(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"--input {text!r}: expected NAME=FILE.npy")
+    return name, path
+
+
+def cmd_compile(args) -> int:
+    from .build import compile as om2_compile
+    shapes = dict(args.input_shape or [])
+    out = om2_compile(args.model, args.output, input_shapes=shapes, target=args.target, debug=args.debug,
+                      jobs=args.jobs, progress=not args.quiet)
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    return 0
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from . import load
+    feeds = {}
+    for name, path in args.input or []:
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--input {name}={path}: cannot read a .npy array ({exc})") from None
+    with load(args.model, threads=args.threads) as model:
+        outputs = model.run(feeds)
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for i, (name, arr) in enumerate(outputs.items()):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or f"output_{i}"
+        path = out_dir / f"{safe}.npy"
+        np.save(path, arr)
+        print(f"{name}: {arr.dtype}{list(arr.shape)} -> {path}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .inspect import inspect_archive, render_text
+    import json
+    info = inspect_archive(args.model)
+    print(json.dumps(info, indent=1, sort_keys=True) if args.json else render_text(info))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .version import __version__
+    p = argparse.ArgumentParser(prog="om2gen", description="Compile ONNX models into OM2 archives and run them.")
+    p.add_argument("--version", action="version", version=f"om2gen {__version__}")
+    p.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("compile", help="compile an ONNX model into an .om2 archive")
+    c.add_argument("model", help="the .onnx file")
+    c.add_argument("-o", "--output", required=True, help="the .om2 file to write")
+    c.add_argument("--input-shape", action="append", type=_shape_arg, metavar="NAME:D0,D1,...",
+                   help="pin an input's shape (repeat per input)")
+    c.add_argument("--target", help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64); default: this machine")
+    c.add_argument("--debug", action="store_true", help="also pack debug/ge_model.json and debug/task_info.json")
+    c.add_argument("-j", "--jobs", type=int, help="parallel compiler jobs (default: all cores)")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    c.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser("run", help="run an .om2 archive on .npy inputs")
+    r.add_argument("model", help="the .om2 file")
+    r.add_argument("--input", action="append", type=_input_arg, metavar="NAME=FILE.npy", help="one per input")
+    r.add_argument("--output-dir", default=".", help="where to write one .npy per output (default: .)")
+    r.add_argument("--threads", type=int, help="worker threads (default: all cores)")
+    r.set_defaults(func=cmd_run)
+
+    i = sub.add_parser("inspect", help="show what an .om2 archive holds")
+    i.add_argument("model", help="the .om2 file")
+    i.add_argument("--json", action="store_true", help="machine-readable output")
+    i.set_defaults(func=cmd_inspect)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except Om2Error as exc:
+        if args.verbose:
+            raise
+        first, *rest = str(exc).splitlines() or [""]
+        print(f"om2gen: error: {first}", file=sys.stderr)
+        for line in rest:
+            print(f"  {line}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("om2gen: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Kernel specialisations → C sources, named by content so identical ones share a binary."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..lower.program import Kernel, KernelCall
+from ..version import GENERATOR
+from . import render as jinja
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def render(call: KernelCall, ctx) -> Kernel:
+    """Renders one kernel call. The entry name is the op name plus a digest of everything that
+    determines the source, so the same specialisation always gets the same name and binary."""
+    key = hashlib.sha256()
+    for part in (call.template, jinja.template_source(call.template), jinja.template_source("kernels/_common.j2"),
+                 call.name, _canonical(call.params), GENERATOR):
+        key.update(part.encode())
+        key.update(b"\0")
+    entry = f"{call.name}_{key.hexdigest()[:12]}"
+    k = dict(call.params)
+    k.update(entry=entry, template=call.template, generator=GENERATOR.split()[-1])
+    k.setdefault("notes", [])
+    source = jinja.render(call.template, k=k)
+    return Kernel(entry=entry, source=source, template=call.template,
+                  digest=hashlib.sha256(source.encode()).hexdigest())

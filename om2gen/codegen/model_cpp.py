@@ -1,0 +1,60 @@
+"""Program → the model library's C++ source (templates/model/model.cpp.j2)."""
+from __future__ import annotations
+
+import struct
+
+from ..dtypes import BY_NAME
+from ..lower.program import Program
+from ..task_types import ArgKind
+from ..version import GENERATOR
+from . import render as jinja
+
+_SLOT_KIND = {ArgKind.INPUT: "OM2_ARG_INPUT", ArgKind.OUTPUT: "OM2_ARG_OUTPUT",
+              ArgKind.WORKSPACE: "OM2_ARG_WORKSPACE", ArgKind.CONSTANT: "OM2_ARG_CONSTANT"}
+
+_ACL_NAMES = {0: "ACL_FLOAT", 1: "ACL_FLOAT16", 2: "ACL_INT8", 3: "ACL_INT32", 4: "ACL_UINT8", 6: "ACL_INT16",
+              7: "ACL_UINT16", 8: "ACL_UINT32", 9: "ACL_INT64", 10: "ACL_UINT64", 11: "ACL_DOUBLE", 12: "ACL_BOOL"}
+
+
+def source_file_name(program: Program, lib_stem: str) -> str:
+    return f"{lib_stem}.cpp"
+
+
+def render_model(program: Program, file_name: str, arch: str, producer: str = "") -> str:
+    def io(d):
+        return {"name": d.name, "acl_type": _ACL_NAMES[BY_NAME[d.dtype].acl], "nbytes": d.nbytes,
+                "rank": len(d.shape), "dims_or_zero": ", ".join(map(str, d.shape)) or "0",
+                "comment": f"{d.name}: {d.dtype}[{','.join(map(str, d.shape))}] ({d.nbytes} bytes)"}
+
+    tasks = []
+    first_slot = first_tiling = 0
+    io_slots = 0
+    for t in program.tasks:
+        slots = []
+        names = t.inputs_desc + t.outputs_desc + ["scratch"] * (len(t.args) - len(t.inputs_desc) - len(t.outputs_desc))
+        for i, (a, name) in enumerate(zip(t.args, names)):
+            slots.append({"args_offset": t.args_offset + 8 * i, "kind": _SLOT_KIND[a.kind], "index": a.index,
+                          "offset": a.offset, "comment": name.split(":")[0]})
+            io_slots += a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
+        words = list(struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling))
+        tasks.append({
+            "label": t.label, "op_name": t.op_name, "op_type": t.op_type,
+            "kernel_entry": program.kernels[t.kernel].entry, "kernel": t.kernel, "block_dim": t.block_dim,
+            "task_type": int(t.task_type), "kernel_type": int(t.kernel_type),
+            "args_offset": t.args_offset, "args_size": t.args_size,
+            "first_slot": first_slot, "slot_num": len(t.args), "first_tiling": first_tiling, "tiling_num": len(words),
+            "tiling_words": "".join(f"{w}, " for w in words) or "/* none */",
+            "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
+        })
+        first_slot += len(t.args)
+        first_tiling += len(words)
+    m = {
+        "file_name": file_name, "model_name": program.name, "generator": GENERATOR,
+        "source_digest": program.source_digest, "producer": producer,
+        "opsets": ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(program.opsets.items())),
+        "inputs": [io(d) for d in program.inputs], "outputs": [io(d) for d in program.outputs],
+        "kernels": program.kernels, "tasks": tasks, "arch": arch,
+        "work_size": program.work_size, "constants_size": program.constants_size, "args_size": max(program.args_size, 8),
+        "io_slot_num_or_one": max(io_slots, 1),
+    }
+    return jinja.render("model/model.cpp.j2", m=m)

@@ -1,0 +1,111 @@
+"""cffi builder of om2gen._native: the CPU ACL runtime plus the executor's native helpers.
+
+Built once when om2gen is installed (setup.py's cffi_modules), never at load time. The sources
+are runtime_abi/src/*.cpp; the Python executor reaches them through the declarations below.
+"""
+import os
+from pathlib import Path
+
+from cffi import FFI
+
+_ROOT = Path(__file__).resolve().parents[2]
+_RUNTIME = _ROOT / "runtime_abi"
+
+CDEF = """
+typedef int aclError;
+typedef void *aclrtStream;
+typedef void *aclrtBinHandle;
+typedef void *GertModelHandle;
+
+typedef struct GertTensor {
+    uint64_t struct_size;
+    void *data;
+    uint64_t size;
+    int64_t data_type;
+    uint64_t dim_num;
+    const int64_t *dims;
+} GertTensor;
+
+typedef struct GertModelLoadCallbacks { uint64_t struct_size; ...; } GertModelLoadCallbacks;
+
+typedef struct GertModelLoadConfig {
+    uint64_t struct_size;
+    const char **bin_files;
+    const void **bin_data;
+    uint64_t *bin_size;
+    uint64_t bin_num;
+    void **constants;
+    void **var_addrs;
+    void *work_ptr;
+    uint64_t *session_id;
+    uint64_t model_id;
+    void *instance_handle;
+    const GertModelLoadCallbacks *callbacks;
+    int64_t priority;
+    uint64_t reuse_zero_copy;
+    uint64_t constant_num;
+    uint64_t work_size;
+    ...;
+} GertModelLoadConfig;
+
+typedef struct GertModelRunConfig {
+    uint64_t struct_size;
+    uint64_t input_count;
+    GertTensor **input_data;
+    uint64_t output_count;
+    GertTensor **output_data;
+    uint64_t stream_sync_timeout_ms;
+    ...;
+} GertModelRunConfig;
+
+typedef struct Om2xInstance {
+    const void *rt_model_handle;
+    uint64_t launched_tasks;
+} Om2xInstance;
+
+typedef struct Om2xEntryPoints { ...; } Om2xEntryPoints;
+
+#define OM2_MODEL_ABI_VERSION ...
+#define OM2_KERNEL_ABI_VERSION ...
+
+void om2x_fill_load_callbacks(GertModelLoadCallbacks *callbacks);
+uint64_t om2x_bin_store_size(void);
+int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name, int global,
+                                void **handle, char *err, size_t err_len);
+int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len);
+int32_t om2x_dlclose(void *lib);
+uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
+const char *om2x_last_error(const Om2xEntryPoints *ep);
+int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle);
+int32_t om2x_model_run(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config);
+int32_t om2x_model_run_async(const Om2xEntryPoints *ep, GertModelHandle handle, aclrtStream stream,
+                             const GertModelRunConfig *config);
+int32_t om2x_model_unload(const Om2xEntryPoints *ep, GertModelHandle handle);
+
+aclError aclrtCreateStream(aclrtStream *stream);
+aclError aclrtDestroyStream(aclrtStream stream);
+aclError aclrtSynchronizeStream(aclrtStream stream);
+const char *aclGetRecentErrMsg(void);
+
+aclError om2rtSetThreadCount(uint32_t n);
+uint32_t om2rtGetThreadCount(void);
+uint64_t om2rtGetLaunchCount(void);
+uint64_t om2rtGetLiveAllocationCount(void);
+"""
+
+ffibuilder = FFI()
+ffibuilder.cdef(CDEF)
+ffibuilder.set_source(
+    "om2gen._native",
+    '#include "om2/om2_executor.h"\n#include "om2/om2_cpu_runtime.h"\n#include "om2/om2_kernel.h"\n',
+    source_extension=".cpp",
+    # relative to the working directory: setup.py runs from the project root and wants relative paths
+    sources=[os.path.relpath(p) for p in sorted((_RUNTIME / "src").glob("*.cpp"))],
+    include_dirs=[str(_RUNTIME / "include")],
+    extra_compile_args=["-std=c++17", "-O2", "-pthread", "-fvisibility=default"],
+    extra_link_args=["-pthread"],
+    libraries=["dl", "stdc++"],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

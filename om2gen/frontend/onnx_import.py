@@ -1,0 +1,162 @@
+"""ONNX → Graph: read the model, pin input shapes, infer every shape with the ops' own infer().
+
+onnx's shape inference is not relied on: each registered op computes its outputs' dtype and
+static shape from its inputs, so after --input-shape every shape in the graph is static.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import dtypes
+from ..errors import ModelError, ShapeError
+from ..ir import Graph, Node, Value
+from ..ops import registry
+from ..passes import fold
+
+
+def load_model(model) -> tuple[onnx.ModelProto, bytes]:
+    """Accepts a path or a ModelProto; returns the proto and its serialized bytes (for the digest)."""
+    if isinstance(model, onnx.ModelProto):
+        return model, model.SerializeToString()
+    path = Path(model)
+    if not path.is_file():
+        raise ModelError(f"{path}: no such model file")
+    data = path.read_bytes()
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as exc:  # protobuf raises DecodeError and friends
+        raise ModelError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc}); "
+                         "pass a .onnx file exported by torch.onnx, tf2onnx, paddle2onnx or onnx.save") from None
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelError(f"{path}: the file parsed but holds no ONNX graph; is it really an .onnx model?")
+    if proto.graph.initializer and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        onnx.load_external_data_for_model(proto, str(path.parent))
+    return proto, data
+
+
+def _attr_value(attr: onnx.AttributeProto):
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list):
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    name = vi.name
+    if name in pins:
+        shape = tuple(int(d) for d in pins[name])
+        declared = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else None
+        if declared is not None and len(declared) != len(shape):
+            raise ShapeError(f"--input-shape {name}:{','.join(map(str, shape))} has rank {len(shape)} "
+                             f"but the model declares rank {len(declared)} for input {name!r}")
+        for i, d in enumerate(declared or []):
+            if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != shape[i]:
+                raise ShapeError(f"--input-shape {name}: dim {i} is {shape[i]} but the model fixes it to "
+                                 f"{d.dim_value}")
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"--input-shape {name}: dims must be >= 0, got {shape}")
+        return shape
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        raise ShapeError(f"input {name!r} has no declared shape; pin it with --input-shape {name}:D0,D1,...")
+    dims = []
+    for i, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        else:
+            sym = d.dim_param or "?"
+            raise ShapeError(f"input {name!r} has a dynamic dim {i} ({sym!r}); pin it with "
+                             f"--input-shape {name}:D0,D1,... (e.g. batch 1)")
+    return tuple(dims)
+
+
+def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+    proto, raw = load_model(model)
+    pins = dict(input_shapes or {})
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ModelError(f"the ONNX model is invalid: {first}") from None
+    opsets = {(o.domain or ""): o.version for o in proto.opset_import}
+    if "ai.onnx" in opsets:
+        opsets.setdefault("", opsets.pop("ai.onnx"))
+    g = proto.graph
+    values: dict[str, Value] = {}
+    for init in g.initializer:
+        arr = numpy_helper.to_array(init)
+        dt = dtypes.from_onnx(init.data_type, f"initializer {init.name!r}")
+        values[init.name] = Value(init.name, dt, tuple(arr.shape), np.ascontiguousarray(arr))
+    inputs = []
+    for vi in g.input:
+        if vi.name in values:
+            continue  # an initializer listed as input (IR < 4 style): a constant
+        dt = dtypes.from_onnx(vi.type.tensor_type.elem_type, f"input {vi.name!r}")
+        values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins))
+        inputs.append(vi.name)
+    unknown = set(pins) - set(inputs)
+    if unknown:
+        raise ShapeError(f"--input-shape names {', '.join(sorted(unknown))}, which the model does not have as "
+                         f"inputs; its inputs are: {', '.join(inputs) or '(none)'}")
+
+    nodes = []
+    used_names = set()
+    for i, n in enumerate(g.node):
+        name = n.name or f"{n.op_type}_{i}"
+        while name in used_names:
+            name = f"{name}_{i}"
+        used_names.add(name)
+        domain = n.domain if n.domain not in ("ai.onnx",) else ""
+        node = Node(name, n.op_type, list(n.input), list(n.output),
+                    {a.name: _attr_value(a) for a in n.attribute}, domain, opsets.get(domain, 1))
+        nodes.append(node)
+
+    graph = Graph(g.name or "model", values, nodes, inputs, [o.name for o in g.output], opsets,
+                  source_digest=hashlib.sha256(raw).hexdigest(), producer=proto.producer_name)
+    infer_shapes(graph)
+    return graph
+
+
+def infer_shapes(graph: Graph) -> None:
+    """Runs every op's infer() in order. Nodes whose inputs are all constant are folded (their
+    outputs become constants) and Constant nodes become constant values; both leave the graph."""
+    kept = []
+    for node in graph.nodes:
+        ins = [graph.values.get(n) if n else None for n in node.inputs]
+        for n, v in zip(node.inputs, ins):
+            if n and v is None:
+                raise ModelError(f"node {node.name!r} ({node.op_type}) reads {n!r}, which nothing produces")
+        outs = _try_fold(node, ins)
+        if outs is None:
+            outs = registry.lookup(node).infer(node, ins)
+        for name, val in zip(node.outputs, outs):
+            if name:
+                val.name = name
+                graph.values[name] = val
+        if not all(v.is_const for n, v in zip(node.outputs, outs) if n):
+            kept.append(node)
+    graph.nodes = kept
+    for name in graph.outputs:
+        if name not in graph.values:
+            raise ModelError(f"graph output {name!r} is produced by no node")
+
+
+def _try_fold(node: Node, ins: list[Value | None]) -> list[Value] | None:
+    if not fold.can_fold(node, ins):
+        return None
+    try:
+        arrays = fold.evaluate(node, ins)
+    except Exception:  # the reference implementation rejects it: compile it as a kernel instead
+        return None
+    if arrays is None:
+        return None
+    return [Value("", dtypes.from_numpy(a.dtype), tuple(a.shape), a) for a in arrays]

@@ -1,0 +1,65 @@
+"""om2gen inspect: what an archive holds, read without loading or running anything."""
+from __future__ import annotations
+
+from .archive import layout
+from .archive.reader import Archive
+
+
+def inspect_archive(path) -> dict:
+    with Archive(path) as a:
+        m = a.manifest
+        info = {"path": str(path), "manifest": {k: v for k, v in m.items() if k != "entries"},
+                "entries": [{**e, "stored": a.info(e["name"]).compress_type == 0} for e in m["entries"]],
+                "models": []}
+        for model in m.get("models", []):
+            meta = a.read_json(model["meta"])
+            entry = {"index": model["index"], "name": meta["name"], "inputs": meta["inputs"],
+                     "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
+                     "library": meta["library"], "stats": meta.get("stats", {})}
+            tinfo = layout.task_info_json(model["index"])
+            if tinfo in a.entries:
+                entry["tasks"] = a.read_json(tinfo)["tasks"]
+                entry["ops"] = sorted({t["op_type"] for t in entry["tasks"]})
+            gm = layout.ge_model_json(model["index"])
+            if gm in a.entries:
+                entry["graph_nodes"] = [{"name": n["name"], "op_type": n["op_type"]} for n in a.read_json(gm)["nodes"]]
+                entry.setdefault("ops", sorted({n["op_type"] for n in entry["graph_nodes"]}))
+            if "tasks" not in entry:
+                entry["tasks"] = _tasks_from_source(a, meta, model["index"])
+                entry["ops"] = sorted({t["op_type"] for t in entry["tasks"]})
+            info["models"].append(entry)
+    return info
+
+
+def _tasks_from_source(a: Archive, meta: dict, index: int) -> list[dict]:
+    """Without --debug, the task list is read back from the generated source's dispatch table."""
+    import re
+    src = next((n for n in a.entries if n.startswith(layout.csrc_dir(index)) and n.endswith("_om2.cpp")), None)
+    if src is None:
+        return []
+    text = a.read(src).decode("utf-8", "replace")
+    pat = re.compile(r"/\* (k\d+_\w+): node \"(.*?)\" \((\w+)\), kernel (\S+), block_dim (\d+)")
+    return [{"label": m[1], "op_name": m[2], "op_type": m[3], "kernel": m[4], "block_dim": int(m[5])}
+            for m in pat.finditer(text)]
+
+
+def render_text(info: dict) -> str:
+    m = info["manifest"]
+    lines = [f"{info['path']}: {m.get('format')} {m.get('format_version')} by {m.get('generator')}",
+             f"target {m['target']['name']} ({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
+             f"model ABI {m.get('abi_version')}, kernel ABI {m.get('kernel_abi_version')}"]
+    for model in info["models"]:
+        lines.append(f"model {model['index']}: {model['name']}  workspace {model['work_size']} bytes, "
+                     f"{model['stats'].get('tasks', '?')} tasks, {len(model['kernels'])} kernels")
+        for io in model["inputs"]:
+            lines.append(f"  input  {io['name']}: {io['dtype']}{io['shape']}")
+        for io in model["outputs"]:
+            lines.append(f"  output {io['name']}: {io['dtype']}{io['shape']}")
+        lines.append(f"  ops: {', '.join(model.get('ops', []))}")
+        for t in model["tasks"]:
+            lines.append(f"  task {t['label']:<28} {t['op_type']:<20} node {t['op_name']!r} -> {t['kernel']} "
+                         f"(block_dim {t['block_dim']})")
+    lines.append("entries:")
+    for e in info["entries"]:
+        lines.append(f"  {e['size']:>10}  {'stored ' if e['stored'] else 'deflate'}  {e['name']}")
+    return "\n".join(lines)

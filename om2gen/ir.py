@@ -1,0 +1,87 @@
+"""The graph om2gen compiles: typed values with static shapes, nodes in topological order.
+
+Constants are kept as numpy arrays on their values. Every stage after the frontend reads
+static shapes only (dynamic dims are pinned by --input-shape).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType
+
+
+@dataclass
+class Value:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    const: np.ndarray | None = None
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def describe(self) -> str:
+        return f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclass
+class Node:
+    name: str
+    op_type: str
+    inputs: list[str]            # "" marks an absent optional input
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
+    opset: int = 0
+
+    def input(self, i: int) -> str:
+        return self.inputs[i] if i < len(self.inputs) else ""
+
+
+@dataclass
+class Graph:
+    name: str
+    values: dict[str, Value]
+    nodes: list[Node]
+    inputs: list[str]
+    outputs: list[str]
+    opsets: dict[str, int]
+    source_digest: str = ""
+    producer: str = ""
+
+    def value(self, name: str) -> Value:
+        return self.values[name]
+
+    def consumers(self) -> dict[str, list[Node]]:
+        users: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name:
+                    users.setdefault(name, []).append(node)
+        return users
+
+    def verify(self, stage: str) -> None:
+        """The IR invariants every pass must keep; a failure is an om2gen bug, reported with context."""
+        defined = set(self.inputs) | {n for n, v in self.values.items() if v.is_const}
+        for node in self.nodes:
+            for name in node.inputs:
+                assert not name or name in defined, f"after {stage}: node {node.name!r} reads undefined {name!r}"
+            for name in node.outputs:
+                assert name in self.values, f"after {stage}: output {name!r} of {node.name!r} has no value"
+                assert all(isinstance(d, int) and d >= 0 for d in self.values[name].shape), \
+                    f"after {stage}: {name!r} has a non-static shape {self.values[name].shape}"
+                defined.add(name)
+        for name in self.outputs:
+            assert name in defined, f"after {stage}: graph output {name!r} is never produced"

@@ -1,0 +1,180 @@
+"""Graph → Program: kernel calls per node, output binding, constants, memory plan, args layout."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen import kernels as kernel_codegen
+from ..ir import Graph, Value
+from ..ops import registry
+from ..ops.elementwise import copy_call
+from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+from . import memplan
+from .program import Alias, ArgRef, Constant, IoDesc, Kernel, KernelCall, Program, Task
+
+
+@dataclass
+class LowerContext:
+    target: object          # toolchain.targets.Target
+    generator: str
+
+
+def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
+    calls: list[tuple[object, KernelCall]] = []
+    alias: dict[str, str] = {}
+    for node in graph.nodes:
+        op = registry.lookup(node)
+        ins = [graph.values[n] if n else None for n in node.inputs]
+        outs = [graph.values[n] for n in node.outputs if n]
+        result = op.lower(node, ins, outs, ctx)
+        if isinstance(result, Alias):
+            alias[node.outputs[0]] = result.source
+        else:
+            for call in (result if isinstance(result, list) else [result]):
+                calls.append((node, call))
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    # Derived constants (e.g. folded BatchNorm scales) become named constant values.
+    for node, call in calls:
+        for i, item in enumerate(call.inputs):
+            if isinstance(item, np.ndarray):
+                name = f"{node.name}::const{i}"
+                graph.values[name] = Value(name, _dtype_of(item), tuple(item.shape), np.ascontiguousarray(item))
+                call.inputs[i] = name
+
+    # Graph outputs are written in place by their producer when possible; otherwise copied.
+    inputs = {n: i for i, n in enumerate(graph.inputs)}
+    output_of: dict[str, int] = {}
+    for j, name in enumerate(graph.outputs):
+        r = root(name)
+        if r in inputs or graph.values[r].is_const or r in output_of:
+            src, dst = graph.values[r], graph.values[name]
+            copy_name = f"{name}::out{j}"
+            graph.values[copy_name] = Value(copy_name, dst.dtype, dst.shape)
+            call = copy_call(src, graph.values[copy_name])
+            calls.append((_OutputCopyNode(name), call))
+            output_of[copy_name] = j
+        else:
+            output_of[r] = j
+
+    # Constants, in first-use order, each aligned in one blob.
+    constants: dict[str, Constant] = {}
+    blob_end = 0
+    for _, call in calls:
+        for name in call.inputs:
+            r = root(name) if name else name
+            if r and graph.values[r].is_const and r not in constants:
+                arr = graph.values[r].const
+                constants[r] = Constant(r, arr, blob_end)
+                blob_end = memplan.align(blob_end + arr.nbytes)
+
+    # Workspace plan over the tensors kernels produce, plus each task's scratch region.
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for t, (_, call) in enumerate(calls):
+        for name in call.inputs:
+            if name:
+                last[root(name)] = t
+        for name in call.outputs:
+            first.setdefault(root(name), t)
+    buffers = []
+    for r, t in first.items():
+        if r in output_of or r in inputs:
+            continue
+        buffers.append(memplan.Buffer(r, graph.values[r].nbytes, t, max(t, last.get(r, t))))
+    for t, (_, call) in enumerate(calls):
+        if call.workspace:
+            buffers.append(memplan.Buffer(f"::scratch{t}", call.workspace, t, t))
+    offsets, work_size = memplan.plan(buffers)
+
+    def ref(name: str) -> ArgRef:
+        r = root(name)
+        if r in inputs:
+            return ArgRef(ArgKind.INPUT, inputs[r], 0)
+        if r in output_of:
+            return ArgRef(ArgKind.OUTPUT, output_of[r], 0)
+        if r in constants:
+            return ArgRef(ArgKind.CONSTANT, 0, constants[r].offset)
+        return ArgRef(ArgKind.WORKSPACE, 0, offsets[r])
+
+    kernels: list[Kernel] = []
+    kernel_index: dict[str, int] = {}
+    tasks: list[Task] = []
+    args_offset = 0
+    for t, (node, call) in enumerate(calls):
+        kernel = kernel_codegen.render(call, ctx)
+        if kernel.entry not in kernel_index:
+            kernel_index[kernel.entry] = len(kernels)
+            kernels.append(kernel)
+        args = [ref(n) for n in call.inputs if n] + [ref(n) for n in call.outputs]
+        if call.workspace:
+            args.append(ArgRef(ArgKind.WORKSPACE, 0, offsets[f"::scratch{t}"]))
+        tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling)
+        task = Task(ModelTaskType.MODEL_TASK_KERNEL, OpDispatchType.AICORE, CcKernelType.TE,
+                    kernel_index[kernel.entry], call.block_dim, args, tiling, node.name, node.op_type,
+                    f"k{t:03d}_{call.name}",
+                    [_describe(graph, n) for n in call.inputs if n],
+                    [_describe(graph, n) for n in call.outputs],
+                    _attrs_desc(node), args_offset)
+        args_offset += memplan.align(task.args_size, 8)
+        tasks.append(task)
+
+    def io(name: str) -> IoDesc:
+        v = graph.values[name]
+        return IoDesc(name, v.dtype.name, v.shape, v.nbytes)
+
+    return Program(
+        name=graph.name, inputs=[io(n) for n in graph.inputs], outputs=[io(n) for n in graph.outputs],
+        kernels=kernels, tasks=tasks, constants=list(constants.values()), constants_size=blob_end,
+        work_size=work_size, args_size=args_offset, source_digest=graph.source_digest, opsets=graph.opsets,
+        graph_json=_graph_json(graph))
+
+
+class _OutputCopyNode:
+    op_type = "Copy"
+    attrs: dict = {}
+
+    def __init__(self, output: str):
+        self.name = f"copy_to_output:{output}"
+
+
+def _dtype_of(arr: np.ndarray):
+    from ..dtypes import from_numpy
+    return from_numpy(arr.dtype)
+
+
+def _describe(graph: Graph, name: str) -> str:
+    v = graph.values[name]
+    return f"{name}: {v.describe()}{' (const)' if v.is_const else ''}"
+
+
+def _attrs_desc(node) -> str:
+    parts = []
+    for k in sorted(node.attrs):
+        v = node.attrs[k]
+        if isinstance(v, np.ndarray):
+            v = f"tensor{list(v.shape)}"
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def _graph_json(graph: Graph) -> dict:
+    def val(name):
+        v = graph.values[name]
+        return {"name": name, "dtype": v.dtype.name, "shape": list(v.shape), "const": v.is_const}
+    return {
+        "name": graph.name,
+        "opsets": graph.opsets,
+        "inputs": [val(n) for n in graph.inputs],
+        "outputs": [val(n) for n in graph.outputs],
+        "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain,
+                   "inputs": [val(i) if i else None for i in n.inputs],
+                   "outputs": [val(o) for o in n.outputs if o],
+                   "attrs": _attrs_desc(n)} for n in graph.nodes],
+    }

@@ -1,0 +1,118 @@
+"""What lowering produces: kernel specialisations, tasks (the seeds' TaskInfo) and the memory plan.
+
+Plain data only: every name, shape, literal and offset is decided here, so the templates that
+render it only arrange text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+
+
+@dataclass
+class KernelCall:
+    """What an op's lower() returns for a node that needs a kernel."""
+    template: str                       # e.g. "kernels/binary.c.j2"
+    name: str                           # what the kernel is, e.g. "Add" or "Conv_Relu"
+    params: dict                        # template parameters (all literals decided)
+    inputs: list                        # value names, or np.ndarray for constants derived at compile time
+    outputs: list[str]
+    block_dim: int = 1
+    tiling: list[int] = field(default_factory=list)   # int64 fields, after the address slots
+    workspace: int = 0                  # scratch bytes the kernel needs (one region per task)
+
+
+@dataclass
+class Alias:
+    """The node's output is a view of its first input (same bytes, e.g. Reshape/Flatten)."""
+    source: str
+
+
+@dataclass
+class ArgRef:
+    kind: ArgKind
+    index: int          # input/output index, constants blob index; 0 for workspace
+    offset: int         # byte offset in that buffer
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind.name, "index": self.index, "offset": self.offset}
+
+
+@dataclass
+class Kernel:
+    """One compiled specialisation; tasks with identical sources share it."""
+    entry: str                  # exported symbol and file stem, e.g. "Conv_3f9a0c12d4e5"
+    source: str                 # the rendered C source
+    template: str
+    digest: str                 # sha256 of the source
+    binary: bytes = b""         # filled by the toolchain
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.entry}.o"
+
+
+@dataclass
+class Task:
+    """The TaskInfo of one dispatch: what GE keeps in a TaskDef + KernelDef."""
+    task_type: ModelTaskType
+    dispatch_type: OpDispatchType
+    kernel_type: CcKernelType
+    kernel: int                 # index into Program.kernels, -1 for non-kernel tasks
+    block_dim: int
+    args: list[ArgRef]
+    tiling: bytes
+    op_name: str                # source ONNX node name
+    op_type: str
+    label: str                  # e.g. "k012_Conv_Relu"
+    inputs_desc: list[str]      # "name: float32[1,3,224,224]"
+    outputs_desc: list[str]
+    attrs_desc: str = ""
+    args_offset: int = 0        # byte offset of this task's args in the model's args table
+
+    @property
+    def args_size(self) -> int:
+        return 8 * len(self.args) + len(self.tiling)
+
+    @property
+    def args_format(self) -> str:
+        marks = {ArgKind.INPUT: "i", ArgKind.CONSTANT: "i", ArgKind.OUTPUT: "o", ArgKind.WORKSPACE: "ws"}
+        return "".join("{%s}" % marks[a.kind] for a in self.args) + ("{t}" if self.tiling else "")
+
+
+@dataclass
+class Constant:
+    name: str
+    array: np.ndarray
+    offset: int                 # in the constants blob
+
+    @property
+    def nbytes(self) -> int:
+        return self.array.nbytes
+
+
+@dataclass
+class IoDesc:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass
+class Program:
+    name: str
+    inputs: list[IoDesc]
+    outputs: list[IoDesc]
+    kernels: list[Kernel]
+    tasks: list[Task]
+    constants: list[Constant]
+    constants_size: int
+    work_size: int
+    args_size: int
+    source_digest: str
+    opsets: dict[str, int]
+    graph_json: dict = field(default_factory=dict)

@@ -1,0 +1,96 @@
+"""Helpers shared by op definitions: shapes, broadcasting, block_dim choice."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType
+from ..errors import ShapeError, UnsupportedOpError
+from ..ir import Node, Value
+
+# A block should carry at least this much work (elements touched), so that splitting a launch
+# across cores pays for the synchronisation.
+MIN_WORK_PER_BLOCK = 1 << 14
+MAX_BLOCKS = 64
+
+
+def out(dtype: DType, shape) -> Value:
+    return Value("", dtype, tuple(int(d) for d in shape))
+
+
+def block_dim_for(items: int, work_per_item: int = 1) -> int:
+    """How many SPMD blocks to split `items` independent work items into."""
+    if items <= 1:
+        return 1
+    by_work = max(1, (items * max(1, work_per_item)) // MIN_WORK_PER_BLOCK)
+    return int(max(1, min(items, by_work, MAX_BLOCKS)))
+
+
+def broadcast_shape(node: Node, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): input shapes "
+                         f"{' and '.join(str(list(s)) for s in shapes)} do not broadcast") from None
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a contiguous `shape` seen through broadcasting to `out_shape` (0 = repeated)."""
+    rank = len(out_shape)
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides, acc = [0] * rank, 1
+    for i in range(rank - 1, -1, -1):
+        strides[i] = 0 if padded[i] == 1 and out_shape[i] != 1 else acc
+        acc *= padded[i]
+    return strides
+
+
+def collapse(out_shape: tuple[int, ...], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Merges adjacent dims that every operand walks contiguously; drops size-1 dims."""
+    dims = [d for d in out_shape]
+    keep = [i for i, d in enumerate(dims) if d != 1] or [len(dims) - 1] if dims else []
+    dims = [dims[i] for i in keep] if dims else [1]
+    strides = [[s[i] for i in keep] if keep else [0] for s in strides]
+    if not out_shape:
+        return [1], [[0] for _ in strides]
+    i = len(dims) - 1
+    while i > 0:
+        if all(s[i - 1] == s[i] * dims[i] for s in strides):
+            dims[i - 1] *= dims[i]
+            for s in strides:
+                s[i - 1] = s[i]
+            del dims[i]
+            for s in strides:
+                del s[i]
+        i -= 1
+    return dims, strides
+
+
+def require_float(node: Node, v: Value, what: str = "input") -> None:
+    if v.dtype.name != "float32":
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): {what} {v.name!r} is {v.dtype.name}; "
+                                 "om2gen compiles this operator for float32 only")
+
+
+def axis(node: Node, a: int, rank: int) -> int:
+    if not -rank <= a < max(rank, 1):
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): axis {a} is out of range for rank {rank}")
+    return a + rank if a < 0 else a
+
+
+def const_ints(node: Node, v: Value | None, what: str) -> list[int] | None:
+    if v is None:
+        return None
+    if not v.is_const:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be known at compile time; "
+                         "om2gen compiles static shapes only")
+    return [int(x) for x in np.asarray(v.const).reshape(-1)]
+
+
+def const_ints_or_floats(node: Node, v: Value, what: str) -> float:
+    """A scalar constant input (e.g. Clip's min/max) as a Python float."""
+    if not v.is_const:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be a compile-time constant")
+    arr = np.asarray(v.const).reshape(-1)
+    if arr.size != 1:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} must be a scalar, got shape {list(v.shape)}")
+    return float(arr[0])

@@ -1,0 +1,143 @@
+"""Element-wise operators with numpy broadcasting: one template, an expression per op."""
+from __future__ import annotations
+
+from ..codegen.literals import c_float
+from ..errors import UnsupportedOpError
+from ..ir import Node, Value
+from ..lower.program import Alias, KernelCall
+from . import common
+from .registry import Op, register
+
+# C expressions over x0, x1, ... per op and dtype family ("f" float, "i" integer).
+_BINARY = {
+    "Add": {"f": "x0 + x1", "i": "x0 + x1"},
+    "Sub": {"f": "x0 - x1", "i": "x0 - x1"},
+    "Mul": {"f": "x0 * x1", "i": "x0 * x1"},
+    "Div": {"f": "x0 / x1", "i": "x1 == 0 ? 0 : x0 / x1"},
+}
+
+_UNARY_F32 = {
+    "Relu": "x0 > 0.0f ? x0 : 0.0f",
+    "Sigmoid": "1.0f / (1.0f + expf(-x0))",
+    "Tanh": "tanhf(x0)",
+}
+
+_INT_TYPES = {"int32", "int64"}
+
+
+def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: str) -> KernelCall:
+    """A KernelCall of templates/kernels/elementwise.c.j2 computing `expr` with broadcasting."""
+    strides = [common.broadcast_strides(v.shape, out.shape) for v in ins]
+    dims, strides = common.collapse(out.shape, strides)
+    inner = dims[-1]
+    rows = 1
+    for d in dims[:-1]:
+        rows *= d
+    # Split long rows into chunks so that a single big row still spreads across cores.
+    want = common.block_dim_for(out.size)
+    chunks = 1 if rows >= want else max(1, min(want // max(rows, 1), inner // 1024 or 1))
+    chunk_len = -(-inner // chunks)
+    chunks = -(-inner // chunk_len)
+    outer = [{"size": dims[i], "strides": [s[i] for s in strides]} for i in range(len(dims) - 2, -1, -1)]
+    items = rows * chunks
+    params = {
+        "summary": f"{node.op_type}: {' , '.join(v.describe() for v in ins)} -> {out.describe()}",
+        "expr": expr,
+        "ins": [{"ctype": v.dtype.c_type, "inner_stride": s[-1]} for v, s in zip(ins, strides)],
+        "out_ctype": out.dtype.c_type,
+        "outer": outer,
+        "inner": inner,
+        "chunks": chunks,
+        "chunk_len": chunk_len,
+    }
+    return KernelCall("kernels/elementwise.c.j2", name, params, [v.name for v in ins], [out.name],
+                      block_dim=common.block_dim_for(items, max(1, out.size // max(items, 1))), tiling=[items])
+
+
+@register("Add", "Sub", "Mul", "Div", since=7)
+class Binary(Op):
+    def infer(self, node, ins):
+        a, b = ins
+        if a.dtype != b.dtype:
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): inputs have different dtypes "
+                                     f"{a.dtype.name} and {b.dtype.name}")
+        return [common.out(a.dtype, common.broadcast_shape(node, a.shape, b.shape))]
+
+    def lower(self, node, ins, outs, ctx):
+        dt = ins[0].dtype.name
+        family = "f" if dt == "float32" else "i" if dt in _INT_TYPES else None
+        if family is None:
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): dtype {dt} is not supported "
+                                     f"(float32, int32, int64)")
+        return elementwise_call(node, node.op_type, ins, outs[0], _BINARY[node.op_type][family])
+
+
+@register("Relu", "Sigmoid", "Tanh", since=6)
+class UnaryF32(Op):
+    def infer(self, node, ins):
+        common.require_float(node, ins[0])
+        return [common.out(ins[0].dtype, ins[0].shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        return elementwise_call(node, node.op_type, ins, outs[0], _UNARY_F32[node.op_type])
+
+
+@register("Clip", since=6)
+class ClipAttr(Op):
+    """Clip-6: bounds are attributes."""
+    attrs = {"min": float(-3.4028234663852886e38), "max": float(3.4028234663852886e38)}
+
+    def infer(self, node, ins):
+        common.require_float(node, ins[0])
+        return [common.out(ins[0].dtype, ins[0].shape)]
+
+    def bounds(self, node, ins):
+        return self.attr(node, "min"), self.attr(node, "max")
+
+    def lower(self, node, ins, outs, ctx):
+        lo, hi = self.bounds(node, ins)
+        expr = f"fminf(fmaxf(x0, {c_float(lo)}), {c_float(hi)})"
+        return elementwise_call(node, "Clip", ins[:1], outs[0], expr)
+
+
+@register("Clip", since=11)
+class ClipInputs(ClipAttr):
+    """Clip-11+: bounds are optional constant inputs."""
+    attrs = {}
+
+    def bounds(self, node, ins):
+        lo, hi = -float("inf"), float("inf")
+        for i, what in ((1, "min"), (2, "max")):
+            v = ins[i] if i < len(ins) else None
+            if v is not None:
+                vals = common.const_ints_or_floats(node, v, what)
+                if what == "min":
+                    lo = vals
+                else:
+                    hi = vals
+        return lo, hi
+
+
+@register("Identity", "Dropout", since=1)
+class IdentityLike(Op):
+    """Identity, and Dropout at inference (mask output, if requested, is all true)."""
+
+    def infer(self, node, ins):
+        outs = [common.out(ins[0].dtype, ins[0].shape)]
+        if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1]:
+            raise UnsupportedOpError(f"node {node.name!r} (Dropout): the mask output is not supported; "
+                                     "export the model in inference mode")
+        return outs
+
+    def lower(self, node, ins, outs, ctx):
+        return Alias(ins[0].name)
+
+
+def copy_call(src: Value, dst: Value) -> KernelCall:
+    """A plain copy of the bytes (used where a graph output must get its own buffer); the two
+    may differ in shape (e.g. a Reshape of an input), so both are seen flat."""
+    flat_src = Value(src.name, src.dtype, (src.size,))
+    flat_dst = Value(dst.name, dst.dtype, (dst.size,))
+    return elementwise_call(Node(dst.name, "Copy", [src.name], [dst.name]), "Copy", [flat_src], flat_dst, "x0")
+
+

@@ -1,0 +1,97 @@
+"""The op registry: every ONNX operator om2gen compiles is one class in om2gen/ops/.
+
+An op declares its ONNX name, domain, `since` opset and attribute defaults, and implements
+infer() (output dtypes and static shapes) and lower() (a kernel call or an alias). Ops register
+themselves with @register; nothing else needs editing to add one.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..errors import UnsupportedOpError
+from ..ir import Node, Value
+
+_REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
+
+
+class Op:
+    op_type: ClassVar[str]
+    domain: ClassVar[str] = ""
+    since: ClassVar[int] = 1
+    attrs: ClassVar[dict[str, Any]] = {}   # name -> default (spec defaults); REQUIRED marks mandatory
+
+    def attr(self, node: Node, name: str):
+        if name in node.attrs:
+            return node.attrs[name]
+        default = self.attrs[name]
+        if default is REQUIRED:
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): required attribute {name!r} is missing")
+        return default
+
+    def infer(self, node: Node, ins: list[Value | None]) -> list[Value]:
+        raise NotImplementedError
+
+    def lower(self, node: Node, ins: list[Value | None], outs: list[Value], ctx):
+        raise NotImplementedError
+
+
+class _Required:
+    def __repr__(self):
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+
+def register(*op_types: str, since: int = 1, domain: str = ""):
+    """Class decorator: registers the class for each op type, valid from opset `since`."""
+    def wrap(cls):
+        for op_type in op_types:
+            sub = type(f"{cls.__name__}_{op_type}", (cls,), {"op_type": op_type, "since": since, "domain": domain})
+            versions = _REGISTRY.setdefault((domain, op_type), [])
+            versions.append(sub)
+            versions.sort(key=lambda c: c.since)
+        return cls
+    return wrap
+
+
+def supported_ops() -> list[str]:
+    _load_all()
+    return sorted(f"{t}" if not d else f"{d}.{t}" for d, t in _REGISTRY)
+
+
+def registered() -> dict[tuple[str, str], list[type[Op]]]:
+    _load_all()
+    return _REGISTRY
+
+
+def lookup(node: Node) -> Op:
+    _load_all()
+    versions = _REGISTRY.get((node.domain, node.op_type))
+    if not versions:
+        where = f"{node.domain}." if node.domain else ""
+        raise UnsupportedOpError(
+            f"node {node.name!r}: operator {where}{node.op_type} (opset {node.opset}) is not supported by om2gen; "
+            f"supported operators: {', '.join(supported_ops())}")
+    usable = [v for v in versions if v.since <= node.opset]
+    if not usable:
+        raise UnsupportedOpError(
+            f"node {node.name!r}: {node.op_type} at opset {node.opset} is older than om2gen supports "
+            f"(from opset {versions[0].since}); re-export the model with a newer opset")
+    return usable[-1]()
+
+
+_loaded = False
+
+
+def _load_all() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import importlib
+        import pkgutil
+
+        from .. import ops
+        for info in pkgutil.iter_modules(ops.__path__):
+            if info.name not in ("registry", "common"):
+                importlib.import_module(f"{ops.__name__}.{info.name}")

@@ -1,0 +1,77 @@
+"""Compilation targets: CPU architecture, ISA features and the compiler flags that select them."""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import AbiError
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str                   # e.g. "x86_64-avx2"
+    arch: str                   # ELF machine family, as `uname -m` prints it
+    march_flags: tuple[str, ...]
+    isa_features: tuple[str, ...]   # /proc/cpuinfo flags the code needs
+    elf_machine: str            # pyelftools e_machine name
+
+    @property
+    def kernels_dir(self) -> str:
+        return f"kernels_{self.arch}"
+
+
+TARGETS = {
+    t.name: t for t in (
+        Target("x86_64", "x86_64", ("-march=x86-64", "-mtune=generic"), ("sse2",), "EM_X86_64"),
+        Target("x86_64-avx2", "x86_64", ("-march=x86-64-v3", "-mtune=generic"), ("avx", "avx2", "fma", "bmi2"),
+               "EM_X86_64"),
+        Target("x86_64-avx512", "x86_64", ("-march=x86-64-v4", "-mtune=generic", "-mprefer-vector-width=512"),
+               ("avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"),
+               "EM_X86_64"),
+        Target("aarch64", "aarch64", ("-march=armv8-a",), ("asimd",), "EM_AARCH64"),
+    )
+}
+
+
+@lru_cache(maxsize=1)
+def host_features() -> frozenset[str]:
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    flags.update(value.split())
+    except OSError:
+        pass
+    return frozenset(flags)
+
+
+def host_arch() -> str:
+    return platform.machine()
+
+
+def default_target() -> Target:
+    """The best target this machine runs."""
+    arch = host_arch()
+    for name in ("x86_64-avx512", "x86_64-avx2", "x86_64", "aarch64"):
+        t = TARGETS[name]
+        if t.arch == arch and set(t.isa_features) <= host_features():
+            return t
+    raise AbiError(f"om2gen has no target for this machine ({arch}); known targets: {', '.join(TARGETS)}")
+
+
+def get_target(name: str | None) -> Target:
+    if name is None:
+        return default_target()
+    if name not in TARGETS:
+        raise AbiError(f"unknown --target {name!r}; choose one of: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+def missing_features(arch: str, features) -> list[str]:
+    """What this machine lacks to run code built for (arch, features); [] if it can run it."""
+    if arch != host_arch():
+        return [f"arch {arch} (this machine is {host_arch()})"]
+    return sorted(set(features) - host_features())

@@ -1,0 +1,46 @@
+/*
+ * om2_cpu_runtime.h -- vendor extensions of om2gen's CPU implementation of the ACL runtime
+ * subset (runtime_abi/src/acl_rt_cpu.cpp).
+ *
+ * NOT part of AscendCL: a program that calls these functions does not build against a real
+ * ACL. Generated model code never calls them; the executor and the tests do (to size the
+ * kernel worker pool, and to prove that a replay really launched kernels or that nothing
+ * leaked).
+ */
+#ifndef OM2_OM2_CPU_RUNTIME_H
+#define OM2_OM2_CPU_RUNTIME_H
+
+#include <stdint.h>
+
+#include "acl/acl_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Upper bound accepted by om2rtSetThreadCount. */
+#define OM2RT_MAX_THREADS 4096u
+
+/* Sets the number of threads T that execute the blocks of a kernel launch: the launching
+ * thread plus T-1 persistent workers. n = 0 selects the number of online CPUs (the default).
+ * Existing workers are stopped and joined; the new ones start lazily at the next launch with
+ * more than one block. Call it while no launch is in flight on another thread (it waits for
+ * the running one to finish); calling it from inside a kernel fails. n > OM2RT_MAX_THREADS:
+ * ACL_ERROR_INVALID_PARAM. */
+ACL_FUNC_VISIBILITY aclError om2rtSetThreadCount(uint32_t n);
+
+/* The current T (>= 1). */
+ACL_FUNC_VISIBILITY uint32_t om2rtGetThreadCount(void);
+
+/* Kernel launches executed so far by this process, counting each replayed kernel task of an
+ * aclmdlRI (not counting launches that were only recorded). */
+ACL_FUNC_VISIBILITY uint64_t om2rtGetLaunchCount(void);
+
+/* Blocks currently allocated by aclrtMalloc or aclrtMallocHost and not yet freed. */
+ACL_FUNC_VISIBILITY uint64_t om2rtGetLiveAllocationCount(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OM2_OM2_CPU_RUNTIME_H */

@@ -1,0 +1,48 @@
+/*
+ * om2_executor.h -- native helpers of om2gen's executor (see runtime_abi/src/om2_executor.cpp).
+ * Not part of the model ABI: only the executor uses these.
+ */
+#ifndef OM2_OM2_EXECUTOR_H
+#define OM2_OM2_EXECUTOR_H
+
+#include "om2/om2_model_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the executor keeps per loaded model; passed to the model as instance_handle. */
+typedef struct Om2xInstance {
+    const void *rt_model_handle;  /* reported by the model through report_model_base_info */
+    uint64_t launched_tasks;      /* tasks launched through launch_func (capture time) */
+} Om2xInstance;
+
+typedef struct Om2xEntryPoints {
+    GertModelGetAbiVersionFunc get_abi_version;
+    GertModelGetLastErrorFunc get_last_error;
+    GertModelLoadFunc load;
+    GertModelRunFunc run;
+    GertModelRunAsyncFunc run_async;
+    GertModelUnloadFunc unload;
+} Om2xEntryPoints;
+
+void om2x_fill_load_callbacks(GertModelLoadCallbacks *callbacks);
+uint64_t om2x_bin_store_size(void);
+/* Writes `data` to a memfd and dlopens /proc/self/fd/N. On failure returns -1 and a message in err. */
+int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name, int global,
+                                void **handle, char *err, size_t err_len);
+int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len);
+int32_t om2x_dlclose(void *lib);
+uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
+const char *om2x_last_error(const Om2xEntryPoints *ep);
+int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle);
+int32_t om2x_model_run(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config);
+int32_t om2x_model_run_async(const Om2xEntryPoints *ep, GertModelHandle handle, aclrtStream stream,
+                             const GertModelRunConfig *config);
+int32_t om2x_model_unload(const Om2xEntryPoints *ep, GertModelHandle handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OM2_OM2_EXECUTOR_H */

@@ -1,0 +1,1815 @@
+/*
+ * acl_rt_cpu.cpp -- om2gen's CPU implementation of the ACL runtime subset declared in
+ * acl/acl_base.h and acl/acl_rt.h, plus the vendor extensions of om2/om2_cpu_runtime.h.
+ *
+ * The "device" is the host:
+ *   - Device memory is host memory aligned to 64 bytes. aclrtMalloc rounds the size up to a
+ *     multiple of 32 and adds 32 bytes, as ACL does; size 0 is valid and returns a unique
+ *     32-byte block. Every block is tracked, so freeing a foreign or already freed pointer
+ *     fails cleanly instead of corrupting the heap. aclrtMemcpy's kind is checked but the
+ *     direction does not matter.
+ *   - The default (NULL) stream is synchronous: work issued to it runs in the calling thread
+ *     before the call returns. A created stream is a FIFO queue run by its own worker thread
+ *     (started at the first task, joined by aclrtDestroyStream, which first drains the queue).
+ *     A failing task does not stop the stream; aclrtSynchronizeStream returns the first error
+ *     and clears it.
+ *   - Events follow Ascend's flag semantics: aclrtRecordEvent sets the flag when the stream
+ *     reaches it, aclrtStreamWaitEvent blocks the stream until the flag is set and no record of
+ *     the event is still queued, aclrtResetEvent clears the flag. A wait that runs in the
+ *     calling thread (NULL stream, or a replay) on an event that is neither set nor queued for
+ *     recording fails instead of hanging forever.
+ *   - A kernel binary is an ELF shared object (om2/om2_kernel.h) loaded from memory through a
+ *     memfd; nothing touches the disk.
+ *   - A launch of N blocks calls the kernel entry for blocks 0..N-1 on a process-wide pool of
+ *     T threads (the launching thread plus T-1 workers, see KernelPool). One launch runs at a
+ *     time; launches from several streams are serialised. Launching from inside a kernel
+ *     (nested launch) is not supported and fails with ACL_ERROR_FEATURE_UNSUPPORTED.
+ *   - A model runtime instance (aclmdlRI) records the tasks issued to its bound streams while
+ *     it is being built, and replays them in issue order in one thread. See ModelRI.
+ *   - There is one device, 0. aclrtSetDevice/aclrtResetDevice with another id fail with
+ *     ACL_ERROR_INVALID_PARAM; aclrtGetDevice always reports 0. aclInit is optional (every
+ *     call initialises what it needs lazily); a second aclInit without aclFinalize returns
+ *     ACL_ERROR_REPEAT_INITIALIZE as in ACL. aclFinalize synchronises all streams and stops the
+ *     kernel workers (they restart if the process launches again).
+ *
+ * Every exported function catches all exceptions, returns an aclError and, on failure, records
+ * "<function>: <reason> (error <code>)" for aclGetRecentErrMsg (per thread; newest first; read
+ * and cleared by aclGetRecentErrMsg, which returns NULL when there is nothing to report).
+ *
+ * Nothing here runs at load time: all state is created on first use, and the threads it starts
+ * block all asynchronous signals so that a host process (Python) keeps receiving them.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "acl/acl_base.h"
+#include "acl/acl_rt.h"
+#include "om2/om2_cpu_runtime.h"
+#include "om2/om2_kernel.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/* Leaked on purpose: process-wide state must outlive threads that may still run while static
+ * destructors execute at exit, and a function-local static is created on first use only. */
+template <typename T>
+T& leaked_singleton() {
+    static T* instance = new T();
+    return *instance;
+}
+
+// =============================================================================================
+// Error reporting
+// =============================================================================================
+
+constexpr size_t kMsgCap = 2048;
+
+thread_local const char* t_api = "om2 CPU runtime";  // the API this thread is executing
+thread_local char t_stack[kMsgCap];                  // unread messages, newest first
+thread_local size_t t_stack_len = 0;
+thread_local char t_latest[512];                     // the newest message alone
+thread_local char t_returned[kMsgCap];               // what aclGetRecentErrMsg handed out
+
+/* Puts t_latest on top of this thread's unread messages, dropping the oldest text when full. */
+void push_latest() noexcept {
+    char merged[kMsgCap];
+    const int n = t_stack_len == 0 ? snprintf(merged, sizeof merged, "%s", t_latest)
+                                   : snprintf(merged, sizeof merged, "%s\n%s", t_latest, t_stack);
+    t_stack_len = std::min(static_cast<size_t>(std::max(n, 0)), kMsgCap - 1);
+    memcpy(t_stack, merged, t_stack_len);
+    t_stack[t_stack_len] = '\0';
+}
+
+/* Records "<api>: <reason> (error <code>)" for the calling thread and returns `code`. */
+__attribute__((format(printf, 2, 3))) aclError fail(aclError code, const char* fmt, ...) noexcept {
+    char reason[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    snprintf(t_latest, sizeof t_latest, "%s: %s (error %d)", t_api, reason, code);
+    push_latest();
+    return code;
+}
+
+const char* take_messages() noexcept {
+    if (t_stack_len == 0) return nullptr;
+    memcpy(t_returned, t_stack, t_stack_len + 1);
+    t_stack_len = 0;
+    t_stack[0] = '\0';
+    return t_returned;
+}
+
+const char* errno_text(int err, char* buf, size_t cap) noexcept { return strerror_r(err, buf, cap); }
+
+class ApiScope {
+  public:
+    explicit ApiScope(const char* api) noexcept : prev_(t_api) { t_api = api; }
+    ~ApiScope() { t_api = prev_; }
+    ApiScope(const ApiScope&) = delete;
+    ApiScope& operator=(const ApiScope&) = delete;
+
+  private:
+    const char* prev_;
+};
+
+/* Maps the exception being handled to an aclError (and a message). Call only in a catch. */
+aclError error_from_current_exception() noexcept {
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        return fail(ACL_ERROR_BAD_ALLOC, "out of host memory");
+    } catch (const std::system_error& e) {
+        return fail(ACL_ERROR_RT_FAILURE, "system error: %s", e.what());
+    } catch (const std::exception& e) {
+        return fail(ACL_ERROR_INTERNAL_ERROR, "internal error: %s", e.what());
+    } catch (...) {
+        return fail(ACL_ERROR_INTERNAL_ERROR, "unknown internal exception");
+    }
+}
+
+/* The body of every exported function: names the API for messages, catches everything. */
+template <typename Body>
+aclError guarded(const char* api, Body&& body) noexcept {
+    ApiScope scope(api);
+    try {
+        return body();
+    } catch (...) {
+        return error_from_current_exception();
+    }
+}
+
+#define RETURN_IF_ERROR(expr)                    \
+    do {                                         \
+        const aclError om2_err_ = (expr);        \
+        if (om2_err_ != ACL_SUCCESS) return om2_err_; \
+    } while (0)
+
+// =============================================================================================
+// Handles: every object behind an opaque handle starts with a type tag, cleared when it dies,
+// so that a NULL, foreign or destroyed handle fails cleanly in the common cases.
+// =============================================================================================
+
+template <uint32_t Tag>
+struct Tagged {
+    static constexpr uint32_t kTag = Tag;
+    std::atomic<uint32_t> tag{Tag};  // atomic so that the store in the destructor is not elided
+
+    Tagged() = default;
+    Tagged(const Tagged&) = delete;
+    Tagged& operator=(const Tagged&) = delete;
+    ~Tagged() { tag.store(0, std::memory_order_relaxed); }
+};
+
+template <typename T>
+aclError resolve(void* handle, const char* what, T** out) noexcept {
+    T* object = static_cast<T*>(handle);
+    if (object == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "%s is NULL", what);
+    if (object->tag.load(std::memory_order_relaxed) != T::kTag) {
+        return fail(ACL_ERROR_INVALID_RESOURCE_HANDLE, "%s %p is not a live handle of that kind", what, handle);
+    }
+    *out = object;
+    return ACL_SUCCESS;
+}
+
+// =============================================================================================
+// Memory
+// =============================================================================================
+
+enum class MemKind { kDevice, kHost };
+
+struct MemRegistry {
+    std::mutex m;
+    std::unordered_map<void*, MemKind> blocks;
+};
+
+constexpr size_t kMemAlign = 64;
+constexpr size_t kSizeGranule = 32;  // ACL: the size is rounded up to 32 bytes ...
+constexpr size_t kSizePadding = 32;  // ... and 32 bytes are added
+
+const char* mem_kind_api(MemKind kind) { return kind == MemKind::kDevice ? "aclrtMalloc" : "aclrtMallocHost"; }
+
+aclError allocate(void** out, size_t size, MemKind kind) {
+    if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output pointer is NULL");
+    *out = nullptr;
+    if (size > SIZE_MAX - kSizeGranule - kSizePadding - kMemAlign) {
+        return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "size %zu is too large", size);
+    }
+    const size_t bytes = (size + kSizeGranule - 1) / kSizeGranule * kSizeGranule + kSizePadding;
+    void* block = nullptr;
+    if (posix_memalign(&block, kMemAlign, bytes) != 0) {
+        return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "cannot allocate %zu bytes (size %zu)", bytes, size);
+    }
+    MemRegistry& reg = leaked_singleton<MemRegistry>();
+    try {
+        std::lock_guard<std::mutex> lock(reg.m);
+        reg.blocks.emplace(block, kind);
+    } catch (...) {
+        free(block);
+        throw;
+    }
+    *out = block;
+    return ACL_SUCCESS;
+}
+
+aclError release(void* block, MemKind kind) {
+    if (block == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the pointer is NULL");
+    MemRegistry& reg = leaked_singleton<MemRegistry>();
+    {
+        std::lock_guard<std::mutex> lock(reg.m);
+        auto it = reg.blocks.find(block);
+        if (it == reg.blocks.end()) {
+            return fail(ACL_ERROR_INVALID_PARAM, "%p was not allocated by %s or was already freed", block,
+                        mem_kind_api(kind));
+        }
+        if (it->second != kind) {
+            return fail(ACL_ERROR_INVALID_PARAM, "%p was allocated by %s; free it with the matching function",
+                        block, mem_kind_api(it->second));
+        }
+        reg.blocks.erase(it);
+    }
+    free(block);
+    return ACL_SUCCESS;
+}
+
+aclError check_memcpy(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind) {
+    if (dst == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "dst is NULL");
+    if (src == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "src is NULL");
+    if (count > dest_max) return fail(ACL_ERROR_INVALID_PARAM, "count %zu exceeds destMax %zu", count, dest_max);
+    const int k = static_cast<int>(kind);
+    if (k < ACL_MEMCPY_HOST_TO_HOST || k > ACL_MEMCPY_DEFAULT) {
+        return fail(ACL_ERROR_INVALID_PARAM, "kind %d is not an aclrtMemcpyKind", k);
+    }
+    return ACL_SUCCESS;
+}
+
+aclError check_memset(void* dst, size_t max_count, size_t count) {
+    if (dst == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "devPtr is NULL");
+    if (count > max_count) return fail(ACL_ERROR_INVALID_PARAM, "count %zu exceeds maxCount %zu", count, max_count);
+    return ACL_SUCCESS;
+}
+
+// =============================================================================================
+// Threads, futexes and spinning
+// =============================================================================================
+
+/* Starts a thread with asynchronous signals blocked, so they keep going to the host's threads
+ * (Python handles signals in its main thread). Faults stay unblocked: a crashing kernel must
+ * reach the host's fault handler. */
+template <typename Fn>
+std::thread spawn_thread(Fn&& fn) {
+    sigset_t blocked, previous;
+    sigfillset(&blocked);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&blocked, sig);
+    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
+    try {
+        std::thread thread(std::forward<Fn>(fn));
+        pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+        return thread;
+    } catch (...) {
+        pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+        throw;
+    }
+}
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+              "futex words are std::atomic<uint32_t>");
+
+uint32_t* futex_addr(std::atomic<uint32_t>* word) { return reinterpret_cast<uint32_t*>(word); }
+
+/* Sleeps while *word == expected (returns at once otherwise, or spuriously). */
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+    syscall(SYS_futex, futex_addr(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word, int count) {
+    syscall(SYS_futex, futex_addr(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+/* How long a thread polls for work (or completion) before it sleeps. Consecutive launches of a
+ * replay come within microseconds, so workers stay awake across a model run; an idle process
+ * has every pool thread asleep after this long. */
+constexpr auto kSpinBudget = std::chrono::microseconds(100);
+
+/* Polls `ready` for up to kSpinBudget; true as soon as it holds. */
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+    const Clock::time_point start = Clock::now();
+    for (uint32_t i = 1;; ++i) {
+        if (ready()) return true;
+        cpu_relax();
+        if ((i & 63u) == 0 && Clock::now() - start > kSpinBudget) return false;
+    }
+}
+
+uint32_t online_cpus() {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return static_cast<uint32_t>(std::min<long>(std::max<long>(n, 1), OM2RT_MAX_THREADS));
+}
+
+thread_local bool t_in_kernel = false;  // set while this thread runs kernel blocks (pool workers: always)
+
+class InKernelScope {
+  public:
+    InKernelScope() noexcept : prev_(t_in_kernel) { t_in_kernel = true; }
+    ~InKernelScope() { t_in_kernel = prev_; }
+    InKernelScope(const InKernelScope&) = delete;
+    InKernelScope& operator=(const InKernelScope&) = delete;
+
+  private:
+    bool prev_;
+};
+
+// =============================================================================================
+// KernelPool: runs the blocks of one launch on T threads (the launcher plus T-1 workers).
+//
+// A launch is published in one atomic word, state_ = seq:32 | limit:16 | active:16:
+//   seq    numbers the launches;
+//   limit  how many workers may still join this launch (min(workers, blocks - 1); 0 = closed);
+//   active how many workers have joined and not yet left.
+// A worker joins with a CAS that checks seq and active < limit, then claims block indices from
+// the shared counter next_block_ until they run out, then leaves (active - 1). The launcher
+// claims blocks too; when none are left it closes the launch (limit = 0) and waits until
+// active is 0. After that no worker can touch the launch any more, so the next one can reuse
+// the job fields without allocating. A worker that wakes late sees a closed or newer launch and
+// does nothing, so a launch never waits for a sleeping thread that has no block to run.
+//
+// Idle workers poll state_ for kSpinBudget, then sleep on the futex wake_word_; the launcher
+// wakes at most `limit` sleepers. The launcher itself polls for completion, then sleeps on
+// done_word_, which the last leaving worker signals. Sleepers and wakers use sequentially
+// consistent operations on (sleepers_, wake_word_, state_) and (caller_sleeping_, done_word_,
+// state_), so a wake-up is never lost: either the sleeper sees the new state or the waker sees
+// the sleeper.
+// =============================================================================================
+
+class KernelPool {
+  public:
+    aclError launch(Om2KernelEntry entry, const void* args, uint32_t num_blocks);
+    aclError set_thread_count(uint32_t n);
+    uint32_t thread_count();
+    void stop_workers();
+
+  private:
+    struct Job {
+        Om2KernelEntry entry = nullptr;
+        const void* args = nullptr;
+        uint32_t num_blocks = 0;
+    };
+
+    static constexpr uint64_t kActiveMask = 0xFFFFu;
+    static constexpr unsigned kLimitShift = 16;
+    static constexpr uint64_t kLimitMask = uint64_t{0xFFFF} << kLimitShift;
+    static constexpr unsigned kSeqShift = 32;
+    static_assert(OM2RT_MAX_THREADS <= kActiveMask, "active and limit fields must hold the worker count");
+
+    static uint32_t seq_of(uint64_t w) { return static_cast<uint32_t>(w >> kSeqShift); }
+    static uint32_t limit_of(uint64_t w) { return static_cast<uint32_t>((w & kLimitMask) >> kLimitShift); }
+    static uint32_t active_of(uint64_t w) { return static_cast<uint32_t>(w & kActiveMask); }
+
+    uint32_t resolved_thread_count_locked();
+    void ensure_workers_locked();
+    void stop_workers_locked();
+    void run_serially(const Job& job);
+    void publish(uint32_t limit);
+    void run_blocks();
+    void close_and_wait();
+    void worker_main(uint32_t seen_seq);
+    bool wait_for_launch(uint32_t seen_seq, uint32_t* seq);
+    bool try_join(uint32_t seq);
+    void leave();
+
+    std::mutex launch_mutex_;  // one launch at a time; guards workers_, seq_, job_
+    std::vector<std::thread> workers_;
+    std::atomic<uint32_t> thread_count_{0};  // T; 0 until decided
+    uint32_t seq_ = 0;
+    Job job_;
+
+    alignas(64) std::atomic<uint64_t> state_{0};
+    alignas(64) std::atomic<uint64_t> next_block_{0};
+    alignas(64) std::atomic<uint32_t> wake_word_{0};
+    std::atomic<uint32_t> sleepers_{0};
+    std::atomic<bool> stop_{false};
+    alignas(64) std::atomic<uint32_t> done_word_{0};
+    std::atomic<uint32_t> caller_sleeping_{0};
+};
+
+aclError KernelPool::launch(Om2KernelEntry entry, const void* args, uint32_t num_blocks) {
+    if (t_in_kernel) {
+        return fail(ACL_ERROR_FEATURE_UNSUPPORTED, "launching a kernel from inside a kernel is not supported");
+    }
+    if (num_blocks <= 1) {  // the common tiny launch: no synchronisation at all
+        InKernelScope in_kernel;
+        entry(args, 0, 1);
+        return ACL_SUCCESS;
+    }
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    ensure_workers_locked();
+    job_ = Job{entry, args, num_blocks};
+    if (workers_.empty()) {
+        run_serially(job_);
+        return ACL_SUCCESS;
+    }
+    publish(static_cast<uint32_t>(std::min<size_t>(workers_.size(), num_blocks - 1)));
+    run_blocks();
+    close_and_wait();
+    return ACL_SUCCESS;
+}
+
+void KernelPool::run_serially(const Job& job) {
+    InKernelScope in_kernel;
+    for (uint32_t i = 0; i < job.num_blocks; ++i) job.entry(job.args, i, job.num_blocks);
+}
+
+void KernelPool::publish(uint32_t limit) {
+    next_block_.store(0, std::memory_order_relaxed);
+    ++seq_;
+    state_.store((uint64_t{seq_} << kSeqShift) | (uint64_t{limit} << kLimitShift), std::memory_order_seq_cst);
+    wake_word_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) futex_wake(&wake_word_, static_cast<int>(limit));
+}
+
+void KernelPool::run_blocks() {
+    InKernelScope in_kernel;
+    const Job job = job_;
+    for (;;) {
+        const uint64_t i = next_block_.fetch_add(1, std::memory_order_relaxed);
+        if (i >= job.num_blocks) return;
+        job.entry(job.args, static_cast<uint32_t>(i), job.num_blocks);
+    }
+}
+
+void KernelPool::close_and_wait() {
+    const uint64_t before = state_.fetch_and(~kLimitMask, std::memory_order_seq_cst);
+    if (active_of(before) == 0) return;
+    auto drained = [this] { return active_of(state_.load(std::memory_order_seq_cst)) == 0; };
+    if (spin_until(drained)) return;
+    for (;;) {
+        caller_sleeping_.store(1, std::memory_order_seq_cst);
+        const uint32_t word = done_word_.load(std::memory_order_seq_cst);
+        if (drained()) break;
+        futex_wait(&done_word_, word);
+    }
+    caller_sleeping_.store(0, std::memory_order_relaxed);
+}
+
+void KernelPool::worker_main(uint32_t seen_seq) {
+    t_in_kernel = true;  // a kernel running on a worker must not launch
+    uint32_t seq = 0;
+    while (wait_for_launch(seen_seq, &seq)) {
+        seen_seq = seq;
+        if (try_join(seq)) {
+            run_blocks();
+            leave();
+        }
+    }
+}
+
+bool KernelPool::wait_for_launch(uint32_t seen_seq, uint32_t* seq) {
+    auto changed = [&] {
+        return stop_.load(std::memory_order_seq_cst) || seq_of(state_.load(std::memory_order_seq_cst)) != seen_seq;
+    };
+    if (!spin_until(changed)) {
+        for (;;) {
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            const uint32_t word = wake_word_.load(std::memory_order_seq_cst);
+            const bool ready = changed();
+            if (!ready) futex_wait(&wake_word_, word);
+            sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+            if (ready || changed()) break;
+        }
+    }
+    if (stop_.load(std::memory_order_seq_cst)) return false;
+    *seq = seq_of(state_.load(std::memory_order_acquire));
+    return true;
+}
+
+bool KernelPool::try_join(uint32_t seq) {
+    uint64_t w = state_.load(std::memory_order_acquire);
+    for (;;) {
+        if (seq_of(w) != seq || active_of(w) >= limit_of(w)) return false;
+        if (state_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    }
+}
+
+void KernelPool::leave() {
+    const uint64_t before = state_.fetch_sub(1, std::memory_order_seq_cst);
+    const bool last_after_close = active_of(before) == 1 && limit_of(before) == 0;
+    if (last_after_close && caller_sleeping_.load(std::memory_order_seq_cst) != 0) {
+        done_word_.fetch_add(1, std::memory_order_seq_cst);
+        futex_wake(&done_word_, 1);
+    }
+}
+
+uint32_t KernelPool::resolved_thread_count_locked() {
+    uint32_t t = thread_count_.load(std::memory_order_relaxed);
+    if (t == 0) {
+        t = online_cpus();
+        thread_count_.store(t, std::memory_order_relaxed);
+    }
+    return t;
+}
+
+void KernelPool::ensure_workers_locked() {
+    const size_t wanted = resolved_thread_count_locked() - 1;
+    if (workers_.size() == wanted) return;
+    stop_workers_locked();
+    workers_.reserve(wanted);
+    try {
+        const uint32_t current_seq = seq_;
+        for (size_t i = 0; i < wanted; ++i) {
+            workers_.push_back(spawn_thread([this, current_seq] { worker_main(current_seq); }));
+        }
+    } catch (...) {
+        stop_workers_locked();
+        throw;
+    }
+}
+
+void KernelPool::stop_workers_locked() {
+    if (workers_.empty()) return;
+    stop_.store(true, std::memory_order_seq_cst);
+    wake_word_.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(&wake_word_, INT_MAX);
+    for (std::thread& worker : workers_) worker.join();
+    workers_.clear();
+    stop_.store(false, std::memory_order_seq_cst);
+}
+
+void KernelPool::stop_workers() {
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    stop_workers_locked();
+}
+
+aclError KernelPool::set_thread_count(uint32_t n) {
+    if (t_in_kernel) return fail(ACL_ERROR_FEATURE_UNSUPPORTED, "cannot resize the kernel pool from inside a kernel");
+    if (n > OM2RT_MAX_THREADS) {
+        return fail(ACL_ERROR_INVALID_PARAM, "thread count %u exceeds OM2RT_MAX_THREADS (%u)", n, OM2RT_MAX_THREADS);
+    }
+    const uint32_t t = n == 0 ? online_cpus() : n;
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    if (t != thread_count_.load(std::memory_order_relaxed)) {
+        stop_workers_locked();
+        thread_count_.store(t, std::memory_order_relaxed);
+    }
+    return ACL_SUCCESS;
+}
+
+uint32_t KernelPool::thread_count() {
+    const uint32_t t = thread_count_.load(std::memory_order_relaxed);
+    if (t != 0) return t;
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    return resolved_thread_count_locked();
+}
+
+KernelPool& kernel_pool() { return leaked_singleton<KernelPool>(); }
+
+std::atomic<uint64_t> g_launch_count{0};
+
+// =============================================================================================
+// Kernel binaries
+// =============================================================================================
+
+struct KernelFunc : Tagged<0x4B46554Eu> {  // "KFUN"
+    Om2KernelEntry entry = nullptr;
+    std::string name;
+};
+
+struct KernelBinary : Tagged<0x4B42494Eu> {  // "KBIN"
+    void* dl = nullptr;
+    std::mutex m;
+    std::unordered_map<std::string, std::unique_ptr<KernelFunc>> funcs;  // by kernel name
+};
+
+struct LoaderState {
+    std::mutex m;          // makes "pick a name, dlopen it" atomic with respect to other loads
+    uint64_t counter = 0;  // loads so far; makes every path name unique
+};
+
+class FdCloser {
+  public:
+    explicit FdCloser(int fd) : fd_(fd) {}
+    ~FdCloser() { close(fd_); }
+    FdCloser(const FdCloser&) = delete;
+    FdCloser& operator=(const FdCloser&) = delete;
+
+  private:
+    int fd_;
+};
+
+aclError check_load_options(const aclrtBinaryLoadOptions* options) {
+    if (options == nullptr) return ACL_SUCCESS;
+    if (options->numOpt > 0 && options->options == nullptr) {
+        return fail(ACL_ERROR_INVALID_PARAM, "options->options is NULL but numOpt is %zu", options->numOpt);
+    }
+    for (size_t i = 0; i < options->numOpt; ++i) {
+        const int type = static_cast<int>(options->options[i].type);
+        switch (type) {
+            case ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD:
+            case ACL_RT_BINARY_LOAD_OPT_MAGIC:
+                break;  // meaningful on an NPU only
+            case ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE:
+                return fail(ACL_ERROR_FEATURE_UNSUPPORTED,
+                            "ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE (AI CPU kernels) is not supported");
+            default:
+                return fail(ACL_ERROR_INVALID_PARAM, "option %zu has unknown type %d", i, type);
+        }
+    }
+    return ACL_SUCCESS;
+}
+
+aclError write_memfd(const void* data, size_t length, int* fd_out) {
+    char buf[128];
+    const int fd = memfd_create("om2_kernel", MFD_CLOEXEC);
+    if (fd < 0) return fail(ACL_ERROR_RT_FAILURE, "memfd_create failed: %s", errno_text(errno, buf, sizeof buf));
+    const char* p = static_cast<const char*>(data);
+    size_t left = length;
+    while (left > 0) {
+        const ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = n < 0 ? errno : EIO;
+            close(fd);
+            return fail(ACL_ERROR_RT_FAILURE, "writing the binary to a memfd failed: %s", errno_text(err, buf, sizeof buf));
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+    }
+    *fd_out = fd;
+    return ACL_SUCCESS;
+}
+
+/* glibc's dlopen returns an already loaded object whose name equals the requested path without
+ * opening the file, and "/proc/self/fd/N" names repeat as soon as fd N is reused: the second
+ * binary would silently resolve to the first. So each load gets its own spelling of the path:
+ * the bits of a process-wide counter written as "../fd/" (1) and "./" (0) components, which the
+ * kernel resolves to the same memfd. An RTLD_NOLOAD probe skips names taken by anyone else. */
+std::string unique_fd_path(int fd, LoaderState& loader) {
+    for (;;) {
+        const uint64_t id = ++loader.counter;
+        std::string path = "/proc/self/fd/";
+        for (int bit = 63 - __builtin_clzll(id); bit >= 0; --bit) path += ((id >> bit) & 1u) ? "../fd/" : "./";
+        path += std::to_string(fd);
+        void* existing = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+        if (existing == nullptr) return path;
+        dlclose(existing);
+    }
+}
+
+aclError load_shared_object(const void* data, size_t length, void** dl_out) {
+    int fd = -1;
+    RETURN_IF_ERROR(write_memfd(data, length, &fd));
+    FdCloser closer(fd);  // the mapping keeps the memfd alive after dlopen
+    LoaderState& loader = leaked_singleton<LoaderState>();
+    std::lock_guard<std::mutex> lock(loader.m);
+    const std::string path = unique_fd_path(fd, loader);
+    void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (dl == nullptr) {
+        const char* why = dlerror();
+        return fail(ACL_ERROR_INVALID_FILE, "cannot load the kernel binary (%zu bytes): %s", length,
+                    why != nullptr ? why : "unknown dlopen error");
+    }
+    *dl_out = dl;
+    return ACL_SUCCESS;
+}
+
+/* dlsym on a handle also searches the object's dependencies (libc...): accept only symbols
+ * defined by the kernel binary itself. */
+bool defined_in(void* dl, void* symbol) {
+    struct link_map* object = nullptr;
+    struct link_map* owner = nullptr;
+    Dl_info info;
+    if (dlinfo(dl, RTLD_DI_LINKMAP, &object) != 0) return false;
+    if (dladdr1(symbol, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) == 0) return false;
+    return owner == object;
+}
+
+aclError find_function(KernelBinary& bin, const char* name, KernelFunc** out) {
+    std::lock_guard<std::mutex> lock(bin.m);
+    auto it = bin.funcs.find(name);
+    if (it != bin.funcs.end()) {
+        *out = it->second.get();
+        return ACL_SUCCESS;
+    }
+    void* symbol = dlsym(bin.dl, name);
+    if (symbol == nullptr || !defined_in(bin.dl, symbol)) {
+        return fail(ACL_ERROR_KERNEL_NOT_FOUND, "kernel '%s' is not exported by binary %p", name,
+                    static_cast<void*>(&bin));
+    }
+    auto func = std::make_unique<KernelFunc>();
+    func->entry = reinterpret_cast<Om2KernelEntry>(symbol);
+    func->name = name;
+    *out = func.get();
+    bin.funcs.emplace(name, std::move(func));
+    return ACL_SUCCESS;
+}
+
+aclError check_launch_cfg(const aclrtLaunchKernelCfg* cfg) {
+    if (cfg == nullptr) return ACL_SUCCESS;
+    if (cfg->numAttrs > 0 && cfg->attrs == nullptr) {
+        return fail(ACL_ERROR_INVALID_PARAM, "cfg->attrs is NULL but numAttrs is %zu", cfg->numAttrs);
+    }
+    for (size_t i = 0; i < cfg->numAttrs; ++i) {  // every known attribute is accepted and ignored
+        const int id = static_cast<int>(cfg->attrs[i].id);
+        if (id < ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE || id > ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT) {
+            return fail(ACL_ERROR_INVALID_PARAM, "launch attribute %zu has unknown id %d", i, id);
+        }
+    }
+    return ACL_SUCCESS;
+}
+
+// =============================================================================================
+// Deadlines
+// =============================================================================================
+
+struct Deadline {
+    bool forever = true;
+    Clock::time_point at{};
+
+    static Deadline never() { return Deadline{}; }
+    static Deadline in_ms(int32_t ms) { return Deadline{false, Clock::now() + std::chrono::milliseconds(ms)}; }
+    bool expired() const { return !forever && Clock::now() >= at; }
+
+    /* Waits until pred() holds (true) or the deadline passes (false). */
+    template <typename Pred>
+    bool wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Pred pred) const {
+        if (forever) {
+            cv.wait(lock, pred);
+            return true;
+        }
+        return cv.wait_until(lock, at, pred);
+    }
+};
+
+/* ACL timeouts: -1 waits forever, a positive value is milliseconds; anything else is invalid. */
+aclError parse_timeout(int32_t ms, Deadline* out) {
+    if (ms == -1) {
+        *out = Deadline::never();
+    } else if (ms > 0) {
+        *out = Deadline::in_ms(ms);
+    } else {
+        return fail(ACL_ERROR_INVALID_PARAM, "timeout %d is invalid: use -1 (forever) or a positive number of ms", ms);
+    }
+    return ACL_SUCCESS;
+}
+
+// =============================================================================================
+// Events
+// =============================================================================================
+
+struct Event : Tagged<0x45564E54u> {  // "EVNT"
+    uint32_t flags = 0;
+    std::mutex m;
+    std::condition_variable cv;
+    bool signaled = false;  // recorded (reached by its stream) and not reset since
+    uint32_t pending = 0;   // records queued on streams (or in queued replays) and not yet run
+    uint32_t queued = 0;    // queued stream tasks of any kind that reference this event
+
+    void on_enqueue(bool is_record) {
+        std::lock_guard<std::mutex> lock(m);
+        ++queued;
+        if (is_record) ++pending;
+    }
+    void add_pending() {
+        std::lock_guard<std::mutex> lock(m);
+        ++pending;
+    }
+    void complete_record(bool counted) {
+        std::lock_guard<std::mutex> lock(m);
+        signaled = true;
+        if (counted) --pending;
+        cv.notify_all();
+    }
+    void drop_pending() {  // a counted record that will never run (its replay stopped early)
+        std::lock_guard<std::mutex> lock(m);
+        --pending;
+        cv.notify_all();
+    }
+    void on_task_done() {
+        std::lock_guard<std::mutex> lock(m);
+        --queued;
+        cv.notify_all();
+    }
+    void reset() {
+        std::lock_guard<std::mutex> lock(m);
+        signaled = false;
+        cv.notify_all();  // a caller waiting for a pending record may now have nothing to wait for
+    }
+    bool complete() {
+        std::lock_guard<std::mutex> lock(m);
+        return signaled && pending == 0;
+    }
+    /* A stream worker's wait: the record may still be issued later by another host thread. */
+    void wait_on_stream() {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [this] { return signaled && pending == 0; });
+    }
+    /* A wait in the calling thread (NULL stream, or a replay). In a replay, records of the same
+     * replay that are still ahead are counted in `pending` but must not be waited for: issue
+     * order is the execution order there. */
+    aclError wait_in_caller(const Deadline& deadline, bool replay);
+    void wait_drained() {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [this] { return pending == 0; });
+    }
+    void wait_unreferenced() {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [this] { return queued == 0; });
+    }
+};
+
+aclError Event::wait_in_caller(const Deadline& deadline, bool replay) {
+    std::unique_lock<std::mutex> lock(m);
+    auto satisfied = [&] { return signaled && (replay || pending == 0); };
+    auto hopeless = [&] { return !signaled && pending == 0; };  // nothing queued will set it
+    if (!deadline.wait(cv, lock, [&] { return satisfied() || hopeless(); })) {
+        return fail(ACL_ERROR_RT_WAIT_TIMEOUT, "timed out waiting for event %p", static_cast<void*>(this));
+    }
+    if (satisfied()) return ACL_SUCCESS;
+    return fail(ACL_ERROR_RT_FAILURE,
+                "event %p is neither recorded nor queued for recording: waiting for it here would never end",
+                static_cast<void*>(this));
+}
+
+// =============================================================================================
+// Tasks: what a stream queues and what a model RI records.
+// =============================================================================================
+
+enum class TaskType : uint8_t {
+    kKernel,
+    kMemcpy,
+    kMemset,
+    kEventRecord,
+    kEventWait,
+    kEventReset,
+    kEndGraph,
+    kModelExecute,  // aclmdlRIExecuteAsync on a stream; never recorded into a model RI
+};
+
+const char* task_type_name(TaskType type) {
+    switch (type) {
+        case TaskType::kKernel: return "kernel";
+        case TaskType::kMemcpy: return "memcpy";
+        case TaskType::kMemset: return "memset";
+        case TaskType::kEventRecord: return "event record";
+        case TaskType::kEventWait: return "event wait";
+        case TaskType::kEventReset: return "event reset";
+        case TaskType::kEndGraph: return "end graph";
+        case TaskType::kModelExecute: return "model execute";
+    }
+    return "unknown";
+}
+
+struct ModelRI;
+
+struct Task {
+    TaskType type = TaskType::kEndGraph;
+    bool counted = false;      // kEventRecord on a stream queue: included in the event's `pending`
+    const char* api = "";      // the API that issued it (for messages)
+    // kKernel: the args pointer is kept, not the bytes, so a replay reads the current contents.
+    Om2KernelEntry entry = nullptr;
+    const void* args = nullptr;
+    uint32_t num_blocks = 1;
+    // kMemcpy / kMemset
+    void* dst = nullptr;
+    const void* src = nullptr;
+    size_t count = 0;
+    int value = 0;
+    // kEventRecord / kEventWait / kEventReset
+    Event* event = nullptr;
+    // kModelExecute
+    ModelRI* model = nullptr;
+};
+
+Task kernel_task(const KernelFunc& func, const void* args, uint32_t num_blocks, const char* api) {
+    Task t;
+    t.type = TaskType::kKernel;
+    t.api = api;
+    t.entry = func.entry;
+    t.args = args;
+    t.num_blocks = num_blocks == 0 ? 1 : num_blocks;
+    return t;
+}
+
+Task memcpy_task(void* dst, const void* src, size_t count, const char* api) {
+    Task t;
+    t.type = TaskType::kMemcpy;
+    t.api = api;
+    t.dst = dst;
+    t.src = src;
+    t.count = count;
+    return t;
+}
+
+Task memset_task(void* dst, int value, size_t count, const char* api) {
+    Task t;
+    t.type = TaskType::kMemset;
+    t.api = api;
+    t.dst = dst;
+    t.value = value;
+    t.count = count;
+    return t;
+}
+
+Task event_task(TaskType type, Event* event, const char* api) {
+    Task t;
+    t.type = type;
+    t.api = api;
+    t.event = event;
+    return t;
+}
+
+/* A FIFO ring of tasks that allocates only when it grows past its largest size so far. */
+class TaskQueue {
+  public:
+    bool empty() const { return size_ == 0; }
+    void push(const Task& task) {
+        if (size_ == slots_.size()) grow();
+        slots_[(head_ + size_) % slots_.size()] = task;
+        ++size_;
+    }
+    Task pop() {
+        const Task task = slots_[head_];
+        head_ = (head_ + 1) % slots_.size();
+        --size_;
+        return task;
+    }
+
+  private:
+    void grow() {
+        std::vector<Task> bigger(std::max<size_t>(16, slots_.size() * 2));
+        for (size_t i = 0; i < size_; ++i) bigger[i] = slots_[(head_ + i) % slots_.size()];
+        slots_.swap(bigger);
+        head_ = 0;
+    }
+
+    std::vector<Task> slots_;
+    size_t head_ = 0;
+    size_t size_ = 0;
+};
+
+// =============================================================================================
+// Streams and model runtime instances
+// =============================================================================================
+
+struct Stream : Tagged<0x5354524Du> {  // "STRM"
+    uint32_t priority = 0;
+    uint32_t flags = 0;
+    std::mutex m;
+    std::condition_variable work_cv;  // worker: a task was queued, or stop
+    std::condition_variable idle_cv;  // synchronisers: unfinished reached 0
+    TaskQueue queue;
+    size_t unfinished = 0;  // queued + running
+    bool stopping = false;
+    std::thread worker;  // started with the first queued task
+    aclError first_error = ACL_SUCCESS;
+    char error_msg[512] = {0};
+    ModelRI* bound = nullptr;  // written holding both bind_mutex() and m; read holding either
+};
+
+struct StreamRegistry {
+    std::mutex m;
+    std::unordered_set<Stream*> all;
+};
+
+/* Guards the stream <-> model RI bindings (Stream::bound, ModelRI::streams).
+ * Lock order: bind_mutex() -> Stream::m -> ModelRI::m. */
+std::mutex& bind_mutex() { return leaked_singleton<std::mutex>(); }
+
+/* A model runtime instance. While building, tasks issued to its bound streams are appended to
+ * `tasks` (from one host thread, so issue order is a valid execution order across its
+ * streams). Execute replays `tasks` in order in the calling thread; nothing is allocated. */
+struct ModelRI : Tagged<0x4D445249u> {  // "MDRI"
+    std::mutex m;                        // guards the build: tasks, ended, built transitions
+    std::atomic<bool> built{false};
+    std::vector<Task> tasks;
+    std::vector<Stream*> ended;          // bound streams that got their end-graph task
+    std::vector<Stream*> streams;        // bound streams (bind_mutex())
+    std::vector<Event*> recorded_events; // one per record task, computed by BuildEnd
+    std::atomic<uint32_t> inflight{0};   // running Execute calls + queued/running async replays
+
+    aclError record(const Stream& stream, const Task& task);
+    aclError end_task(const Stream& stream);
+    aclError finish_build();
+    void on_async_enqueue() {
+        inflight.fetch_add(1, std::memory_order_relaxed);
+        for (Event* event : recorded_events) event->add_pending();
+    }
+    bool has_ended(const Stream& stream) const {
+        return std::find(ended.begin(), ended.end(), &stream) != ended.end();
+    }
+};
+
+aclError ModelRI::record(const Stream& stream, const Task& task) {
+    std::lock_guard<std::mutex> lock(m);
+    if (built.load(std::memory_order_acquire)) {
+        return fail(ACL_ERROR_RT_MODEL_RUNNING,
+                    "stream %p is bound to model RI %p whose build has ended; unbind it to issue work to it",
+                    static_cast<const void*>(&stream), static_cast<void*>(this));
+    }
+    if (has_ended(stream)) {
+        return fail(ACL_ERROR_INVALID_PARAM, "stream %p already has its end task in model RI %p",
+                    static_cast<const void*>(&stream), static_cast<void*>(this));
+    }
+    tasks.push_back(task);
+    return ACL_SUCCESS;
+}
+
+aclError ModelRI::end_task(const Stream& stream) {
+    Task end;
+    end.type = TaskType::kEndGraph;
+    end.api = "aclmdlRIEndTask";
+    RETURN_IF_ERROR(record(stream, end));
+    std::lock_guard<std::mutex> lock(m);
+    ended.push_back(const_cast<Stream*>(&stream));
+    return ACL_SUCCESS;
+}
+
+aclError ModelRI::finish_build() {
+    std::lock_guard<std::mutex> lock(m);
+    if (built.load(std::memory_order_acquire)) {
+        return fail(ACL_ERROR_INVALID_PARAM, "the build of model RI %p has already ended", static_cast<void*>(this));
+    }
+    recorded_events.clear();
+    for (const Task& task : tasks) {
+        if (task.type == TaskType::kEventRecord) recorded_events.push_back(task.event);
+    }
+    tasks.shrink_to_fit();
+    built.store(true, std::memory_order_release);
+    return ACL_SUCCESS;
+}
+
+aclError require_built(const ModelRI& ri) {
+    if (!ri.built.load(std::memory_order_acquire)) {
+        return fail(ACL_ERROR_INVALID_PARAM, "model RI %p is still being built (call aclmdlRIBuildEnd first)",
+                    static_cast<const void*>(&ri));
+    }
+    return ACL_SUCCESS;
+}
+
+aclError require_building(const ModelRI& ri) {
+    if (ri.built.load(std::memory_order_acquire)) {
+        return fail(ACL_ERROR_INVALID_PARAM, "the build of model RI %p has already ended", static_cast<const void*>(&ri));
+    }
+    return ACL_SUCCESS;
+}
+
+// =============================================================================================
+// Running tasks
+// =============================================================================================
+
+enum class WaitMode { kStreamWorker, kCaller, kReplay };
+
+struct ExecContext {
+    WaitMode mode;
+    Deadline deadline;
+    bool replay_counted;  // kReplay: records of this replay were counted as pending at enqueue
+};
+
+aclError replay(ModelRI& ri, const ExecContext& ctx);
+
+aclError run_task(const Task& t, const ExecContext& ctx) {
+    switch (t.type) {
+        case TaskType::kKernel:
+            g_launch_count.fetch_add(1, std::memory_order_relaxed);
+            return kernel_pool().launch(t.entry, t.args, t.num_blocks);
+        case TaskType::kMemcpy:
+            memmove(t.dst, t.src, t.count);
+            return ACL_SUCCESS;
+        case TaskType::kMemset:
+            memset(t.dst, static_cast<unsigned char>(t.value), t.count);
+            return ACL_SUCCESS;
+        case TaskType::kEventRecord:
+            t.event->complete_record(ctx.mode == WaitMode::kReplay ? ctx.replay_counted : t.counted);
+            return ACL_SUCCESS;
+        case TaskType::kEventWait:
+            if (ctx.mode == WaitMode::kStreamWorker) {
+                t.event->wait_on_stream();
+                return ACL_SUCCESS;
+            }
+            return t.event->wait_in_caller(ctx.deadline, ctx.mode == WaitMode::kReplay);
+        case TaskType::kEventReset:
+            t.event->reset();
+            return ACL_SUCCESS;
+        case TaskType::kEndGraph:
+            return ACL_SUCCESS;
+        case TaskType::kModelExecute: {
+            const aclError err = replay(*t.model, ExecContext{WaitMode::kReplay, Deadline::never(), true});
+            t.model->inflight.fetch_sub(1, std::memory_order_release);
+            return err;
+        }
+    }
+    return fail(ACL_ERROR_INTERNAL_ERROR, "unknown task type %d", static_cast<int>(t.type));
+}
+
+aclError run_task_noexcept(const Task& t, const ExecContext& ctx) noexcept {
+    try {
+        return run_task(t, ctx);
+    } catch (...) {
+        return error_from_current_exception();
+    }
+}
+
+/* Replays a built model RI in issue order; stops at the first failing task. */
+aclError replay(ModelRI& ri, const ExecContext& ctx) {
+    const size_t n = ri.tasks.size();
+    aclError err = ACL_SUCCESS;
+    size_t i = 0;
+    for (; i < n; ++i) {
+        if (ctx.deadline.expired()) {
+            err = fail(ACL_ERROR_RT_WAIT_TIMEOUT, "model RI %p timed out before task %zu of %zu",
+                       static_cast<void*>(&ri), i, n);
+            break;
+        }
+        err = run_task_noexcept(ri.tasks[i], ctx);
+        if (err != ACL_SUCCESS) {
+            fail(err, "model RI %p: task %zu of %zu (%s) failed", static_cast<void*>(&ri), i, n,
+                 task_type_name(ri.tasks[i].type));
+            ++i;
+            break;
+        }
+    }
+    if (ctx.replay_counted) {  // records that will not run must not stay pending forever
+        for (; i < n; ++i) {
+            if (ri.tasks[i].type == TaskType::kEventRecord) ri.tasks[i].event->drop_pending();
+        }
+    }
+    return err;
+}
+
+class InflightGuard {
+  public:
+    explicit InflightGuard(ModelRI& ri) : ri_(ri) { ri_.inflight.fetch_add(1, std::memory_order_relaxed); }
+    ~InflightGuard() { ri_.inflight.fetch_sub(1, std::memory_order_release); }
+    InflightGuard(const InflightGuard&) = delete;
+    InflightGuard& operator=(const InflightGuard&) = delete;
+
+  private:
+    ModelRI& ri_;
+};
+
+// ---- stream queues ----
+
+void note_stream_error(Stream& s, aclError err) {
+    if (s.first_error == ACL_SUCCESS) {
+        s.first_error = err;
+        snprintf(s.error_msg, sizeof s.error_msg, "%s", t_latest);
+    }
+    take_messages();  // reported through the stream; do not let them pile up in the worker
+}
+
+void stream_worker_main(Stream& s) {
+    std::unique_lock<std::mutex> lock(s.m);
+    for (;;) {
+        s.work_cv.wait(lock, [&s] { return s.stopping || !s.queue.empty(); });
+        if (s.queue.empty()) return;  // stopping, and everything ran
+        const Task task = s.queue.pop();
+        lock.unlock();
+        aclError err;
+        {
+            ApiScope scope(task.api);
+            err = run_task_noexcept(task, ExecContext{WaitMode::kStreamWorker, Deadline::never(), false});
+        }
+        if (task.event != nullptr) task.event->on_task_done();
+        lock.lock();
+        if (err != ACL_SUCCESS) note_stream_error(s, err);
+        if (--s.unfinished == 0) s.idle_cv.notify_all();
+    }
+}
+
+/* Queues `task` on `s` (s.m held). Accounting happens after the push, which may throw, and
+ * before the worker can see the task, since it needs s.m to pop. */
+void enqueue_locked(Stream& s, Task task) {
+    if (task.type == TaskType::kEventRecord) task.counted = true;
+    if (!s.worker.joinable()) {
+        Stream* self = &s;
+        s.worker = spawn_thread([self] { stream_worker_main(*self); });
+    }
+    s.queue.push(task);
+    ++s.unfinished;
+    if (task.event != nullptr) task.event->on_enqueue(task.type == TaskType::kEventRecord);
+    if (task.type == TaskType::kModelExecute) task.model->on_async_enqueue();
+}
+
+/* Issues a task: runs it now on the NULL stream, records it if the stream is bound to a model
+ * RI, queues it otherwise. */
+aclError submit(Stream* s, const Task& task) {
+    if (s == nullptr) return run_task(task, ExecContext{WaitMode::kCaller, Deadline::never(), false});
+    std::unique_lock<std::mutex> lock(s->m);
+    if (s->bound != nullptr) {
+        if (task.type == TaskType::kModelExecute) {
+            return fail(ACL_ERROR_INVALID_PARAM, "stream %p is bound to model RI %p; execute on an unbound stream",
+                        static_cast<void*>(s), static_cast<void*>(s->bound));
+        }
+        return s->bound->record(*s, task);
+    }
+    enqueue_locked(*s, task);
+    lock.unlock();
+    s->work_cv.notify_one();
+    return ACL_SUCCESS;
+}
+
+/* Waits until everything queued on `s` ran; returns (and clears) the first task error. */
+aclError synchronize_stream(Stream& s, const Deadline& deadline) {
+    std::unique_lock<std::mutex> lock(s.m);
+    if (!deadline.wait(s.idle_cv, lock, [&s] { return s.unfinished == 0; })) {
+        return fail(ACL_ERROR_RT_WAIT_TIMEOUT, "stream %p still has %zu unfinished tasks at the timeout",
+                    static_cast<void*>(&s), s.unfinished);
+    }
+    if (s.first_error == ACL_SUCCESS) return ACL_SUCCESS;
+    const aclError err = s.first_error;
+    s.first_error = ACL_SUCCESS;
+    return fail(err, "a task on stream %p failed: %s", static_cast<void*>(&s), s.error_msg);
+}
+
+aclError synchronize_all_streams() {
+    StreamRegistry& reg = leaked_singleton<StreamRegistry>();
+    std::lock_guard<std::mutex> lock(reg.m);
+    aclError first = ACL_SUCCESS;
+    for (Stream* s : reg.all) {
+        const aclError err = synchronize_stream(*s, Deadline::never());
+        if (first == ACL_SUCCESS) first = err;
+    }
+    return first;
+}
+
+void erase_stream(std::vector<Stream*>& streams, const Stream* s) {
+    streams.erase(std::remove(streams.begin(), streams.end(), s), streams.end());
+}
+
+/* Unbinds `s` from `ri` (bind_mutex() held). */
+void unbind_locked(ModelRI& ri, Stream& s) {
+    {
+        std::lock_guard<std::mutex> stream_lock(s.m);
+        s.bound = nullptr;
+    }
+    erase_stream(ri.streams, &s);
+    std::lock_guard<std::mutex> ri_lock(ri.m);
+    erase_stream(ri.ended, &s);
+}
+
+void destroy_stream(Stream* s) {
+    {
+        std::lock_guard<std::mutex> lock(bind_mutex());
+        if (s->bound != nullptr) unbind_locked(*s->bound, *s);  // recorded tasks stay replayable
+    }
+    {
+        StreamRegistry& reg = leaked_singleton<StreamRegistry>();
+        std::lock_guard<std::mutex> lock(reg.m);
+        reg.all.erase(s);
+    }
+    {
+        std::unique_lock<std::mutex> lock(s->m);
+        s->idle_cv.wait(lock, [s] { return s->unfinished == 0; });
+        s->stopping = true;
+    }
+    s->work_cv.notify_all();
+    if (s->worker.joinable()) s->worker.join();
+    delete s;
+}
+
+aclError resolve_stream_or_default(aclrtStream handle, Stream** out) {
+    *out = nullptr;
+    if (handle == nullptr) return ACL_SUCCESS;  // the default stream
+    return resolve(handle, "stream", out);
+}
+
+aclError create_stream(aclrtStream* out, uint32_t priority, uint32_t flags) {
+    if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output stream pointer is NULL");
+    auto s = std::make_unique<Stream>();
+    s->priority = priority;  // accepted for fidelity; the CPU has no stream priorities
+    s->flags = flags;
+    StreamRegistry& reg = leaked_singleton<StreamRegistry>();
+    {
+        std::lock_guard<std::mutex> lock(reg.m);
+        reg.all.insert(s.get());
+    }
+    *out = s.release();
+    return ACL_SUCCESS;
+}
+
+aclError create_event(aclrtEvent* out, uint32_t flags) {
+    if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output event pointer is NULL");
+    auto event = std::make_unique<Event>();
+    event->flags = flags;
+    *out = event.release();
+    return ACL_SUCCESS;
+}
+
+aclError issue_event_task(TaskType type, aclrtEvent event_handle, aclrtStream stream_handle, const char* api) {
+    Event* event = nullptr;
+    Stream* stream = nullptr;
+    RETURN_IF_ERROR(resolve(event_handle, "event", &event));
+    RETURN_IF_ERROR(resolve_stream_or_default(stream_handle, &stream));
+    return submit(stream, event_task(type, event, api));
+}
+
+aclError launch_kernel(aclrtFuncHandle func_handle, uint32_t num_blocks, const void* args, size_t args_size,
+                       const aclrtLaunchKernelCfg* cfg, aclrtStream stream_handle, const char* api) {
+    KernelFunc* func = nullptr;
+    Stream* stream = nullptr;
+    RETURN_IF_ERROR(resolve(func_handle, "funcHandle", &func));
+    if (args == nullptr && args_size != 0) {
+        return fail(ACL_ERROR_INVALID_PARAM, "argsData is NULL but argsSize is %zu", args_size);
+    }
+    RETURN_IF_ERROR(check_launch_cfg(cfg));
+    RETURN_IF_ERROR(resolve_stream_or_default(stream_handle, &stream));
+    return submit(stream, kernel_task(*func, args, num_blocks, api));
+}
+
+// =============================================================================================
+// Init state
+// =============================================================================================
+
+struct InitState {
+    std::mutex m;
+    bool initialized = false;  // by an explicit aclInit (everything else initialises lazily)
+};
+
+aclError check_device_id(int32_t device_id) {
+    if (device_id != 0) {
+        return fail(ACL_ERROR_INVALID_PARAM, "device %d does not exist: the CPU runtime has one device, 0", device_id);
+    }
+    return ACL_SUCCESS;
+}
+
+aclError check_config_file(const char* path) {
+    if (path == nullptr || path[0] == '\0') return ACL_SUCCESS;
+    FILE* f = fopen(path, "rb");  // the contents (dump/profiling options) do not apply here
+    if (f == nullptr) {
+        char buf[128];
+        return fail(ACL_ERROR_INVALID_FILE, "cannot open config file '%s': %s", path, errno_text(errno, buf, sizeof buf));
+    }
+    fclose(f);
+    return ACL_SUCCESS;
+}
+
+}  // namespace
+
+// =============================================================================================
+// acl_base.h
+// =============================================================================================
+
+extern "C" size_t aclDataTypeSize(aclDataType dataType) {
+    switch (static_cast<int>(dataType)) {
+        case ACL_INT8: case ACL_UINT8: case ACL_BOOL: return 1;
+        case ACL_FLOAT16: case ACL_INT16: case ACL_UINT16: case ACL_BF16: return 2;
+        case ACL_FLOAT: case ACL_INT32: case ACL_UINT32: return 4;
+        case ACL_INT64: case ACL_UINT64: case ACL_DOUBLE: case ACL_COMPLEX64: return 8;
+        case ACL_COMPLEX128: return 16;
+        default: {  // ACL_STRING, ACL_DT_UNDEFINED and unknown values have no fixed size
+            ApiScope scope("aclDataTypeSize");
+            fail(ACL_ERROR_INVALID_PARAM, "data type %d has no fixed element size", static_cast<int>(dataType));
+            return 0;
+        }
+    }
+}
+
+extern "C" const char* aclGetRecentErrMsg(void) { return take_messages(); }
+
+// =============================================================================================
+// init / device
+// =============================================================================================
+
+extern "C" aclError aclInit(const char* configPath) {
+    return guarded("aclInit", [&]() -> aclError {
+        InitState& st = leaked_singleton<InitState>();
+        std::lock_guard<std::mutex> lock(st.m);
+        if (st.initialized) return fail(ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called");
+        RETURN_IF_ERROR(check_config_file(configPath));
+        st.initialized = true;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclFinalize(void) {
+    return guarded("aclFinalize", [&]() -> aclError {
+        const aclError err = synchronize_all_streams();
+        kernel_pool().stop_workers();
+        InitState& st = leaked_singleton<InitState>();
+        std::lock_guard<std::mutex> lock(st.m);
+        st.initialized = false;
+        return err;
+    });
+}
+
+extern "C" aclError aclrtSetDevice(int32_t deviceId) {
+    return guarded("aclrtSetDevice", [&] { return check_device_id(deviceId); });
+}
+
+extern "C" aclError aclrtResetDevice(int32_t deviceId) {
+    return guarded("aclrtResetDevice", [&]() -> aclError {
+        RETURN_IF_ERROR(check_device_id(deviceId));
+        return synchronize_all_streams();
+    });
+}
+
+extern "C" aclError aclrtGetDevice(int32_t* deviceId) {
+    return guarded("aclrtGetDevice", [&]() -> aclError {
+        if (deviceId == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "deviceId is NULL");
+        *deviceId = 0;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtGetRunMode(aclrtRunMode* runMode) {
+    return guarded("aclrtGetRunMode", [&]() -> aclError {
+        if (runMode == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "runMode is NULL");
+        *runMode = ACL_HOST;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtSynchronizeDevice(void) {
+    return guarded("aclrtSynchronizeDevice", [&] { return synchronize_all_streams(); });
+}
+
+// =============================================================================================
+// memory
+// =============================================================================================
+
+extern "C" aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
+    (void)policy;  // every policy gets ordinary host memory
+    return guarded("aclrtMalloc", [&] { return allocate(devPtr, size, MemKind::kDevice); });
+}
+
+extern "C" aclError aclrtFree(void* devPtr) {
+    return guarded("aclrtFree", [&] { return release(devPtr, MemKind::kDevice); });
+}
+
+extern "C" aclError aclrtMallocHost(void** hostPtr, size_t size) {
+    return guarded("aclrtMallocHost", [&] { return allocate(hostPtr, size, MemKind::kHost); });
+}
+
+extern "C" aclError aclrtFreeHost(void* hostPtr) {
+    return guarded("aclrtFreeHost", [&] { return release(hostPtr, MemKind::kHost); });
+}
+
+extern "C" aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
+    return guarded("aclrtMemcpy", [&]() -> aclError {
+        RETURN_IF_ERROR(check_memcpy(dst, destMax, src, count, kind));
+        memmove(dst, src, count);
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
+                                     aclrtMemcpyKind kind, aclrtStream stream) {
+    return guarded("aclrtMemcpyAsync", [&]() -> aclError {
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(check_memcpy(dst, destMax, src, count, kind));
+        RETURN_IF_ERROR(resolve_stream_or_default(stream, &s));
+        return submit(s, memcpy_task(dst, src, count, "aclrtMemcpyAsync"));
+    });
+}
+
+extern "C" aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
+    return guarded("aclrtMemset", [&]() -> aclError {
+        RETURN_IF_ERROR(check_memset(devPtr, maxCount, count));
+        memset(devPtr, static_cast<unsigned char>(value), count);
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
+                                     aclrtStream stream) {
+    return guarded("aclrtMemsetAsync", [&]() -> aclError {
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(check_memset(devPtr, maxCount, count));
+        RETURN_IF_ERROR(resolve_stream_or_default(stream, &s));
+        return submit(s, memset_task(devPtr, value, count, "aclrtMemsetAsync"));
+    });
+}
+
+// =============================================================================================
+// streams and events
+// =============================================================================================
+
+extern "C" aclError aclrtCreateStream(aclrtStream* stream) {
+    return guarded("aclrtCreateStream", [&] { return create_stream(stream, 0, 0); });
+}
+
+extern "C" aclError aclrtCreateStreamWithConfig(aclrtStream* stream, uint32_t priority, uint32_t flag) {
+    return guarded("aclrtCreateStreamWithConfig", [&] { return create_stream(stream, priority, flag); });
+}
+
+extern "C" aclError aclrtDestroyStream(aclrtStream stream) {
+    return guarded("aclrtDestroyStream", [&]() -> aclError {
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(resolve(stream, "stream", &s));
+        destroy_stream(s);  // drains the queue first; a pending task error is dropped
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtSynchronizeStream(aclrtStream stream) {
+    return guarded("aclrtSynchronizeStream", [&]() -> aclError {
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(resolve_stream_or_default(stream, &s));
+        return s == nullptr ? ACL_SUCCESS : synchronize_stream(*s, Deadline::never());
+    });
+}
+
+extern "C" aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+    return guarded("aclrtSynchronizeStreamWithTimeout", [&]() -> aclError {
+        Stream* s = nullptr;
+        Deadline deadline;
+        RETURN_IF_ERROR(parse_timeout(timeout, &deadline));
+        RETURN_IF_ERROR(resolve_stream_or_default(stream, &s));
+        return s == nullptr ? ACL_SUCCESS : synchronize_stream(*s, deadline);
+    });
+}
+
+extern "C" aclError aclrtCreateEvent(aclrtEvent* event) {
+    return guarded("aclrtCreateEvent", [&] { return create_event(event, ACL_EVENT_SYNC); });
+}
+
+extern "C" aclError aclrtCreateEventWithFlag(aclrtEvent* event, uint32_t flag) {
+    return guarded("aclrtCreateEventWithFlag", [&] { return create_event(event, flag); });
+}
+
+extern "C" aclError aclrtDestroyEvent(aclrtEvent event) {
+    return guarded("aclrtDestroyEvent", [&]() -> aclError {
+        Event* e = nullptr;
+        RETURN_IF_ERROR(resolve(event, "event", &e));
+        e->wait_unreferenced();  // queued tasks still use it (a model RI using it must go first)
+        delete e;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+    return guarded("aclrtRecordEvent",
+                   [&] { return issue_event_task(TaskType::kEventRecord, event, stream, "aclrtRecordEvent"); });
+}
+
+extern "C" aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
+    return guarded("aclrtResetEvent",
+                   [&] { return issue_event_task(TaskType::kEventReset, event, stream, "aclrtResetEvent"); });
+}
+
+extern "C" aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+    return guarded("aclrtStreamWaitEvent",
+                   [&] { return issue_event_task(TaskType::kEventWait, event, stream, "aclrtStreamWaitEvent"); });
+}
+
+extern "C" aclError aclrtSynchronizeEvent(aclrtEvent event) {
+    return guarded("aclrtSynchronizeEvent", [&]() -> aclError {
+        Event* e = nullptr;
+        RETURN_IF_ERROR(resolve(event, "event", &e));
+        e->wait_drained();  // every record issued so far has run (at once if none was issued)
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
+    return guarded("aclrtQueryEventStatus", [&]() -> aclError {
+        Event* e = nullptr;
+        RETURN_IF_ERROR(resolve(event, "event", &e));
+        if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "status is NULL");
+        *status = e->complete() ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+        return ACL_SUCCESS;
+    });
+}
+
+// =============================================================================================
+// kernel binaries and launch
+// =============================================================================================
+
+extern "C" aclError aclrtBinaryLoadFromData(const void* data, size_t length, const aclrtBinaryLoadOptions* options,
+                                            aclrtBinHandle* binHandle) {
+    return guarded("aclrtBinaryLoadFromData", [&]() -> aclError {
+        if (binHandle == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "binHandle is NULL");
+        if (data == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "data is NULL");
+        if (length < SELFMAG || memcmp(data, ELFMAG, SELFMAG) != 0) {
+            return fail(ACL_ERROR_INVALID_PARAM, "data (%zu bytes) is not an ELF kernel binary (no ELF magic)", length);
+        }
+        RETURN_IF_ERROR(check_load_options(options));
+        auto bin = std::make_unique<KernelBinary>();
+        RETURN_IF_ERROR(load_shared_object(data, length, &bin->dl));
+        *binHandle = bin.release();
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtBinaryGetFunction(const aclrtBinHandle binHandle, const char* kernelName,
+                                           aclrtFuncHandle* funcHandle) {
+    return guarded("aclrtBinaryGetFunction", [&]() -> aclError {
+        KernelBinary* bin = nullptr;
+        KernelFunc* func = nullptr;
+        RETURN_IF_ERROR(resolve(binHandle, "binHandle", &bin));
+        if (kernelName == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "kernelName is NULL");
+        if (funcHandle == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "funcHandle is NULL");
+        RETURN_IF_ERROR(find_function(*bin, kernelName, &func));
+        *funcHandle = func;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle) {
+    return guarded("aclrtBinaryUnLoad", [&]() -> aclError {
+        KernelBinary* bin = nullptr;
+        RETURN_IF_ERROR(resolve(binHandle, "binHandle", &bin));
+        const bool closed = dlclose(bin->dl) == 0;
+        const char* why = closed ? nullptr : dlerror();
+        delete bin;  // the handle is gone either way
+        if (!closed) return fail(ACL_ERROR_RT_FAILURE, "dlclose failed: %s", why != nullptr ? why : "unknown error");
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t numBlocks, const void* argsData,
+                                      size_t argsSize, aclrtStream stream) {
+    return guarded("aclrtLaunchKernel", [&] {
+        return launch_kernel(funcHandle, numBlocks, argsData, argsSize, nullptr, stream, "aclrtLaunchKernel");
+    });
+}
+
+extern "C" aclError aclrtLaunchKernelV2(aclrtFuncHandle funcHandle, uint32_t numBlocks, const void* argsData,
+                                        size_t argsSize, aclrtLaunchKernelCfg* cfg, aclrtStream stream) {
+    return guarded("aclrtLaunchKernelV2", [&] {
+        return launch_kernel(funcHandle, numBlocks, argsData, argsSize, cfg, stream, "aclrtLaunchKernelV2");
+    });
+}
+
+// =============================================================================================
+// model runtime instance
+// =============================================================================================
+
+extern "C" aclError aclmdlRIBuildBegin(aclmdlRI* modelRI, uint32_t flag) {
+    (void)flag;  // reserved (GE passes 0)
+    return guarded("aclmdlRIBuildBegin", [&]() -> aclError {
+        if (modelRI == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "modelRI is NULL");
+        *modelRI = new ModelRI();
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclmdlRIBindStream(aclmdlRI modelRI, aclrtStream stream, uint32_t flag) {
+    return guarded("aclmdlRIBindStream", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        if (stream == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the default (NULL) stream cannot be bound");
+        RETURN_IF_ERROR(resolve(stream, "stream", &s));
+        if (flag != ACL_MODEL_STREAM_FLAG_HEAD && flag != ACL_MODEL_STREAM_FLAG_DEFAULT) {
+            return fail(ACL_ERROR_INVALID_PARAM, "flag 0x%x is not an ACL_MODEL_STREAM_FLAG_* value", flag);
+        }
+        RETURN_IF_ERROR(require_building(*ri));
+        std::lock_guard<std::mutex> lock(bind_mutex());
+        if (s->bound != nullptr) {
+            return fail(ACL_ERROR_INVALID_PARAM, "stream %p is already bound to model RI %p", stream,
+                        static_cast<void*>(s->bound));
+        }
+        ri->streams.push_back(s);
+        std::lock_guard<std::mutex> stream_lock(s->m);
+        s->bound = ri;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclmdlRIUnbindStream(aclmdlRI modelRI, aclrtStream stream) {
+    return guarded("aclmdlRIUnbindStream", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        RETURN_IF_ERROR(resolve(stream, "stream", &s));
+        std::lock_guard<std::mutex> lock(bind_mutex());
+        if (s->bound != ri) return fail(ACL_ERROR_INVALID_PARAM, "stream %p is not bound to model RI %p", stream, modelRI);
+        unbind_locked(*ri, *s);
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclmdlRIEndTask(aclmdlRI modelRI, aclrtStream stream) {
+    return guarded("aclmdlRIEndTask", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        RETURN_IF_ERROR(resolve(stream, "stream", &s));
+        std::lock_guard<std::mutex> stream_lock(s->m);
+        if (s->bound != ri) return fail(ACL_ERROR_INVALID_PARAM, "stream %p is not bound to model RI %p", stream, modelRI);
+        return ri->end_task(*s);
+    });
+}
+
+extern "C" aclError aclmdlRIBuildEnd(aclmdlRI modelRI, void* reserve) {
+    (void)reserve;  // reserved (NULL)
+    return guarded("aclmdlRIBuildEnd", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        return ri->finish_build();
+    });
+}
+
+extern "C" aclError aclmdlRIExecute(aclmdlRI modelRI, int32_t timeout) {
+    return guarded("aclmdlRIExecute", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        Deadline deadline;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        RETURN_IF_ERROR(parse_timeout(timeout, &deadline));
+        RETURN_IF_ERROR(require_built(*ri));
+        InflightGuard inflight(*ri);
+        return replay(*ri, ExecContext{WaitMode::kReplay, deadline, false});
+    });
+}
+
+extern "C" aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
+    return guarded("aclmdlRIExecuteAsync", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        Stream* s = nullptr;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        RETURN_IF_ERROR(resolve_stream_or_default(stream, &s));
+        RETURN_IF_ERROR(require_built(*ri));
+        if (s == nullptr) {  // the default stream is synchronous
+            InflightGuard inflight(*ri);
+            return replay(*ri, ExecContext{WaitMode::kReplay, Deadline::never(), false});
+        }
+        Task task;
+        task.type = TaskType::kModelExecute;
+        task.api = "aclmdlRIExecuteAsync";
+        task.model = ri;
+        return submit(s, task);
+    });
+}
+
+extern "C" aclError aclmdlRIDestroy(aclmdlRI modelRI) {
+    return guarded("aclmdlRIDestroy", [&]() -> aclError {
+        ModelRI* ri = nullptr;
+        RETURN_IF_ERROR(resolve(modelRI, "modelRI", &ri));
+        if (ri->inflight.load(std::memory_order_acquire) != 0) {
+            return fail(ACL_ERROR_RT_MODEL_RUNNING, "model RI %p is executing or queued for execution", modelRI);
+        }
+        std::lock_guard<std::mutex> lock(bind_mutex());
+        while (!ri->streams.empty()) unbind_locked(*ri, *ri->streams.back());
+        delete ri;
+        return ACL_SUCCESS;
+    });
+}
+
+// =============================================================================================
+// om2_cpu_runtime.h
+// =============================================================================================
+
+extern "C" aclError om2rtSetThreadCount(uint32_t n) {
+    return guarded("om2rtSetThreadCount", [&] { return kernel_pool().set_thread_count(n); });
+}
+
+extern "C" uint32_t om2rtGetThreadCount(void) {
+    try {
+        return kernel_pool().thread_count();
+    } catch (...) {
+        return 1;
+    }
+}
+
+extern "C" uint64_t om2rtGetLaunchCount(void) { return g_launch_count.load(std::memory_order_relaxed); }
+
+extern "C" uint64_t om2rtGetLiveAllocationCount(void) {
+    try {
+        MemRegistry& reg = leaked_singleton<MemRegistry>();
+        std::lock_guard<std::mutex> lock(reg.m);
+        return reg.blocks.size();
+    } catch (...) {
+        return 0;
+    }
+}

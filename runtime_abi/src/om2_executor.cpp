@@ -1,0 +1,231 @@
+/*
+ * om2_executor.cpp -- the native half of om2gen's executor (the Python half is
+ * om2gen/executor/). It provides what GE's Om2ModelExecutor provides to a model library:
+ *   - loading a shared object from memory (memfd + dlopen of /proc/self/fd/N, never from disk),
+ *   - resolving the model's C-ABI entry points,
+ *   - the load callbacks: launch_func and the process-wide kernel bin-handle store,
+ *   - thin call wrappers so that one GertModelRun from Python is one native call.
+ */
+#include "om2/om2_executor.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace {
+
+void SetError(char *err, size_t err_len, const std::string &msg) {
+    if (err != nullptr && err_len > 0) {
+        std::snprintf(err, err_len, "%s", msg.c_str());
+    }
+}
+
+/* ---- bin-handle store: one loaded kernel binary per bin id, shared by all models ---- */
+
+struct BinEntry {
+    aclrtBinHandle handle;
+    uint64_t refs;
+};
+
+std::recursive_mutex &StoreMutex() {
+    static std::recursive_mutex mutex;
+    return mutex;
+}
+
+std::map<std::string, BinEntry> &Store() {
+    static std::map<std::string, BinEntry> store;
+    return store;
+}
+
+int32_t LockStore(void *) {
+    StoreMutex().lock();
+    return 0;
+}
+
+int32_t UnlockStore(void *) {
+    StoreMutex().unlock();
+    return 0;
+}
+
+int32_t QueryStore(void *, const char *bin_id, aclrtBinHandle *handle) {
+    if (bin_id == nullptr || handle == nullptr) return -1;
+    std::lock_guard<std::recursive_mutex> guard(StoreMutex());
+    auto it = Store().find(bin_id);
+    *handle = (it == Store().end()) ? nullptr : it->second.handle;
+    return 0;
+}
+
+int32_t SaveStore(void *, const char *bin_id, aclrtBinHandle handle) {
+    if (bin_id == nullptr || handle == nullptr) return -1;
+    std::lock_guard<std::recursive_mutex> guard(StoreMutex());
+    auto it = Store().find(bin_id);
+    if (it == Store().end()) {
+        Store()[bin_id] = BinEntry{handle, 1};
+    } else {
+        it->second.refs += 1;  /* the stored handle wins; the caller reuses it */
+    }
+    return 0;
+}
+
+int32_t ReleaseStore(void *, const char *bin_id, uint8_t *need_unload) {
+    if (bin_id == nullptr || need_unload == nullptr) return -1;
+    std::lock_guard<std::recursive_mutex> guard(StoreMutex());
+    *need_unload = 0;
+    auto it = Store().find(bin_id);
+    if (it == Store().end()) return 0;
+    if (--it->second.refs == 0) {
+        Store().erase(it);
+        *need_unload = 1;
+    }
+    return 0;
+}
+
+/* ---- launch_func: the executor launches every task, so dump/profiling can wrap it ---- */
+
+uint64_t NowNs() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int32_t ReportBaseInfo(void *instance, const GertModelBaseInfo *info) {
+    if (instance != nullptr && info != nullptr) {
+        static_cast<Om2xInstance *>(instance)->rt_model_handle = info->rt_model_handle;
+    }
+    return 0;
+}
+
+int32_t LaunchTask(void *instance, GertModelTaskLaunchInfo *info) {
+    if (info == nullptr || info->task_info == nullptr) return ACL_SUCCESS;
+    if (info->launch_params == nullptr) return ACL_ERROR_INVALID_PARAM;
+    if (info->launch_type != ACL_RT_LAUNCH_KERNEL_V2) return ACL_ERROR_FEATURE_UNSUPPORTED;
+    const GertModelLaunchKernelV2Params &p = info->launch_params->launch_kernel_v2_params;
+    aclrtLaunchKernelCfg *cfg = p.config;
+    if (cfg != nullptr) {
+        for (size_t i = 0; i < cfg->numAttrs; ++i) {
+            /* the executor owns data dump; a model never switches it on by itself */
+            if (cfg->attrs[i].id == ACL_RT_LAUNCH_KERNEL_ATTR_DATA_DUMP) cfg->attrs[i].value.isDataDump = 0;
+        }
+    }
+    info->task_info->launch_begin = NowNs();
+    aclError rc = aclrtLaunchKernelV2(p.func_handle, p.block_dim, p.args_data, p.args_size, cfg, p.stream);
+    if (rc == ACL_SUCCESS && instance != nullptr) {
+        info->task_info->task_id = static_cast<Om2xInstance *>(instance)->launched_tasks++;
+    }
+    return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+void om2x_fill_load_callbacks(GertModelLoadCallbacks *callbacks) {
+    std::memset(callbacks, 0, sizeof(*callbacks));
+    callbacks->struct_size = sizeof(*callbacks);
+    callbacks->report_model_base_info = ReportBaseInfo;
+    callbacks->launch_func = LaunchTask;
+    callbacks->lock_bin_handle_store = LockStore;
+    callbacks->unlock_bin_handle_store = UnlockStore;
+    callbacks->query_bin_handle_from_store = QueryStore;
+    callbacks->save_bin_handle_to_store = SaveStore;
+    callbacks->release_bin_handle_from_store = ReleaseStore;
+}
+
+uint64_t om2x_bin_store_size(void) {
+    std::lock_guard<std::recursive_mutex> guard(StoreMutex());
+    return Store().size();
+}
+
+int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name, int global,
+                                void **handle, char *err, size_t err_len) {
+    *handle = nullptr;
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) {
+        SetError(err, err_len, std::string("memfd_create failed: ") + std::strerror(errno));
+        return -1;
+    }
+    const char *p = static_cast<const char *>(data);
+    size_t left = size;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            SetError(err, err_len, std::string("writing to memfd failed: ") + std::strerror(errno));
+            close(fd);
+            return -1;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    void *h = dlopen(path, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
+    close(fd);  /* the mapping keeps the file alive */
+    if (h == nullptr) {
+        const char *why = dlerror();
+        SetError(err, err_len, std::string("dlopen of ") + name + " failed: " + (why ? why : "unknown"));
+        return -1;
+    }
+    *handle = h;
+    return 0;
+}
+
+int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len) {
+    struct Sym {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"GertModelGetAbiVersion", reinterpret_cast<void **>(&ep->get_abi_version)},
+        {"GertModelGetLastError", reinterpret_cast<void **>(&ep->get_last_error)},
+        {"GertModelLoad", reinterpret_cast<void **>(&ep->load)},
+        {"GertModelRun", reinterpret_cast<void **>(&ep->run)},
+        {"GertModelRunAsync", reinterpret_cast<void **>(&ep->run_async)},
+        {"GertModelUnload", reinterpret_cast<void **>(&ep->unload)},
+    };
+    for (const Sym &s : syms) {
+        *s.slot = dlsym(lib, s.name);
+        if (*s.slot == nullptr) {
+            SetError(err, err_len, std::string("the model library does not export ") + s.name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int32_t om2x_dlclose(void *lib) { return lib == nullptr ? 0 : dlclose(lib); }
+
+uint32_t om2x_abi_version(const Om2xEntryPoints *ep) { return ep->get_abi_version(); }
+
+const char *om2x_last_error(const Om2xEntryPoints *ep) { return ep->get_last_error(); }
+
+int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle) {
+    GertModelLoadOutput out = {sizeof(GertModelLoadOutput)};
+    return ep->load(config, handle, &out);
+}
+
+int32_t om2x_model_run(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config) {
+    GertModelRunOutput out = {sizeof(GertModelRunOutput)};
+    return ep->run(handle, config, &out);
+}
+
+int32_t om2x_model_run_async(const Om2xEntryPoints *ep, GertModelHandle handle, aclrtStream stream,
+                             const GertModelRunConfig *config) {
+    GertModelRunOutput out = {sizeof(GertModelRunOutput)};
+    return ep->run_async(handle, stream, config, &out);
+}
+
+int32_t om2x_model_unload(const Om2xEntryPoints *ep, GertModelHandle handle) {
+    GertModelUnloadConfig cfg = {sizeof(GertModelUnloadConfig)};
+    GertModelUnloadOutput out = {sizeof(GertModelUnloadOutput)};
+    return ep->unload(handle, &cfg, &out);
+}
+
+}  // extern "C"

@@ -1,0 +1,80 @@
+"""Test helpers: build small ONNX models and check om2gen's results against ONNX Runtime."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import om2gen
+
+_NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+               np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
+               np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.float64): TensorProto.DOUBLE}
+
+
+def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | None = None, opset: int = 17,
+               name: str = "test") -> onnx.ModelProto:
+    """inputs: {name: np.ndarray (for dtype and shape)}; outputs: names (types left to inference)."""
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, _NP_TO_ONNX[a.dtype], a.shape) for n, a in inputs.items()],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    # let onnx fill in the outputs' types, as an exporter would
+    inferred = onnx.shape_inference.infer_shapes(model)
+    model.graph.ClearField("output")
+    model.graph.output.extend(inferred.graph.output)
+    return model
+
+
+def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def assert_close(got: np.ndarray, ref: np.ndarray, what: str = "", tol: float = 1e-4) -> None:
+    """The project's float32 rule: max abs error <= tol * max(1, max|reference|)."""
+    assert got.shape == ref.shape, f"{what}: shape {got.shape} != {ref.shape}"
+    assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != {ref.dtype}"
+    if ref.dtype.kind in "fc":
+        bound = tol * max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+        err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
+        assert np.array_equal(np.isnan(got), np.isnan(ref)), f"{what}: NaN positions differ"
+        assert err <= bound, f"{what}: max abs error {err:.3g} > {bound:.3g}"
+    else:
+        np.testing.assert_array_equal(got, ref, err_msg=what)
+
+
+def check_model(model: onnx.ModelProto, feeds: dict, tmp_path, tol: float = 1e-4, **compile_opts) -> dict:
+    """Compiles `model`, runs it on `feeds` and compares every output with ONNX Runtime."""
+    path = tmp_path / "model.om2"
+    om2gen.compile(model, path, **compile_opts)
+    with om2gen.load(path) as m:
+        got = m.run(feeds)
+    ref = ort_run(model, feeds)
+    names = [o.name for o in model.graph.output]
+    for name, r in zip(names, ref):
+        assert_close(got[name], r, name, tol)
+    return got
+
+
+def check_op(op_type: str, inputs: dict, attrs: dict | None = None, *, consts: dict | None = None,
+             n_outputs: int = 1, opset: int = 17, tmp_path, tol: float = 1e-4, input_names=None) -> dict:
+    """One node: `inputs` are graph inputs, `consts` initializers (both {name: array}).
+    Input order is input_names if given, else inputs then consts."""
+    consts = consts or {}
+    order = input_names or (list(inputs) + list(consts))
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op_type, order, outs, name=f"{op_type.lower()}_node", **(attrs or {}))
+    model = make_model([node], inputs, outs, consts, opset)
+    return check_model(model, inputs, tmp_path, tol)
+
+
+def rand(*shape, seed=0, dtype=np.float32, low=-1.0, high=1.0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(low, high, shape).astype(dtype)
