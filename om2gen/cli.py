@@ -39,13 +39,13 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import load
-    feeds = {}
-    for name, path in args.input or []:
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--input {name}={path}: cannot read a .npy array ({exc})") from None
     with load(args.model, threads=args.threads) as model:
+        feeds = {}
+        for name, path in args.input or []:
+            try:
+                feeds[name] = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"--input {name}={path}: cannot read a .npy array ({exc})") from None
         outputs = model.run(feeds)
     out_dir = Path(args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@ def inspect_archive(path) -> dict:
     with Archive(path) as a:
         m = a.manifest
         info = {"path": str(path), "manifest": {k: v for k, v in m.items() if k != "entries"},
-                "entries": [{**e, "stored": a.info(e["name"]).compress_type == 0} for e in m["entries"]],
+                "entries": [{"name": n, "size": a.info(n).file_size, "stored": a.info(n).compress_type == 0,
+                             "sha256": a.entries.get(n, {}).get("sha256", "")} for n in a.names()],
                 "models": []}
         for model in m.get("models", []):
             meta = a.read_json(model["meta"])

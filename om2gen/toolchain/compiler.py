@@ -35,14 +35,17 @@ class BuildResult:
 
 
 def _tool(env_var: str, candidates: tuple[str, ...]) -> str:
+    """The compiler named by $CC/$CXX if set (and then only it), else the first of `candidates`."""
     wanted = os.environ.get(env_var)
-    for name in ([wanted] if wanted else []) + list(candidates):
+    names = [wanted] if wanted else list(candidates)
+    for name in names:
         path = shutil.which(name)
         if path:
             return path
-    raise CompileError(f"no {'C' if env_var == 'CC' else 'C++'} compiler found (tried "
-                       f"{', '.join(([wanted] if wanted else []) + list(candidates))}); install gcc/g++ "
-                       f"(Debian: apt-get install build-essential) or set {env_var}")
+    if wanted:
+        raise CompileError(f"{env_var}={wanted} names no executable compiler; fix {env_var} or unset it")
+    raise CompileError(f"no {'C' if env_var == 'CC' else 'C++'} compiler found (tried {', '.join(names)}); install "
+                       f"gcc/g++ (Debian: apt-get install build-essential) or set {env_var}")
 
 
 @lru_cache(maxsize=None)

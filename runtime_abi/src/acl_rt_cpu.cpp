@@ -66,6 +66,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -175,6 +176,16 @@ aclError guarded(const char* api, Body&& body) noexcept {
         if (om2_err_ != ACL_SUCCESS) return om2_err_; \
     } while (0)
 
+/* The integer a caller passed for an enum. C callers may pass any int, and loading a value
+ * outside the enum's range as a C++ enum is undefined, so read the object representation. */
+template <typename Enum>
+long long enum_value(const Enum& e) noexcept {
+    std::underlying_type_t<Enum> raw;
+    static_assert(sizeof raw == sizeof e, "an enum has the size of its underlying type");
+    memcpy(&raw, &e, sizeof raw);
+    return static_cast<long long>(raw);
+}
+
 // =============================================================================================
 // Handles: every object behind an opaque handle starts with a type tag, cleared when it dies,
 // so that a NULL, foreign or destroyed handle fails cleanly in the common cases.
@@ -262,13 +273,12 @@ aclError release(void* block, MemKind kind) {
     return ACL_SUCCESS;
 }
 
-aclError check_memcpy(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind) {
+aclError check_memcpy(void* dst, size_t dest_max, const void* src, size_t count, long long kind) {
     if (dst == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "dst is NULL");
     if (src == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "src is NULL");
     if (count > dest_max) return fail(ACL_ERROR_INVALID_PARAM, "count %zu exceeds destMax %zu", count, dest_max);
-    const int k = static_cast<int>(kind);
-    if (k < ACL_MEMCPY_HOST_TO_HOST || k > ACL_MEMCPY_DEFAULT) {
-        return fail(ACL_ERROR_INVALID_PARAM, "kind %d is not an aclrtMemcpyKind", k);
+    if (kind < ACL_MEMCPY_HOST_TO_HOST || kind > ACL_MEMCPY_DEFAULT) {
+        return fail(ACL_ERROR_INVALID_PARAM, "kind %lld is not an aclrtMemcpyKind", kind);
     }
     return ACL_SUCCESS;
 }
@@ -642,7 +652,7 @@ aclError check_load_options(const aclrtBinaryLoadOptions* options) {
         return fail(ACL_ERROR_INVALID_PARAM, "options->options is NULL but numOpt is %zu", options->numOpt);
     }
     for (size_t i = 0; i < options->numOpt; ++i) {
-        const int type = static_cast<int>(options->options[i].type);
+        const long long type = enum_value(options->options[i].type);
         switch (type) {
             case ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD:
             case ACL_RT_BINARY_LOAD_OPT_MAGIC:
@@ -651,7 +661,7 @@ aclError check_load_options(const aclrtBinaryLoadOptions* options) {
                 return fail(ACL_ERROR_FEATURE_UNSUPPORTED,
                             "ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE (AI CPU kernels) is not supported");
             default:
-                return fail(ACL_ERROR_INVALID_PARAM, "option %zu has unknown type %d", i, type);
+                return fail(ACL_ERROR_INVALID_PARAM, "option %zu has unknown type %lld", i, type);
         }
     }
     return ACL_SUCCESS;
@@ -749,9 +759,9 @@ aclError check_launch_cfg(const aclrtLaunchKernelCfg* cfg) {
         return fail(ACL_ERROR_INVALID_PARAM, "cfg->attrs is NULL but numAttrs is %zu", cfg->numAttrs);
     }
     for (size_t i = 0; i < cfg->numAttrs; ++i) {  // every known attribute is accepted and ignored
-        const int id = static_cast<int>(cfg->attrs[i].id);
+        const long long id = enum_value(cfg->attrs[i].id);
         if (id < ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE || id > ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT) {
-            return fail(ACL_ERROR_INVALID_PARAM, "launch attribute %zu has unknown id %d", i, id);
+            return fail(ACL_ERROR_INVALID_PARAM, "launch attribute %zu has unknown id %lld", i, id);
         }
     }
     return ACL_SUCCESS;
@@ -1390,7 +1400,8 @@ aclError check_config_file(const char* path) {
 // =============================================================================================
 
 extern "C" size_t aclDataTypeSize(aclDataType dataType) {
-    switch (static_cast<int>(dataType)) {
+    const long long type = enum_value(dataType);
+    switch (type) {
         case ACL_INT8: case ACL_UINT8: case ACL_BOOL: return 1;
         case ACL_FLOAT16: case ACL_INT16: case ACL_UINT16: case ACL_BF16: return 2;
         case ACL_FLOAT: case ACL_INT32: case ACL_UINT32: return 4;
@@ -1398,7 +1409,7 @@ extern "C" size_t aclDataTypeSize(aclDataType dataType) {
         case ACL_COMPLEX128: return 16;
         default: {  // ACL_STRING, ACL_DT_UNDEFINED and unknown values have no fixed size
             ApiScope scope("aclDataTypeSize");
-            fail(ACL_ERROR_INVALID_PARAM, "data type %d has no fixed element size", static_cast<int>(dataType));
+            fail(ACL_ERROR_INVALID_PARAM, "data type %lld has no fixed element size", type);
             return 0;
         }
     }
@@ -1486,7 +1497,7 @@ extern "C" aclError aclrtFreeHost(void* hostPtr) {
 
 extern "C" aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
     return guarded("aclrtMemcpy", [&]() -> aclError {
-        RETURN_IF_ERROR(check_memcpy(dst, destMax, src, count, kind));
+        RETURN_IF_ERROR(check_memcpy(dst, destMax, src, count, enum_value(kind)));
         memmove(dst, src, count);
         return ACL_SUCCESS;
     });
@@ -1496,7 +1507,7 @@ extern "C" aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src,
                                      aclrtMemcpyKind kind, aclrtStream stream) {
     return guarded("aclrtMemcpyAsync", [&]() -> aclError {
         Stream* s = nullptr;
-        RETURN_IF_ERROR(check_memcpy(dst, destMax, src, count, kind));
+        RETURN_IF_ERROR(check_memcpy(dst, destMax, src, count, enum_value(kind)));
         RETURN_IF_ERROR(resolve_stream_or_default(stream, &s));
         return submit(s, memcpy_task(dst, src, count, "aclrtMemcpyAsync"));
     });

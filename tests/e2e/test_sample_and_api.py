@@ -1,0 +1,167 @@
+"""End to end: the sample model, the Python API, the CLI, capture/replay."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import assert_close, make_model, ort_run, rand
+from onnx import helper
+
+import om2gen
+from om2gen.executor.native import lib
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
+
+
+@pytest.fixture(scope="module")
+def sample_om2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sample") / "sample.om2"
+    om2gen.compile(SAMPLE, path, input_shapes={"image": (1, 3, 32, 32)}, debug=True)
+    return path
+
+
+def test_sample_matches_onnxruntime(sample_om2):
+    import onnx
+    image = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    with om2gen.load(sample_om2) as m:
+        assert [(t.name, t.dtype, t.shape) for t in m.inputs] == [("image", np.float32, (1, 3, 32, 32))]
+        assert [(t.name, t.shape) for t in m.outputs] == [("probs", (1, 10))]
+        got = m.run({"image": image})["probs"]
+    assert_close(got, ort_run(onnx.load(SAMPLE), {"image": image})[0])
+
+
+def test_load_captures_once_and_run_replays(sample_om2):
+    with om2gen.load(sample_om2) as m:
+        tasks = m.meta["stats"]["tasks"]
+        image = np.zeros((1, 3, 32, 32), np.float32)
+        before = lib.om2rtGetLaunchCount()
+        m.run({"image": image})
+        m.run({"image": image})
+        assert lib.om2rtGetLaunchCount() - before == 2 * tasks
+
+
+def test_load_does_not_execute_kernels(sample_om2):
+    before = lib.om2rtGetLaunchCount()
+    with om2gen.load(sample_om2):
+        assert lib.om2rtGetLaunchCount() == before
+
+
+def test_runs_with_new_buffers_each_time(sample_om2):
+    """Each run passes new input/output addresses; results must follow the inputs."""
+    with om2gen.load(sample_om2) as m:
+        outs = [m.run({"image": np.full((1, 3, 32, 32), v, np.float32)})["probs"] for v in (0.0, 1.0, 0.0)]
+    assert np.array_equal(outs[0], outs[2])
+    assert not np.array_equal(outs[0], outs[1])
+
+
+def test_non_contiguous_input_is_accepted(sample_om2):
+    image = np.random.default_rng(2).standard_normal((1, 32, 32, 3)).astype(np.float32).transpose(0, 3, 1, 2)
+    with om2gen.load(sample_om2) as m:
+        a = m.run({"image": image})["probs"]
+        b = m.run({"image": np.ascontiguousarray(image)})["probs"]
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_thread_counts_give_identical_results(sample_om2, threads):
+    image = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    with om2gen.load(sample_om2, threads=1) as m:
+        ref = m.run({"image": image})["probs"]
+    with om2gen.load(sample_om2, threads=threads) as m:
+        assert np.array_equal(m.run({"image": image})["probs"], ref)
+
+
+def test_two_models_share_kernel_binaries(sample_om2):
+    from om2gen.executor.native import lib as native
+    with om2gen.load(sample_om2):
+        n1 = native.om2x_bin_store_size()
+        with om2gen.load(sample_om2):
+            assert native.om2x_bin_store_size() == n1
+    assert native.om2x_bin_store_size() == 0
+
+
+def test_close_is_idempotent_and_run_after_close_fails(sample_om2):
+    m = om2gen.load(sample_om2)
+    m.close()
+    m.close()
+    with pytest.raises(om2gen.RuntimeFailure):
+        m.run({"image": np.zeros((1, 3, 32, 32), np.float32)})
+
+
+def test_no_runtime_memory_leaks_across_load_unload(sample_om2):
+    base = lib.om2rtGetLiveAllocationCount()
+    for _ in range(3):
+        with om2gen.load(sample_om2) as m:
+            m.run({"image": np.zeros((1, 3, 32, 32), np.float32)})
+    assert lib.om2rtGetLiveAllocationCount() == base
+
+
+def test_graph_outputs_that_alias_inputs_and_constants(tmp_path):
+    """Outputs that are a graph input, a constant, a reshape of an input, or listed twice."""
+    x = rand(2, 3)
+    nodes = [helper.make_node("Identity", ["x"], ["same"]),
+             helper.make_node("Reshape", ["x", "shape"], ["flat"]),
+             helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Identity", ["r"], ["r2"]),
+             helper.make_node("Identity", ["k"], ["kout"])]
+    model = make_model(nodes, {"x": x}, ["same", "flat", "r", "r2", "kout"],
+                       {"shape": np.array([6], np.int64), "k": rand(4, seed=5)})
+    om2gen.compile(model, tmp_path / "m.om2")
+    with om2gen.load(tmp_path / "m.om2") as m:
+        got = m.run({"x": x})
+    for name, ref in zip(["same", "flat", "r", "r2", "kout"], ort_run(model, {"x": x})):
+        assert_close(got[name], ref, name)
+
+
+def test_multiple_inputs_and_outputs_mlp(tmp_path):
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "bias"], ["hb"]),
+             helper.make_node("Tanh", ["hb"], ["t"]), helper.make_node("MatMul", ["t", "w2"], ["y"]),
+             helper.make_node("Sigmoid", ["y"], ["p"])]
+    feeds = {"x": rand(8, 16), "bias": rand(32, seed=4)}
+    model = make_model(nodes, feeds, ["y", "p"], {"w1": w1, "w2": w2})
+    om2gen.compile(model, tmp_path / "mlp.om2")
+    with om2gen.load(tmp_path / "mlp.om2") as m:
+        got = m.run(feeds)
+    for name, ref in zip(["y", "p"], ort_run(model, feeds)):
+        assert_close(got[name], ref, name)
+
+
+def run_cli(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "om2gen", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_cli_compile_run_inspect(tmp_path):
+    out = tmp_path / "s.om2"
+    run_cli("compile", SAMPLE, "-o", out, "--input-shape", "image:1,3,32,32", "--debug")
+    image = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "image.npy", image)
+    proc = run_cli("run", out, "--input", f"image={tmp_path / 'image.npy'}", "--output-dir", tmp_path / "o")
+    assert "probs: float32[1, 10]" in proc.stdout
+    import onnx
+    assert_close(np.load(tmp_path / "o" / "probs.npy"), ort_run(onnx.load(SAMPLE), {"image": image})[0])
+
+    text = run_cli("inspect", out).stdout
+    for needle in ("image", "probs", "Conv", "Softmax", "kernels_", "manifest.json", "k000_Conv"):
+        assert needle in text, needle
+    info = json.loads(run_cli("inspect", out, "--json").stdout)
+    model = info["models"][0]
+    assert model["inputs"][0]["shape"] == [1, 3, 32, 32]
+    assert {"Conv", "Gemm", "Softmax"} <= set(model["ops"])
+    assert len(model["tasks"]) == model["stats"]["tasks"]
+    assert all(e["size"] >= 0 for e in info["entries"])
+
+
+def test_inspect_without_debug_lists_tasks(tmp_path):
+    out = tmp_path / "s.om2"
+    om2gen.compile(SAMPLE, out, input_shapes={"image": (1, 3, 32, 32)})
+    info = json.loads(run_cli("inspect", out, "--json").stdout)
+    assert len(info["models"][0]["tasks"]) == info["models"][0]["stats"]["tasks"] > 0

@@ -1,0 +1,269 @@
+"""Bad input gets one clear, typed error: never a crash, a hang, a partial archive or a temp leak."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from helpers import make_model, rand
+from onnx import TensorProto, helper
+
+import om2gen
+from om2gen.archive import layout
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
+SHAPES = {"image": (1, 3, 32, 32)}
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    path = tmp_path_factory.mktemp("good") / "good.om2"
+    om2gen.compile(SAMPLE, path, input_shapes=SHAPES)
+    return path
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "om2gen", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def assert_one_line_error(proc, *needles):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("om2gen: error: "), proc.stderr
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr)
+
+
+# ---- compiling ----
+
+def test_not_an_onnx_file(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00\xffthis is not protobuf" * 10)
+    with pytest.raises(om2gen.ModelError, match="not an ONNX model"):
+        om2gen.compile(bad, tmp_path / "o.om2")
+    assert_one_line_error(cli("compile", bad, "-o", tmp_path / "o.om2"), "bad.onnx")
+    assert not (tmp_path / "o.om2").exists()
+
+
+def test_truncated_onnx_file(tmp_path):
+    data = SAMPLE.read_bytes()
+    bad = tmp_path / "cut.onnx"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(om2gen.ModelError):
+        om2gen.compile(bad, tmp_path / "o.om2", input_shapes=SHAPES)
+
+
+def test_missing_model_file(tmp_path):
+    with pytest.raises(om2gen.ModelError, match="no such model file"):
+        om2gen.compile(tmp_path / "nope.onnx", tmp_path / "o.om2")
+
+
+def test_unsupported_op_names_node_type_and_opset(tmp_path):
+    model = make_model([helper.make_node("Einsum", ["a", "b"], ["y"], name="my_einsum", equation="ij,jk->ik")],
+                       {"a": rand(2, 3), "b": rand(3, 4)}, ["y"], opset=17)
+    with pytest.raises(om2gen.UnsupportedOpError) as e:
+        om2gen.compile(model, tmp_path / "o.om2")
+    msg = str(e.value)
+    assert "my_einsum" in msg and "Einsum" in msg and "opset 17" in msg and "supported operators" in msg
+    assert not (tmp_path / "o.om2").exists()
+
+
+def test_missing_input_shape_names_the_input(tmp_path):
+    with pytest.raises(om2gen.ShapeError, match="'image'.*--input-shape image:"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2")
+    assert_one_line_error(cli("compile", SAMPLE, "-o", tmp_path / "o.om2"), "image", "--input-shape")
+
+
+def test_input_shape_for_unknown_input(tmp_path):
+    with pytest.raises(om2gen.ShapeError, match="does not have as inputs"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes={"img": (1, 3, 32, 32), **SHAPES})
+
+
+def test_input_shape_of_wrong_rank(tmp_path):
+    with pytest.raises(om2gen.ShapeError, match="rank"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes={"image": (1, 3, 32)})
+
+
+def test_bad_input_shape_syntax():
+    proc = cli("compile", SAMPLE, "-o", "/tmp/x.om2", "--input-shape", "image:1,a")
+    assert proc.returncode != 0 and "dims must be integers" in proc.stderr
+
+
+def test_compiler_failure_shows_command_and_output(tmp_path, fresh_cache, monkeypatch):
+    fake = tmp_path / "fakecc"
+    fake.write_text("#!/bin/sh\necho 'fakecc: internal compiler error: out of coffee' >&2\nexit 4\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    before = set(Path(tempfile.gettempdir()).glob("om2gen-cc-*"))
+    with pytest.raises(om2gen.CompileError) as e:
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes=SHAPES)
+    msg = str(e.value)
+    assert "out of coffee" in msg and "command:" in msg and "fakecc" in msg
+    assert not (tmp_path / "o.om2").exists()
+    assert not list(tmp_path.glob(".o.om2*"))
+    assert set(Path(tempfile.gettempdir()).glob("om2gen-cc-*")) == before
+
+
+def test_missing_compiler(tmp_path, fresh_cache, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-compiler-om2")
+    with pytest.raises(om2gen.CompileError, match="CC=no-such-compiler-om2"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes=SHAPES)
+
+
+def test_unknown_target(tmp_path):
+    with pytest.raises(om2gen.AbiError, match="unknown --target"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes=SHAPES, target="mips")
+
+
+def test_output_into_missing_directory(tmp_path):
+    with pytest.raises(om2gen.Om2Error, match="does not exist"):
+        om2gen.compile(SAMPLE, tmp_path / "no" / "o.om2", input_shapes=SHAPES)
+
+
+# ---- loading ----
+
+def rewrite(src: Path, dst: Path, edit) -> Path:
+    """Copies an archive, letting edit(name, bytes) change entries (None drops one)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = edit(info.filename, zin.read(info))
+            if data is not None:
+                zout.writestr(info, data)
+    return dst
+
+
+def edit_manifest(fn):
+    def edit(name, data):
+        if name == layout.MANIFEST:
+            m = json.loads(data)
+            fn(m)
+            return json.dumps(m).encode()
+        return data
+    return edit
+
+
+@pytest.mark.parametrize("content", [b"", b"PK", b"hello world, not a zip", b"\x7fELF" + bytes(100)])
+def test_foreign_or_tiny_file(tmp_path, content):
+    p = tmp_path / "x.om2"
+    p.write_bytes(content)
+    with pytest.raises(om2gen.ArchiveError):
+        om2gen.load(p)
+
+
+def test_truncated_archive(tmp_path, good):
+    data = good.read_bytes()
+    for cut in (len(data) // 3, len(data) - 10):
+        p = tmp_path / f"cut{cut}.om2"
+        p.write_bytes(data[:cut])
+        with pytest.raises(om2gen.ArchiveError):
+            om2gen.load(p)
+    assert_one_line_error(cli("run", p, "--input", "image=x.npy"), "cut")
+
+
+def test_zip_without_manifest(tmp_path):
+    p = tmp_path / "plain.om2"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("hello.txt", "hi")
+    with pytest.raises(om2gen.ArchiveError, match="no manifest.json"):
+        om2gen.load(p)
+
+
+def test_missing_entry(tmp_path, good):
+    p = rewrite(good, tmp_path / "m.om2", lambda n, d: None if n.endswith(".o") else d)
+    with pytest.raises(om2gen.ArchiveError, match="missing"):
+        om2gen.load(p)
+
+
+def test_tampered_kernel_fails_digest_check(tmp_path, good):
+    def flip(name, data):
+        if name.endswith(".o"):
+            b = bytearray(data)
+            b[len(b) // 2] ^= 0xFF
+            return bytes(b)
+        return data
+    with pytest.raises(om2gen.ArchiveError, match="sha256"):
+        om2gen.load(rewrite(good, tmp_path / "t.om2", flip))
+
+
+def test_tampered_library_fails_digest_check(tmp_path, good):
+    def flip(name, data):
+        return data[:100] + bytes([data[100] ^ 1]) + data[101:] if name.endswith("_om2.so") else data
+    with pytest.raises(om2gen.ArchiveError, match="sha256"):
+        om2gen.load(rewrite(good, tmp_path / "t.om2", flip))
+
+
+def test_other_abi_version(tmp_path, good):
+    p = rewrite(good, tmp_path / "abi.om2", edit_manifest(lambda m: m.update(abi_version=99)))
+    with pytest.raises(om2gen.AbiError, match="ABI 99"):
+        om2gen.load(p)
+
+
+def test_other_isa(tmp_path, good):
+    p = rewrite(good, tmp_path / "isa.om2",
+                edit_manifest(lambda m: m["target"]["isa_features"].append("avx10_imaginary")))
+    with pytest.raises(om2gen.AbiError, match="avx10_imaginary"):
+        om2gen.load(p)
+
+
+def test_other_arch(tmp_path, good):
+    p = rewrite(good, tmp_path / "arch.om2", edit_manifest(lambda m: m["target"].update(arch="riscv64")))
+    with pytest.raises(om2gen.AbiError, match="riscv64"):
+        om2gen.load(p)
+
+
+def test_newer_format_major(tmp_path, good):
+    p = rewrite(good, tmp_path / "fmt.om2", edit_manifest(lambda m: m.update(format_version="2.0")))
+    with pytest.raises(om2gen.ArchiveError, match="format"):
+        om2gen.load(p)
+
+
+# ---- running ----
+
+@pytest.fixture(scope="module")
+def model(good):
+    with om2gen.load(good) as m:
+        yield m
+
+
+def test_wrong_input_name(model):
+    with pytest.raises(om2gen.InputError, match="unknown input.*'img'.*missing input.*'image'"):
+        model.run({"img": np.zeros((1, 3, 32, 32), np.float32)})
+
+
+def test_wrong_input_count(model):
+    with pytest.raises(om2gen.InputError, match="unknown input"):
+        model.run({"image": np.zeros((1, 3, 32, 32), np.float32), "extra": np.zeros(1, np.float32)})
+    with pytest.raises(om2gen.InputError, match="missing input"):
+        model.run({})
+
+
+def test_wrong_input_dtype(model):
+    with pytest.raises(om2gen.InputError, match="float64.*float32"):
+        model.run({"image": np.zeros((1, 3, 32, 32), np.float64)})
+
+
+def test_wrong_input_shape(model):
+    with pytest.raises(om2gen.InputError, match=r"\[1, 3, 64, 64\].*--input-shape image:1,3,64,64"):
+        model.run({"image": np.zeros((1, 3, 64, 64), np.float32)})
+
+
+def test_model_still_runs_after_errors(model):
+    out = model.run({"image": np.zeros((1, 3, 32, 32), np.float32)})["probs"]
+    assert out.shape == (1, 10) and abs(float(out.sum()) - 1.0) < 1e-5
+
+
+def test_cli_run_bad_input_file(tmp_path, good):
+    (tmp_path / "bad.npy").write_bytes(b"garbage")
+    assert_one_line_error(cli("run", good, "--input", f"image={tmp_path / 'bad.npy'}"), "cannot read")
+
+
+def test_cli_run_wrong_input_name(tmp_path, good):
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 32, 32), np.float32))
+    assert_one_line_error(cli("run", good, "--input", f"img={tmp_path / 'x.npy'}"), "img")
