@@ -34,13 +34,13 @@ def render_model(program: Program, file_name: str, arch: str, producer: str = ""
         names = t.inputs_desc + t.outputs_desc + ["scratch"] * (len(t.args) - len(t.inputs_desc) - len(t.outputs_desc))
         for i, (a, name) in enumerate(zip(t.args, names)):
             slots.append({"args_offset": t.args_offset + 8 * i, "kind": _SLOT_KIND[a.kind], "index": a.index,
-                          "offset": a.offset, "comment": name.split(":")[0]})
+                          "offset": a.offset, "comment": name.split(": ")[0]})
             io_slots += a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
         words = list(struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling))
         tasks.append({
             "label": t.label, "op_name": t.op_name, "op_type": t.op_type,
             "kernel_entry": program.kernels[t.kernel].entry, "kernel": t.kernel, "block_dim": t.block_dim,
-            "task_type": int(t.task_type), "kernel_type": int(t.kernel_type),
+            "task_type": t.task_type.name, "kernel_type": f"CC_KERNEL_{t.kernel_type.name}",
             "args_offset": t.args_offset, "args_size": t.args_size,
             "first_slot": first_slot, "slot_num": len(t.args), "first_tiling": first_tiling, "tiling_num": len(words),
             "tiling_words": "".join(f"{w}, " for w in words) or "/* none */",

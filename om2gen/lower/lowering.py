@@ -44,7 +44,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     for node, call in calls:
         for i, item in enumerate(call.inputs):
             if isinstance(item, np.ndarray):
-                name = f"{node.name}::const{i}"
+                name = f"{node.name}.packed_input{i}"
                 graph.values[name] = Value(name, _dtype_of(item), tuple(item.shape), np.ascontiguousarray(item))
                 call.inputs[i] = name
 

@@ -30,6 +30,20 @@ enum Om2DispatchType : uint32_t {
     OM2_DISPATCH_END_GRAPH = 6,
 };
 
+/* The task and kernel types the generated tables use (GE's ModelTaskType and ccKernelType). */
+enum Om2ModelTaskType : uint32_t {
+    MODEL_TASK_KERNEL = 0,
+    MODEL_TASK_MEMCPY_ASYNC = 13,
+    MODEL_TASK_END_GRAPH = 19,
+    MODEL_TASK_CUSTOM_KERNEL = 50,
+};
+
+enum Om2CcKernelType : uint32_t {
+    CC_KERNEL_TE = 2,
+    CC_KERNEL_CUSTOMIZED = 3,
+    CC_KERNEL_INVALID = 10000,
+};
+
 /* A model input or output. */
 struct Om2IoDesc {
     const char *name;
