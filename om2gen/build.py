@@ -114,8 +114,10 @@ def _entries(program, tgt, stem, cpp_name, cpp, lib, builds, opts) -> list[Entry
     build_cmds = {"model_library": {"source": cpp_name, "command": lib.command},
                   "kernels": {k.entry: b.command for k, b in zip(program.kernels, builds)},
                   "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}
+    op_attr = {n["name"]: n["attrs"] for n in program.graph_json["nodes"] if n["attrs"]}
     entries = [
         Entry(layout.model_meta(idx), json_bytes(meta)),
+        Entry(layout.op_attr(idx), json_bytes(op_attr)),
         Entry(layout.csrc_dir(idx) + cpp_name, cpp.encode()),
         Entry(layout.csrc_dir(idx) + "build_commands.json", json_bytes(build_cmds)),
         Entry(lib_name, lib.binary),

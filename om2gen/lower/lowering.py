@@ -28,6 +28,8 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         op = registry.lookup(node)
         ins = [graph.values[n] if n else None for n in node.inputs]
         outs = [graph.values[n] for n in node.outputs if n]
+        if all(v.size == 0 for v in outs):
+            continue  # empty outputs: nothing to compute, nothing to launch
         result = op.lower(node, ins, outs, ctx)
         if isinstance(result, Alias):
             alias[node.outputs[0]] = result.source
@@ -164,6 +166,16 @@ def _attrs_desc(node) -> str:
     return " ".join(parts)
 
 
+def _attr_json(v):
+    if isinstance(v, np.ndarray):
+        return {"tensor": list(v.shape), "dtype": v.dtype.name}
+    if isinstance(v, (list, tuple)):
+        return [_attr_json(x) for x in v]
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    return str(v)
+
+
 def _graph_json(graph: Graph) -> dict:
     def val(name):
         v = graph.values[name]
@@ -176,5 +188,5 @@ def _graph_json(graph: Graph) -> dict:
         "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain,
                    "inputs": [val(i) if i else None for i in n.inputs],
                    "outputs": [val(o) for o in n.outputs if o],
-                   "attrs": _attrs_desc(n)} for n in graph.nodes],
+                   "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items())}} for n in graph.nodes],
     }

@@ -10,7 +10,8 @@
  *     direction does not matter.
  *   - The default (NULL) stream is synchronous: work issued to it runs in the calling thread
  *     before the call returns. A created stream is a FIFO queue run by its own worker thread
- *     (started at the first task, joined by aclrtDestroyStream, which first drains the queue).
+ *     (started at the first task, joined by aclrtDestroyStream, which first drains the queue,
+ *     so it blocks while the stream waits for an event that is never recorded).
  *     A failing task does not stop the stream; aclrtSynchronizeStream returns the first error
  *     and clears it.
  *   - Events follow Ascend's flag semantics: aclrtRecordEvent sets the flag when the stream
@@ -25,7 +26,16 @@
  *     time; launches from several streams are serialised. Launching from inside a kernel
  *     (nested launch) is not supported and fails with ACL_ERROR_FEATURE_UNSUPPORTED.
  *   - A model runtime instance (aclmdlRI) records the tasks issued to its bound streams while
- *     it is being built, and replays them in issue order in one thread. See ModelRI.
+ *     it is being built, and replays them in issue order in one thread (see ModelRI). A stream
+ *     can be bound to one RI (ACL_STREAM_PERSISTENT is not required); after aclmdlRIBuildEnd,
+ *     work issued to a still-bound stream fails with ACL_ERROR_RT_MODEL_RUNNING until the
+ *     stream is unbound or the RI destroyed. Destroying a bound stream unbinds it; the recorded
+ *     tasks stay valid. aclmdlRIDestroy fails with ACL_ERROR_RT_MODEL_RUNNING while a replay of
+ *     the RI runs or is queued. Kernel binaries, events and memory that recorded tasks use must
+ *     outlive the RI. One RI must not be replayed by two threads at once.
+ *   - Timeouts (aclrtSynchronizeStreamWithTimeout, aclmdlRIExecute) are -1 (forever) or a
+ *     positive number of milliseconds, as documented for ACL; 0 and other negative values are
+ *     ACL_ERROR_INVALID_PARAM.
  *   - There is one device, 0. aclrtSetDevice/aclrtResetDevice with another id fail with
  *     ACL_ERROR_INVALID_PARAM; aclrtGetDevice always reports 0. aclInit is optional (every
  *     call initialises what it needs lazily); a second aclInit without aclFinalize returns
@@ -101,11 +111,11 @@ thread_local size_t t_stack_len = 0;
 thread_local char t_latest[512];                     // the newest message alone
 thread_local char t_returned[kMsgCap];               // what aclGetRecentErrMsg handed out
 
-/* Puts t_latest on top of this thread's unread messages, dropping the oldest text when full. */
-void push_latest() noexcept {
+/* Puts `text` on top of this thread's unread messages, dropping the oldest text when full. */
+void push_message(const char* text) noexcept {
     char merged[kMsgCap];
-    const int n = t_stack_len == 0 ? snprintf(merged, sizeof merged, "%s", t_latest)
-                                   : snprintf(merged, sizeof merged, "%s\n%s", t_latest, t_stack);
+    const int n = t_stack_len == 0 ? snprintf(merged, sizeof merged, "%s", text)
+                                   : snprintf(merged, sizeof merged, "%s\n%s", text, t_stack);
     t_stack_len = std::min(static_cast<size_t>(std::max(n, 0)), kMsgCap - 1);
     memcpy(t_stack, merged, t_stack_len);
     t_stack[t_stack_len] = '\0';
@@ -119,7 +129,7 @@ __attribute__((format(printf, 2, 3))) aclError fail(aclError code, const char* f
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
     snprintf(t_latest, sizeof t_latest, "%s: %s (error %d)", t_api, reason, code);
-    push_latest();
+    push_message(t_latest);
     return code;
 }
 
@@ -1012,7 +1022,7 @@ struct Stream : Tagged<0x5354524Du> {  // "STRM"
     bool stopping = false;
     std::thread worker;  // started with the first queued task
     aclError first_error = ACL_SUCCESS;
-    char error_msg[512] = {0};
+    char error_msg[kMsgCap] = {0};  // the failing task's messages, newest first
     ModelRI* bound = nullptr;  // written holding both bind_mutex() and m; read holding either
 };
 
@@ -1119,9 +1129,11 @@ aclError replay(ModelRI& ri, const ExecContext& ctx);
 
 aclError run_task(const Task& t, const ExecContext& ctx) {
     switch (t.type) {
-        case TaskType::kKernel:
-            g_launch_count.fetch_add(1, std::memory_order_relaxed);
-            return kernel_pool().launch(t.entry, t.args, t.num_blocks);
+        case TaskType::kKernel: {
+            const aclError err = kernel_pool().launch(t.entry, t.args, t.num_blocks);
+            if (err == ACL_SUCCESS) g_launch_count.fetch_add(1, std::memory_order_relaxed);
+            return err;
+        }
         case TaskType::kMemcpy:
             memmove(t.dst, t.src, t.count);
             return ACL_SUCCESS;
@@ -1199,12 +1211,14 @@ class InflightGuard {
 
 // ---- stream queues ----
 
+/* Keeps the first failing task's messages for the next synchronisation (s.m held), and clears
+ * them from the worker thread, where nobody would read them. */
 void note_stream_error(Stream& s, aclError err) {
+    const char* messages = take_messages();
     if (s.first_error == ACL_SUCCESS) {
         s.first_error = err;
-        snprintf(s.error_msg, sizeof s.error_msg, "%s", t_latest);
+        snprintf(s.error_msg, sizeof s.error_msg, "%s", messages != nullptr ? messages : "(no message)");
     }
-    take_messages();  // reported through the stream; do not let them pile up in the worker
 }
 
 void stream_worker_main(Stream& s) {
@@ -1268,7 +1282,8 @@ aclError synchronize_stream(Stream& s, const Deadline& deadline) {
     if (s.first_error == ACL_SUCCESS) return ACL_SUCCESS;
     const aclError err = s.first_error;
     s.first_error = ACL_SUCCESS;
-    return fail(err, "a task on stream %p failed: %s", static_cast<void*>(&s), s.error_msg);
+    push_message(s.error_msg);  // the task's own messages, below the summary
+    return fail(err, "a task queued on stream %p failed", static_cast<void*>(&s));
 }
 
 aclError synchronize_all_streams() {
@@ -1407,9 +1422,10 @@ extern "C" size_t aclDataTypeSize(aclDataType dataType) {
         case ACL_FLOAT: case ACL_INT32: case ACL_UINT32: return 4;
         case ACL_INT64: case ACL_UINT64: case ACL_DOUBLE: case ACL_COMPLEX64: return 8;
         case ACL_COMPLEX128: return 16;
-        default: {  // ACL_STRING, ACL_DT_UNDEFINED and unknown values have no fixed size
+        case ACL_STRING: case ACL_DT_UNDEFINED: return 0;  // no fixed element size
+        default: {
             ApiScope scope("aclDataTypeSize");
-            fail(ACL_ERROR_INVALID_PARAM, "data type %lld has no fixed element size", type);
+            fail(ACL_ERROR_INVALID_PARAM, "%lld is not an aclDataType", type);
             return 0;
         }
     }

@@ -165,3 +165,37 @@ def test_inspect_without_debug_lists_tasks(tmp_path):
     om2gen.compile(SAMPLE, out, input_shapes={"image": (1, 3, 32, 32)})
     info = json.loads(run_cli("inspect", out, "--json").stdout)
     assert len(info["models"][0]["tasks"]) == info["models"][0]["stats"]["tasks"] > 0
+
+
+def test_scalar_zero_size_and_int_passthrough(tmp_path):
+    from helpers import check_model
+    cases = [
+        ([helper.make_node("Add", ["a", "b"], ["y"])],
+         {"a": np.array(1.5, np.float32), "b": np.array(2.0, np.float32)}),
+        ([helper.make_node("Relu", ["a"], ["y"])], {"a": np.zeros((0, 3), np.float32)}),
+        ([helper.make_node("Identity", ["a"], ["y"])], {"a": np.arange(5)}),
+        ([helper.make_node("Relu", ["a"], ["y"])], {"a": rand(3), "unused": rand(2)}),
+    ]
+    for i, (nodes, feeds) in enumerate(cases):
+        d = tmp_path / str(i)
+        d.mkdir()
+        check_model(make_model(nodes, feeds, ["y"]), feeds, d)
+
+
+def test_run_async_on_a_stream(sample_om2):
+    """GertModelRunAsync: the replay is queued on a user stream and completes at synchronize."""
+    from om2gen.executor.native import ffi
+    image = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    with om2gen.load(sample_om2) as m:
+        ref = m.run({"image": image})["probs"]
+        out = np.zeros((1, 10), np.float32)
+        keep = [ffi.from_buffer(image), ffi.from_buffer(out)]
+        m._in_t[0].data, m._out_t[0].data = keep
+        stream = ffi.new("aclrtStream *")
+        assert lib.aclrtCreateStream(stream) == 0
+        try:
+            assert lib.om2x_model_run_async(m._ep, m._handle, stream[0], m._run_cfg) == 0
+            assert lib.aclrtSynchronizeStream(stream[0]) == 0
+        finally:
+            lib.aclrtDestroyStream(stream[0])
+    assert np.array_equal(out, ref)
