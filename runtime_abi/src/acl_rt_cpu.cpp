@@ -715,14 +715,14 @@ std::string unique_fd_path(int fd, LoaderState& loader) {
     }
 }
 
-aclError load_shared_object(const void* data, size_t length, void** dl_out) {
+aclError load_shared_object(const void* data, size_t length, void** dl_out, int extra_flags = RTLD_LOCAL) {
     int fd = -1;
     RETURN_IF_ERROR(write_memfd(data, length, &fd));
     FdCloser closer(fd);  // the mapping keeps the memfd alive after dlopen
     LoaderState& loader = leaked_singleton<LoaderState>();
     std::lock_guard<std::mutex> lock(loader.m);
     const std::string path = unique_fd_path(fd, loader);
-    void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* dl = dlopen(path.c_str(), RTLD_NOW | extra_flags);
     if (dl == nullptr) {
         const char* why = dlerror();
         return fail(ACL_ERROR_INVALID_FILE, "cannot load the kernel binary (%zu bytes): %s", length,
@@ -1838,5 +1838,20 @@ extern "C" uint64_t om2rtGetLiveAllocationCount(void) {
         return reg.blocks.size();
     } catch (...) {
         return 0;
+    }
+}
+
+/* Vendor extension (om2_cpu_runtime.h): the same in-memory loader for the executor's shared
+ * objects (model libraries, custom-operator libraries). */
+extern "C" ACL_FUNC_VISIBILITY aclError om2rtLoadSharedObjectFromMemory(const void* data, size_t length, int global,
+                                                                        void** handle) {
+    try {
+        if (data == nullptr || length == 0 || handle == nullptr) {
+            return fail(ACL_ERROR_INVALID_PARAM, "om2rtLoadSharedObjectFromMemory: null data, zero length or null handle");
+        }
+        *handle = nullptr;
+        return load_shared_object(data, length, handle, global ? RTLD_GLOBAL : RTLD_LOCAL);
+    } catch (...) {
+        return ACL_ERROR_INTERNAL_ERROR;
     }
 }

@@ -1,19 +1,18 @@
 /*
  * om2_executor.cpp -- the native half of om2gen's executor (the Python half is
  * om2gen/executor/). It provides what GE's Om2ModelExecutor provides to a model library:
- *   - loading a shared object from memory (memfd + dlopen of /proc/self/fd/N, never from disk),
+ *   - loading a shared object from memory (memfd + dlopen, never from disk; the runtime's loader),
  *   - resolving the model's C-ABI entry points,
  *   - the load callbacks: launch_func and the process-wide kernel bin-handle store,
  *   - thin call wrappers so that one GertModelRun from Python is one native call.
  */
 #include "om2/om2_executor.h"
 
-#include <dlfcn.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
+#include "om2/om2_cpu_runtime.h"
 
-#include <cerrno>
+#include <dlfcn.h>
+#include <time.h>
+
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -147,34 +146,11 @@ uint64_t om2x_bin_store_size(void) {
 int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name, int global,
                                 void **handle, char *err, size_t err_len) {
     *handle = nullptr;
-    int fd = memfd_create(name, MFD_CLOEXEC);
-    if (fd < 0) {
-        SetError(err, err_len, std::string("memfd_create failed: ") + std::strerror(errno));
+    if (om2rtLoadSharedObjectFromMemory(data, size, global, handle) != ACL_SUCCESS) {
+        const char *why = aclGetRecentErrMsg();
+        SetError(err, err_len, std::string("loading ") + name + " failed: " + (why ? why : "unknown error"));
         return -1;
     }
-    const char *p = static_cast<const char *>(data);
-    size_t left = size;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            SetError(err, err_len, std::string("writing to memfd failed: ") + std::strerror(errno));
-            close(fd);
-            return -1;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    void *h = dlopen(path, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
-    close(fd);  /* the mapping keeps the file alive */
-    if (h == nullptr) {
-        const char *why = dlerror();
-        SetError(err, err_len, std::string("dlopen of ") + name + " failed: " + (why ? why : "unknown"));
-        return -1;
-    }
-    *handle = h;
     return 0;
 }
 

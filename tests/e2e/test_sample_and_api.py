@@ -199,3 +199,42 @@ def test_run_async_on_a_stream(sample_om2):
         finally:
             lib.aclrtDestroyStream(stream[0])
     assert np.array_equal(out, ref)
+
+
+def test_different_models_loaded_one_after_another_and_together(tmp_path, sample_om2):
+    """Each model library is its own object even when memfd numbers are reused."""
+    paths = []
+    for i, op in enumerate(["Relu", "Sigmoid", "Tanh"]):
+        model = make_model([helper.make_node(op, ["x"], ["y"])], {"x": rand(4)}, ["y"])
+        paths.append((tmp_path / f"{op}.om2", model))
+        om2gen.compile(model, paths[-1][0])
+    x = rand(4, low=-3, high=3)
+    for path, model in paths:  # sequential: load, run, close
+        with om2gen.load(path) as m:
+            assert_close(m.run({"x": x})["y"], ort_run(model, {"x": x})[0])
+    loaded = [om2gen.load(p) for p, _ in paths]  # together
+    try:
+        for m, (_, model) in zip(loaded, paths):
+            assert_close(m.run({"x": x})["y"], ort_run(model, {"x": x})[0])
+    finally:
+        for m in loaded:
+            m.close()
+
+
+def test_in_memory_loader_never_aliases_libraries(sample_om2):
+    """Two different shared objects loaded back to back (same memfd number) are two objects."""
+    import zipfile
+    from om2gen.executor.native import ffi
+    with zipfile.ZipFile(sample_om2) as z:
+        blobs = [z.read(n) for n in sorted(z.namelist()) if n.endswith(".o")][:2]
+    handles = []
+    err = ffi.new("char[]", 256)
+    for i, blob in enumerate(blobs):
+        h = ffi.new("void **")
+        assert lib.om2x_dlopen_from_memory(blob, len(blob), f"k{i}".encode(), 0, h, err, 256) == 0, ffi.string(err)
+        handles.append(h[0])
+    try:
+        assert handles[0] != handles[1]
+    finally:
+        for h in handles:
+            lib.om2x_dlclose(h)

@@ -39,6 +39,13 @@ ACL_FUNC_VISIBILITY uint64_t om2rtGetLaunchCount(void);
 /* Blocks currently allocated by aclrtMalloc or aclrtMallocHost and not yet freed. */
 ACL_FUNC_VISIBILITY uint64_t om2rtGetLiveAllocationCount(void);
 
+/* Loads a shared object from memory: memfd + dlopen under a path no loaded object has used,
+ * so a reused fd number never aliases an earlier library (glibc matches loaded objects by
+ * name). Nothing touches the disk. global != 0 selects RTLD_GLOBAL. The executor loads model
+ * and custom-operator libraries with it; aclrtBinaryLoadFromData uses it for kernels. */
+ACL_FUNC_VISIBILITY aclError om2rtLoadSharedObjectFromMemory(const void *data, size_t length, int global,
+                                                            void **handle);
+
 #ifdef __cplusplus
 }
 #endif

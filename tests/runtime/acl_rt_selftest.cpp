@@ -1,0 +1,691 @@
+/*
+ * acl_rt_selftest.cpp -- self-test of the CPU ACL runtime (runtime_abi/src/acl_rt_cpu.cpp).
+ *
+ * Usage: acl_rt_selftest <kernels.so>
+ * The kernel binary is built by tests/runtime/test_acl_rt_cpu.py and exports:
+ *   scale_add(x, y, tiling{int64 n; float scale; float pad})  y[i] = x[i] * scale + block_idx
+ *   record_blocks(hits, nums)   hits[block_idx] += 1 (atomic); nums[block_idx] = block_num
+ *   count_calls(out)            out[0] = calls of this kernel in this loaded copy
+ * It is read into memory and loaded with aclrtBinaryLoadFromData, as generated code does.
+ *
+ * Prints "ok: <section>" per section and "PASS: <n> checks" at the end; on the first failed
+ * check prints "FAIL: <file>:<line>: <what>" and returns 1.
+ */
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "acl/acl.h"
+#include "om2/om2_cpu_runtime.h"
+
+namespace {
+
+int g_checks = 0;
+
+struct TestFailure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] __attribute__((format(printf, 3, 4))) void fail_at(const char* file, int line, const char* fmt, ...) {
+    char what[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    char full[1200];
+    snprintf(full, sizeof full, "%s:%d: %s", file, line, what);
+    throw TestFailure(full);
+}
+
+std::string recent_message() {
+    const char* msg = aclGetRecentErrMsg();
+    return msg == nullptr ? std::string("(no message)") : std::string(msg);
+}
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        ++g_checks;                                                         \
+        if (!(cond)) fail_at(__FILE__, __LINE__, "check failed: %s", #cond); \
+    } while (0)
+
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        ++g_checks;                                                                                \
+        const aclError err_ = (expr);                                                              \
+        if (err_ != ACL_SUCCESS) {                                                                 \
+            fail_at(__FILE__, __LINE__, "%s returned %d: %s", #expr, err_, recent_message().c_str()); \
+        }                                                                                          \
+    } while (0)
+
+/* Checks that `expr` fails with `code` and leaves a message naming `api`. */
+#define CHECK_ERR(expr, code, api)                                                                    \
+    do {                                                                                              \
+        ++g_checks;                                                                                   \
+        const aclError err_ = (expr);                                                                 \
+        if (err_ != (code)) fail_at(__FILE__, __LINE__, "%s returned %d, expected %d", #expr, err_, (int)(code)); \
+        const std::string msg_ = recent_message();                                                    \
+        if (msg_.find(api) == std::string::npos) {                                                    \
+            fail_at(__FILE__, __LINE__, "message of %s does not name %s: %s", #expr, api, msg_.c_str()); \
+        }                                                                                             \
+    } while (0)
+
+void drain_messages() {
+    while (aclGetRecentErrMsg() != nullptr) {
+    }
+}
+
+void section_done(const char* name) { std::printf("ok: %s\n", name); }
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+/* A block of device memory, freed on scope exit. */
+class DevBuf {
+  public:
+    explicit DevBuf(size_t size) : size_(size) { CHECK_OK(aclrtMalloc(&ptr_, size, ACL_MEM_MALLOC_HUGE_FIRST)); }
+    ~DevBuf() {
+        if (ptr_ != nullptr) aclrtFree(ptr_);
+    }
+    DevBuf(const DevBuf&) = delete;
+    DevBuf& operator=(const DevBuf&) = delete;
+    template <typename T>
+    T* as() const { return static_cast<T*>(ptr_); }
+    void* get() const { return ptr_; }
+    size_t size() const { return size_; }
+    void zero() const { CHECK_OK(aclrtMemset(ptr_, size_, 0, size_)); }
+
+  private:
+    void* ptr_ = nullptr;
+    size_t size_;
+};
+
+struct ScaleTiling {  // must match the kernel's
+    int64_t n;
+    float scale;
+    float pad;
+};
+
+/* args of scale_add: {x}{y}{tiling} */
+struct ScaleArgs {
+    void* x;
+    void* y;
+    ScaleTiling tiling;
+};
+
+/* args of record_blocks: {hits}{nums} */
+struct RecordArgs {
+    void* hits;
+    void* nums;
+};
+
+struct Kernels {
+    std::vector<char> image;  // the kernel binary's bytes
+    aclrtBinHandle bin = nullptr;
+    aclrtFuncHandle scale_add = nullptr;
+    aclrtFuncHandle record_blocks = nullptr;
+    aclrtFuncHandle count_calls = nullptr;
+};
+
+std::vector<char> read_file(const char* path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw TestFailure(std::string("cannot read ") + path);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/* The block of `num` that owns item i under om2_block_range. */
+int64_t owner_block(int64_t i, int64_t total, int64_t num) {
+    const int64_t base = total / num, rem = total % num;
+    const int64_t split = rem * (base + 1);
+    return i < split ? i / (base + 1) : rem + (i - split) / base;
+}
+
+void check_scale_output(const float* x, const float* y, int64_t n, float scale, int64_t blocks) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float expected = x[i] * scale + static_cast<float>(owner_block(i, n, blocks));
+        if (y[i] != expected) fail_at(__FILE__, __LINE__, "y[%lld] = %g, expected %g", (long long)i, y[i], expected);
+    }
+    ++g_checks;
+}
+
+void check_hits(const uint32_t* hits, const uint32_t* nums, uint32_t launched, uint32_t capacity, uint32_t expect) {
+    for (uint32_t i = 0; i < capacity; ++i) {
+        const uint32_t want_hits = i < launched ? expect : 0;
+        const uint32_t want_num = i < launched ? launched : 0;
+        if (hits[i] != want_hits || nums[i] != want_num) {
+            fail_at(__FILE__, __LINE__, "block %u of %u: hits %u (want %u), block_num %u (want %u)", i, launched,
+                    hits[i], want_hits, nums[i], want_num);
+        }
+    }
+    ++g_checks;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void test_init_and_device() {
+    int32_t device = -1;
+    CHECK_OK(aclrtGetDevice(&device));  // before aclInit: implicit initialisation
+    CHECK(device == 0);
+    CHECK_ERR(aclInit("/nonexistent/acl.json"), ACL_ERROR_INVALID_FILE, "aclInit");
+    CHECK_OK(aclInit(nullptr));
+    CHECK_ERR(aclInit(nullptr), ACL_ERROR_REPEAT_INITIALIZE, "aclInit");
+    CHECK_OK(aclrtSetDevice(0));
+    CHECK_ERR(aclrtSetDevice(1), ACL_ERROR_INVALID_PARAM, "aclrtSetDevice");
+    CHECK_ERR(aclrtGetDevice(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtGetDevice");
+    aclrtRunMode mode = ACL_DEVICE;
+    CHECK_OK(aclrtGetRunMode(&mode));
+    CHECK(mode == ACL_HOST);
+    CHECK_OK(aclrtSynchronizeDevice());
+
+    const struct {
+        aclDataType type;
+        size_t size;
+    } sizes[] = {{ACL_FLOAT, 4},  {ACL_FLOAT16, 2}, {ACL_INT8, 1},   {ACL_INT32, 4},     {ACL_UINT8, 1},
+                 {ACL_INT16, 2},  {ACL_UINT16, 2},  {ACL_UINT32, 4}, {ACL_INT64, 8},     {ACL_UINT64, 8},
+                 {ACL_DOUBLE, 8}, {ACL_BOOL, 1},    {ACL_BF16, 2},   {ACL_COMPLEX64, 8}, {ACL_COMPLEX128, 16}};
+    for (const auto& entry : sizes) CHECK(aclDataTypeSize(entry.type) == entry.size);
+    CHECK(aclDataTypeSize(ACL_STRING) == 0);
+    CHECK(aclDataTypeSize(ACL_DT_UNDEFINED) == 0);
+    CHECK(aclGetRecentErrMsg() == nullptr);
+    section_done("init and device");
+}
+
+void test_error_messages() {
+    drain_messages();
+    CHECK(aclGetRecentErrMsg() == nullptr);
+    CHECK(aclrtFree(nullptr) == ACL_ERROR_INVALID_PARAM);
+    const char* msg = aclGetRecentErrMsg();
+    CHECK(msg != nullptr && std::strstr(msg, "aclrtFree") != nullptr && std::strstr(msg, "NULL") != nullptr);
+    CHECK(aclGetRecentErrMsg() == nullptr);  // reading clears
+
+    char dst[4], src[8] = {0};
+    CHECK(aclrtMemcpy(dst, sizeof dst, src, sizeof src, ACL_MEMCPY_HOST_TO_HOST) == ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtSetDevice(7) == ACL_ERROR_INVALID_PARAM);
+    const std::string stacked = recent_message();  // newest first
+    const size_t newest = stacked.find("aclrtSetDevice"), older = stacked.find("aclrtMemcpy");
+    CHECK(newest != std::string::npos && older != std::string::npos && newest < older);
+    CHECK(stacked.find("destMax") != std::string::npos);
+
+    std::string from_thread;  // messages are per thread
+    std::thread([&] {
+        aclrtSetDevice(3);
+        from_thread = recent_message();
+    }).join();
+    CHECK(from_thread.find("aclrtSetDevice") != std::string::npos);
+    CHECK(aclGetRecentErrMsg() == nullptr);
+    section_done("error messages");
+}
+
+void test_memory() {
+    const uint64_t live_before = om2rtGetLiveAllocationCount();
+    const size_t sizes[] = {0, 1, 31, 32, 33, 1000, 1u << 20};
+    std::vector<void*> blocks;
+    for (size_t size : sizes) {
+        void* p = nullptr;
+        CHECK_OK(aclrtMalloc(&p, size, ACL_MEM_MALLOC_NORMAL_ONLY));
+        CHECK(p != nullptr && reinterpret_cast<uintptr_t>(p) % 64 == 0);
+        std::memset(p, 0xA5, (size + 31) / 32 * 32 + 32);  // the size rounded to 32, plus 32 bytes of padding
+        for (void* other : blocks) CHECK(other != p);
+        blocks.push_back(p);
+    }
+    CHECK(om2rtGetLiveAllocationCount() == live_before + blocks.size());
+    for (void* p : blocks) CHECK_OK(aclrtFree(p));
+    CHECK(om2rtGetLiveAllocationCount() == live_before);
+
+    CHECK_ERR(aclrtFree(blocks[0]), ACL_ERROR_INVALID_PARAM, "aclrtFree");  // double free
+    int on_stack = 0;
+    CHECK_ERR(aclrtFree(&on_stack), ACL_ERROR_INVALID_PARAM, "aclrtFree");
+    CHECK_ERR(aclrtMalloc(nullptr, 16, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM, "aclrtMalloc");
+    void* huge = &on_stack;
+    CHECK_ERR(aclrtMalloc(&huge, SIZE_MAX, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc");
+    CHECK(huge == nullptr);
+
+    void* host = nullptr;
+    void* device = nullptr;
+    CHECK_OK(aclrtMallocHost(&host, 100));
+    CHECK_OK(aclrtMalloc(&device, 100, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK_ERR(aclrtFree(host), ACL_ERROR_INVALID_PARAM, "aclrtMallocHost");
+    CHECK_ERR(aclrtFreeHost(device), ACL_ERROR_INVALID_PARAM, "aclrtFreeHost");
+
+    std::memset(host, 7, 100);
+    CHECK_OK(aclrtMemcpy(device, 100, host, 100, ACL_MEMCPY_HOST_TO_DEVICE));
+    CHECK(static_cast<unsigned char*>(device)[99] == 7);
+    CHECK_ERR(aclrtMemcpy(device, 50, host, 100, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_INVALID_PARAM, "aclrtMemcpy");
+    CHECK_ERR(aclrtMemcpy(nullptr, 100, host, 10, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_INVALID_PARAM, "aclrtMemcpy");
+    // 7 lies in the C++ value range of aclrtMemcpyKind (0..7) but is not one of its enumerators here.
+    CHECK_ERR(aclrtMemcpy(device, 100, host, 10, static_cast<aclrtMemcpyKind>(7)), ACL_ERROR_INVALID_PARAM,
+              "aclrtMemcpy");
+    CHECK_OK(aclrtMemset(device, 100, 0x3C, 100));
+    CHECK(static_cast<unsigned char*>(device)[0] == 0x3C);
+    CHECK_ERR(aclrtMemset(device, 10, 0, 11), ACL_ERROR_INVALID_PARAM, "aclrtMemset");
+    CHECK_OK(aclrtFreeHost(host));
+    CHECK_OK(aclrtFree(device));
+    CHECK(om2rtGetLiveAllocationCount() == live_before);
+    section_done("memory");
+}
+
+aclrtBinHandle load(const std::vector<char>& image) {
+    aclrtBinHandle bin = nullptr;
+    CHECK_OK(aclrtBinaryLoadFromData(image.data(), image.size(), nullptr, &bin));
+    return bin;
+}
+
+int call_count_calls(aclrtBinHandle bin) {
+    aclrtFuncHandle func = nullptr;
+    CHECK_OK(aclrtBinaryGetFunction(bin, "count_calls", &func));
+    DevBuf out(sizeof(int));
+    void* args[1] = {out.get()};
+    CHECK_OK(aclrtLaunchKernel(func, 1, args, sizeof args, nullptr));
+    return *out.as<int>();
+}
+
+void test_binaries(Kernels& k) {
+    aclrtBinHandle bin = nullptr;
+    const char not_elf[] = "definitely not a shared object";
+    CHECK_ERR(aclrtBinaryLoadFromData(not_elf, sizeof not_elf, nullptr, &bin), ACL_ERROR_INVALID_PARAM,
+              "aclrtBinaryLoadFromData");
+    CHECK(bin == nullptr);
+    CHECK_ERR(aclrtBinaryLoadFromData(k.image.data(), 3, nullptr, &bin), ACL_ERROR_INVALID_PARAM, "ELF");
+    const std::vector<char> head(k.image.begin(), k.image.begin() + std::min<size_t>(256, k.image.size()));
+    CHECK_ERR(aclrtBinaryLoadFromData(head.data(), head.size(), nullptr, &bin), ACL_ERROR_INVALID_FILE,
+              "aclrtBinaryLoadFromData");  // an ELF header without the rest
+    CHECK_ERR(aclrtBinaryLoadFromData(nullptr, 10, nullptr, &bin), ACL_ERROR_INVALID_PARAM, "data");
+
+    aclrtBinaryLoadOption cpu_mode;
+    cpu_mode.type = ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE;
+    cpu_mode.value.cpuKernelMode = 2;
+    aclrtBinaryLoadOptions cpu_options = {&cpu_mode, 1};
+    CHECK_ERR(aclrtBinaryLoadFromData(k.image.data(), k.image.size(), &cpu_options, &bin),
+              ACL_ERROR_FEATURE_UNSUPPORTED, "CPU_KERNEL_MODE");
+
+    aclrtBinaryLoadOption npu_opts[2];
+    npu_opts[0].type = ACL_RT_BINARY_LOAD_OPT_MAGIC;
+    npu_opts[0].value.magic = ACL_RT_BINARY_MAGIC_ELF_VECTOR_CORE;
+    npu_opts[1].type = ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD;
+    npu_opts[1].value.isLazyLoad = 1;
+    aclrtBinaryLoadOptions npu_options = {npu_opts, 2};
+    CHECK_OK(aclrtBinaryLoadFromData(k.image.data(), k.image.size(), &npu_options, &k.bin));
+
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "scale_add", &k.scale_add));
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "record_blocks", &k.record_blocks));
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "count_calls", &k.count_calls));
+    aclrtFuncHandle again = nullptr;
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "scale_add", &again));
+    CHECK(again == k.scale_add);
+    aclrtFuncHandle missing = nullptr;
+    CHECK_ERR(aclrtBinaryGetFunction(k.bin, "no_such_kernel", &missing), ACL_ERROR_KERNEL_NOT_FOUND, "no_such_kernel");
+    CHECK_ERR(aclrtBinaryGetFunction(k.bin, "malloc", &missing), ACL_ERROR_KERNEL_NOT_FOUND, "malloc");  // libc's
+    CHECK_ERR(aclrtBinaryGetFunction(nullptr, "scale_add", &missing), ACL_ERROR_INVALID_PARAM,
+              "aclrtBinaryGetFunction");
+    CHECK_ERR(aclrtBinaryUnLoad(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtBinaryUnLoad");
+
+    // Each load is its own copy of the library, even though the memfd numbers repeat.
+    CHECK(call_count_calls(k.bin) == 1);
+    CHECK(call_count_calls(k.bin) == 2);
+    aclrtBinHandle second = load(k.image);
+    CHECK(call_count_calls(second) == 1);
+    CHECK_OK(aclrtBinaryUnLoad(second));
+    aclrtBinHandle third = load(k.image);
+    CHECK(call_count_calls(third) == 1);
+    CHECK(call_count_calls(k.bin) == 3);
+    CHECK_OK(aclrtBinaryUnLoad(third));
+    section_done("kernel binaries");
+}
+
+void test_launch_args_checks(const Kernels& k) {
+    DevBuf hits(64 * sizeof(uint32_t)), nums(64 * sizeof(uint32_t));
+    hits.zero();
+    nums.zero();
+    RecordArgs args{hits.get(), nums.get()};
+    aclrtLaunchKernelAttr attr;
+    attr.id = ACL_RT_LAUNCH_KERNEL_ATTR_ENGINE_TYPE;
+    attr.value.engineType = ACL_RT_ENGINE_TYPE_AIV;
+    aclrtLaunchKernelCfg cfg = {&attr, 1};
+    CHECK_OK(aclrtLaunchKernelV2(k.record_blocks, 3, &args, sizeof args, &cfg, nullptr));
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), 3, 64, 1);
+    attr.id = static_cast<aclrtLaunchKernelAttrId>(0);  // in the enum's value range, not an attribute
+    CHECK_ERR(aclrtLaunchKernelV2(k.record_blocks, 3, &args, sizeof args, &cfg, nullptr), ACL_ERROR_INVALID_PARAM,
+              "aclrtLaunchKernelV2");
+    CHECK_ERR(aclrtLaunchKernel(nullptr, 1, &args, sizeof args, nullptr), ACL_ERROR_INVALID_PARAM, "aclrtLaunchKernel");
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, nullptr, 16, nullptr), ACL_ERROR_INVALID_PARAM, "argsData");
+    CHECK_ERR(aclrtLaunchKernel(k.bin, 1, &args, sizeof args, nullptr), ACL_ERROR_INVALID_RESOURCE_HANDLE,
+              "funcHandle");  // a binary handle is not a function handle
+
+    hits.zero();
+    nums.zero();
+    CHECK_OK(aclrtLaunchKernel(k.record_blocks, 0, &args, sizeof args, nullptr));  // 0 blocks run as 1
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), 1, 64, 1);
+    section_done("launch argument checks");
+}
+
+void test_spmd(const Kernels& k) {
+    const uint32_t capacity = 80;
+    DevBuf hits(capacity * sizeof(uint32_t)), nums(capacity * sizeof(uint32_t));
+    DevBuf args_buf(sizeof(RecordArgs));
+    *args_buf.as<RecordArgs>() = RecordArgs{hits.get(), nums.get()};
+
+    const int64_t n = 1000;
+    DevBuf x(n * sizeof(float)), y(n * sizeof(float)), scale_args(sizeof(ScaleArgs));
+    for (int64_t i = 0; i < n; ++i) x.as<float>()[i] = static_cast<float>(i) * 0.5f;
+    *scale_args.as<ScaleArgs>() = ScaleArgs{x.get(), y.get(), ScaleTiling{n, 3.0f, 0.0f}};
+
+    for (uint32_t threads : {1u, 2u, 4u}) {
+        CHECK_OK(om2rtSetThreadCount(threads));
+        CHECK(om2rtGetThreadCount() == threads);
+        for (uint32_t blocks : {1u, 7u, 64u}) {
+            hits.zero();
+            nums.zero();
+            const uint64_t before = om2rtGetLaunchCount();
+            CHECK_OK(aclrtLaunchKernelV2(k.record_blocks, blocks, args_buf.get(), sizeof(RecordArgs), nullptr, nullptr));
+            CHECK(om2rtGetLaunchCount() == before + 1);
+            check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), blocks, capacity, 1);
+
+            y.zero();
+            CHECK_OK(aclrtLaunchKernelV2(k.scale_add, blocks, scale_args.get(), sizeof(ScaleArgs), nullptr, nullptr));
+            check_scale_output(x.as<float>(), y.as<float>(), n, 3.0f, blocks);
+        }
+        // Many launches back to back, some after a pause long enough for the workers to sleep.
+        hits.zero();
+        nums.zero();
+        const uint32_t rounds = 300;
+        for (uint32_t r = 0; r < rounds; ++r) {
+            if (r % 50 == 0) sleep_ms(2);
+            CHECK_OK(aclrtLaunchKernel(k.record_blocks, 64, args_buf.get(), sizeof(RecordArgs), nullptr));
+        }
+        check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), 64, capacity, rounds);
+    }
+    CHECK_OK(om2rtSetThreadCount(0));
+    CHECK(om2rtGetThreadCount() == static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+    CHECK_ERR(om2rtSetThreadCount(OM2RT_MAX_THREADS + 1), ACL_ERROR_INVALID_PARAM, "om2rtSetThreadCount");
+    CHECK_OK(om2rtSetThreadCount(4));
+    section_done("SPMD launches (T = 1, 2, 4; blocks = 1, 7, 64)");
+}
+
+void test_streams_and_events(const Kernels& k) {
+    aclrtStream s = nullptr, s2 = nullptr;
+    CHECK_OK(aclrtCreateStream(&s));
+    CHECK_OK(aclrtCreateStreamWithConfig(&s2, 1, ACL_STREAM_FAST_LAUNCH));
+    CHECK_ERR(aclrtCreateStream(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtCreateStream");
+
+    // memcpy / memset on a stream
+    std::vector<unsigned char> host(256);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i);
+    DevBuf dev(256), dev2(256);
+    dev.zero();
+    dev2.zero();
+    CHECK_OK(aclrtMemcpyAsync(dev.get(), 256, host.data(), 256, ACL_MEMCPY_HOST_TO_DEVICE, s));
+    CHECK_OK(aclrtMemsetAsync(dev.as<unsigned char>() + 200, 56, 0xEE, 56, s));
+    CHECK_OK(aclrtSynchronizeStream(s));
+    CHECK(dev.as<unsigned char>()[199] == 199 && dev.as<unsigned char>()[200] == 0xEE);
+    CHECK_ERR(aclrtMemcpyAsync(dev.get(), 16, host.data(), 256, ACL_MEMCPY_HOST_TO_DEVICE, s), ACL_ERROR_INVALID_PARAM,
+              "aclrtMemcpyAsync");
+
+    // A stream waits for an event that the host records later: proves the queue runs
+    // asynchronously, in order, and that synchronisation can time out.
+    aclrtEvent gate = nullptr;
+    CHECK_OK(aclrtCreateEvent(&gate));
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_COMPLETE;
+    CHECK_OK(aclrtQueryEventStatus(gate, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);
+    CHECK_OK(aclrtStreamWaitEvent(s, gate));
+    CHECK_OK(aclrtMemcpyAsync(dev2.get(), 256, dev.get(), 256, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
+    sleep_ms(20);
+    CHECK(dev2.as<unsigned char>()[5] == 0);
+    CHECK_ERR(aclrtSynchronizeStreamWithTimeout(s, 30), ACL_ERROR_RT_WAIT_TIMEOUT, "aclrtSynchronizeStreamWithTimeout");
+    CHECK_ERR(aclrtSynchronizeStreamWithTimeout(s, 0), ACL_ERROR_INVALID_PARAM, "timeout");
+    CHECK_OK(aclrtRecordEvent(gate, nullptr));  // the default stream records at once
+    CHECK_OK(aclrtQueryEventStatus(gate, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    CHECK_OK(aclrtSynchronizeStreamWithTimeout(s, -1));
+    CHECK(dev2.as<unsigned char>()[5] == 5 && dev2.as<unsigned char>()[255] == 0xEE);
+    CHECK_OK(aclrtResetEvent(gate, nullptr));
+    CHECK_OK(aclrtQueryEventStatus(gate, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);
+
+    // Waiting in the calling thread for an event nobody will record fails instead of hanging.
+    CHECK_ERR(aclrtStreamWaitEvent(nullptr, gate), ACL_ERROR_RT_FAILURE, "aclrtStreamWaitEvent");
+
+    // Cross-stream dependency: s computes, records; s2 waits, then copies the result.
+    const int64_t n = 333;
+    DevBuf x(n * sizeof(float)), y(n * sizeof(float)), out(n * sizeof(float)), args(sizeof(ScaleArgs));
+    for (int64_t i = 0; i < n; ++i) x.as<float>()[i] = static_cast<float>(i);
+    *args.as<ScaleArgs>() = ScaleArgs{x.get(), y.get(), ScaleTiling{n, -2.0f, 0.0f}};
+    y.zero();
+    out.zero();
+    aclrtEvent done = nullptr;
+    CHECK_OK(aclrtCreateEventWithFlag(&done, ACL_EVENT_SYNC));
+    CHECK_OK(aclrtStreamWaitEvent(s, gate));  // hold s until the host says go
+    CHECK_OK(aclrtLaunchKernelV2(k.scale_add, 5, args.get(), sizeof(ScaleArgs), nullptr, s));
+    CHECK_OK(aclrtRecordEvent(done, s));
+    CHECK_OK(aclrtStreamWaitEvent(s2, done));
+    CHECK_OK(aclrtMemcpyAsync(out.get(), out.size(), y.get(), y.size(), ACL_MEMCPY_DEVICE_TO_DEVICE, s2));
+    CHECK_OK(aclrtQueryEventStatus(done, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);
+    CHECK(out.as<float>()[1] == 0.0f);
+    CHECK_OK(aclrtRecordEvent(gate, nullptr));
+    CHECK_OK(aclrtSynchronizeEvent(done));
+    CHECK_OK(aclrtQueryEventStatus(done, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    CHECK_OK(aclrtSynchronizeStream(s2));
+    check_scale_output(x.as<float>(), out.as<float>(), n, -2.0f, 5);
+    CHECK_OK(aclrtSynchronizeDevice());
+
+    // Destroying an event that queued tasks still use waits for them.
+    aclrtEvent transient = nullptr;
+    CHECK_OK(aclrtCreateEvent(&transient));
+    CHECK_OK(aclrtRecordEvent(transient, s));
+    CHECK_OK(aclrtDestroyEvent(transient));
+    CHECK_ERR(aclrtDestroyEvent(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent");
+
+    CHECK_OK(aclrtDestroyEvent(done));
+    CHECK_OK(aclrtDestroyEvent(gate));
+    CHECK_OK(aclrtDestroyStream(s));
+    CHECK_OK(aclrtDestroyStream(s2));
+    CHECK_ERR(aclrtDestroyStream(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream");
+    CHECK_OK(aclrtSynchronizeStream(nullptr));
+    section_done("streams and events");
+}
+
+void test_capture_and_replay(const Kernels& k) {
+    const int64_t n = 500;
+    const uint32_t scale_blocks = 4, record_blocks = 5;
+    DevBuf x(n * sizeof(float)), y(n * sizeof(float)), y2(n * sizeof(float)), z(64);
+    DevBuf hits(16 * sizeof(uint32_t)), nums(16 * sizeof(uint32_t));
+    DevBuf scale_args(sizeof(ScaleArgs)), rec_args(sizeof(RecordArgs));
+    std::vector<float> input(n);
+    for (int64_t i = 0; i < n; ++i) input[i] = static_cast<float>(i % 17) - 4.0f;
+    const std::vector<float> sentinel(n, -7.0f);
+    auto fill_sentinel = [&](const DevBuf& buf) {
+        CHECK_OK(aclrtMemcpy(buf.get(), buf.size(), sentinel.data(), buf.size(), ACL_MEMCPY_HOST_TO_DEVICE));
+    };
+    fill_sentinel(x);
+    fill_sentinel(y);
+    fill_sentinel(y2);
+    z.zero();
+    hits.zero();
+    nums.zero();
+    *scale_args.as<ScaleArgs>() = ScaleArgs{x.get(), y.get(), ScaleTiling{n, 1.5f, 0.0f}};
+    *rec_args.as<RecordArgs>() = RecordArgs{hits.get(), nums.get()};
+
+    aclrtStream s_main = nullptr, s_side = nullptr, s_run = nullptr;
+    CHECK_OK(aclrtCreateStreamWithConfig(&s_main, 0, ACL_STREAM_PERSISTENT | ACL_STREAM_FAST_LAUNCH));
+    CHECK_OK(aclrtCreateStreamWithConfig(&s_side, 0, ACL_STREAM_PERSISTENT));
+    CHECK_OK(aclrtCreateStream(&s_run));
+    aclrtEvent ev = nullptr;
+    CHECK_OK(aclrtCreateEvent(&ev));
+
+    aclmdlRI ri = nullptr, other = nullptr;
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_ERR(aclmdlRIBindStream(ri, nullptr, ACL_MODEL_STREAM_FLAG_HEAD), ACL_ERROR_INVALID_PARAM, "aclmdlRIBindStream");
+    CHECK_OK(aclmdlRIBindStream(ri, s_main, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclmdlRIBindStream(ri, s_side, ACL_MODEL_STREAM_FLAG_DEFAULT));
+    CHECK_OK(aclmdlRIBuildBegin(&other, 0));
+    CHECK_ERR(aclmdlRIBindStream(other, s_main, ACL_MODEL_STREAM_FLAG_HEAD), ACL_ERROR_INVALID_PARAM, "already bound");
+    CHECK_OK(aclmdlRIBindStream(other, s_run, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclmdlRIUnbindStream(other, s_run));
+    CHECK_ERR(aclmdlRIUnbindStream(other, s_run), ACL_ERROR_INVALID_PARAM, "not bound");
+    CHECK_OK(aclmdlRIDestroy(other));
+
+    // Capture: nothing of this runs now.
+    const uint64_t launches_before = om2rtGetLaunchCount();
+    CHECK_OK(aclrtMemcpyAsync(x.get(), x.size(), input.data(), x.size(), ACL_MEMCPY_HOST_TO_DEVICE, s_main));
+    CHECK_OK(aclrtLaunchKernelV2(k.scale_add, scale_blocks, scale_args.get(), sizeof(ScaleArgs), nullptr, s_main));
+    CHECK_OK(aclrtRecordEvent(ev, s_main));
+    CHECK_OK(aclrtStreamWaitEvent(s_side, ev));
+    CHECK_OK(aclrtLaunchKernel(k.record_blocks, record_blocks, rec_args.get(), sizeof(RecordArgs), s_side));
+    CHECK_OK(aclrtMemsetAsync(z.get(), z.size(), 0x5A, z.size(), s_side));
+    CHECK_OK(aclrtResetEvent(ev, s_side));
+    CHECK_OK(aclmdlRIEndTask(ri, s_main));
+    CHECK_OK(aclmdlRIEndTask(ri, s_side));
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, rec_args.get(), sizeof(RecordArgs), s_main), ACL_ERROR_INVALID_PARAM,
+              "end task");
+    CHECK_ERR(aclmdlRIEndTask(ri, s_run), ACL_ERROR_INVALID_PARAM, "not bound");
+    CHECK_OK(aclrtSynchronizeStream(s_main));
+    CHECK_OK(aclrtSynchronizeStream(s_side));
+    CHECK(om2rtGetLaunchCount() == launches_before);
+    CHECK(x.as<float>()[3] == -7.0f && y.as<float>()[3] == -7.0f);
+    CHECK(hits.as<uint32_t>()[0] == 0 && z.as<unsigned char>()[0] == 0);
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_COMPLETE;
+    CHECK_OK(aclrtQueryEventStatus(ev, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);
+
+    CHECK_ERR(aclmdlRIExecute(ri, -1), ACL_ERROR_INVALID_PARAM, "still being built");
+    CHECK_ERR(aclmdlRIExecuteAsync(ri, s_run), ACL_ERROR_INVALID_PARAM, "still being built");
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    CHECK_ERR(aclmdlRIBuildEnd(ri, nullptr), ACL_ERROR_INVALID_PARAM, "aclmdlRIBuildEnd");
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, rec_args.get(), sizeof(RecordArgs), s_main),
+              ACL_ERROR_RT_MODEL_RUNNING, "aclrtLaunchKernel");
+    CHECK_ERR(aclmdlRIBindStream(ri, s_run, ACL_MODEL_STREAM_FLAG_HEAD), ACL_ERROR_INVALID_PARAM, "already ended");
+
+    // Replay 1.
+    CHECK_OK(aclmdlRIExecute(ri, -1));
+    CHECK(om2rtGetLaunchCount() == launches_before + 2);
+    check_scale_output(input.data(), y.as<float>(), n, 1.5f, scale_blocks);
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 1);
+    CHECK(z.as<unsigned char>()[63] == 0x5A);
+    CHECK_OK(aclrtQueryEventStatus(ev, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);  // the replay reset it at the end
+
+    // Replay 2 after rewriting the output address in the args buffer: the kernel reads the new one.
+    scale_args.as<ScaleArgs>()->y = y2.get();
+    fill_sentinel(y);
+    CHECK_OK(aclmdlRIExecute(ri, 10000));
+    check_scale_output(input.data(), y2.as<float>(), n, 1.5f, scale_blocks);
+    CHECK(y.as<float>()[0] == -7.0f && y.as<float>()[n - 1] == -7.0f);
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 2);
+    CHECK_ERR(aclmdlRIExecute(ri, 0), ACL_ERROR_INVALID_PARAM, "aclmdlRIExecute");
+
+    // Asynchronous replay on an unbound stream, then on the default stream.
+    fill_sentinel(y2);
+    CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+    CHECK_OK(aclrtSynchronizeStream(s_run));
+    check_scale_output(input.data(), y2.as<float>(), n, 1.5f, scale_blocks);
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 3);
+    CHECK_OK(aclmdlRIExecuteAsync(ri, nullptr));
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 4);
+    CHECK(om2rtGetLaunchCount() == launches_before + 8);
+    CHECK_ERR(aclmdlRIExecuteAsync(ri, s_main), ACL_ERROR_INVALID_PARAM, "bound");
+
+    // Many replays, synchronous, then queued (one RI must not run in two threads at once: its
+    // kernels share buffers, as on an NPU).
+    for (int r = 0; r < 50; ++r) CHECK_OK(aclmdlRIExecute(ri, -1));
+    for (int r = 0; r < 50; ++r) CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+    CHECK_OK(aclrtSynchronizeStream(s_run));
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 104);
+    CHECK(om2rtGetLaunchCount() == launches_before + 208);
+
+    // An RI with a queued replay cannot be destroyed.
+    aclrtEvent gate = nullptr;
+    CHECK_OK(aclrtCreateEvent(&gate));
+    CHECK_OK(aclrtStreamWaitEvent(s_run, gate));
+    CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+    CHECK_ERR(aclmdlRIDestroy(ri), ACL_ERROR_RT_MODEL_RUNNING, "aclmdlRIDestroy");
+    CHECK_OK(aclrtRecordEvent(gate, nullptr));
+    CHECK_OK(aclrtSynchronizeStream(s_run));
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 105);
+    CHECK_OK(aclmdlRIDestroy(ri));
+
+    // Destroying the RI unbound its streams: work issued to them runs again.
+    CHECK_OK(aclrtLaunchKernel(k.record_blocks, record_blocks, rec_args.get(), sizeof(RecordArgs), s_main));
+    CHECK_OK(aclrtSynchronizeStream(s_main));
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 106);
+
+    // A replay whose wait can never be satisfied fails cleanly instead of hanging.
+    aclrtEvent never = nullptr;
+    CHECK_OK(aclrtCreateEvent(&never));
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s_side, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtStreamWaitEvent(s_side, never));
+    CHECK_OK(aclrtLaunchKernel(k.record_blocks, 1, rec_args.get(), sizeof(RecordArgs), s_side));
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    CHECK_ERR(aclmdlRIExecute(ri, 1000), ACL_ERROR_RT_FAILURE, "event wait");
+    CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+    CHECK(aclrtSynchronizeStream(s_run) == ACL_ERROR_RT_FAILURE);
+    const std::string async_msg = recent_message();  // summary first, then the task's own messages
+    CHECK(async_msg.find("aclrtSynchronizeStream") < async_msg.find("aclmdlRIExecuteAsync"));
+    CHECK(async_msg.find("neither recorded nor queued") != std::string::npos);
+    CHECK_OK(aclrtSynchronizeStream(s_run));  // the error was reported once
+    check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), record_blocks, 16, 106);
+    CHECK_OK(aclrtDestroyStream(s_side));  // destroying a bound stream unbinds it
+    CHECK_OK(aclmdlRIDestroy(ri));
+
+    CHECK_OK(aclrtDestroyEvent(never));
+    CHECK_OK(aclrtDestroyEvent(gate));
+    CHECK_OK(aclrtDestroyEvent(ev));
+    CHECK_OK(aclrtDestroyStream(s_main));
+    CHECK_OK(aclrtDestroyStream(s_run));
+    section_done("capture and replay");
+}
+
+void test_finalize(Kernels& k, uint64_t live_at_start) {
+    CHECK_OK(aclrtBinaryUnLoad(k.bin));
+    CHECK(om2rtGetLiveAllocationCount() == live_at_start);
+    CHECK_OK(aclrtResetDevice(0));
+    CHECK_OK(aclFinalize());
+    CHECK_OK(aclFinalize());
+    void* p = nullptr;  // still usable after aclFinalize (implicit initialisation)
+    CHECK_OK(aclrtMalloc(&p, 8, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK_OK(aclrtFree(p));
+    CHECK(om2rtGetLiveAllocationCount() == live_at_start);
+    CHECK(aclGetRecentErrMsg() == nullptr);
+    section_done("finalize and leaks");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: %s <kernels.so>\n", argv[0]);
+        return 2;
+    }
+    try {
+        const uint64_t live_at_start = om2rtGetLiveAllocationCount();
+        Kernels kernels;
+        kernels.image = read_file(argv[1]);
+        test_init_and_device();
+        test_error_messages();
+        test_memory();
+        test_binaries(kernels);
+        test_launch_args_checks(kernels);
+        test_spmd(kernels);
+        test_streams_and_events(kernels);
+        test_capture_and_replay(kernels);
+        drain_messages();
+        test_finalize(kernels, live_at_start);
+    } catch (const TestFailure& e) {
+        std::printf("FAIL: %s\n", e.what());
+        return 1;
+    }
+    std::printf("PASS: %d checks\n", g_checks);
+    return 0;
+}
