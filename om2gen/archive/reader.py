@@ -19,6 +19,18 @@ from . import layout
 ZIP_MAGIC = b"PK\x03\x04"
 
 
+def _version(text: str) -> tuple[int, int]:
+    try:
+        major, _, minor = text.partition(".")
+        return int(major), int(minor or 0)
+    except ValueError:
+        return (1 << 30, 0)  # unparseable: treat as newer than anything we know
+
+
+def _major(text: str) -> int:
+    return _version(text)[0]
+
+
 class Archive:
     def __init__(self, path):
         self.path = Path(path)
@@ -56,9 +68,18 @@ class Archive:
         if not isinstance(m, dict) or m.get("format") != layout.FORMAT:
             raise ArchiveError(f"{self.path}: {layout.MANIFEST} does not describe an om2gen OM2 archive")
         version = str(m.get("format_version", ""))
-        if version.split(".")[0] != layout.FORMAT_VERSION.split(".")[0]:
+        if _major(version) != _major(layout.FORMAT_VERSION):
             raise ArchiveError(f"{self.path}: archive format {version!r}, this om2gen reads {layout.FORMAT_VERSION}; "
                                "recompile the model with this om2gen")
+        # GE's OM2 compatibility rule: refuse what a newer compiler requires of its executor.
+        compat = m.get("compatibility")
+        if not isinstance(compat, dict):
+            raise ArchiveError(f"{self.path}: {layout.MANIFEST} has no compatibility section")
+        required = str(compat.get("required_executor_version") or "0.0")
+        if (_major(str(compat.get("compiler_version", "0"))) > _major(layout.EXECUTOR_VERSION)
+                or _version(required) > _version(layout.EXECUTOR_VERSION)):
+            raise ArchiveError(f"{self.path}: needs executor {required} (compiler {compat.get('compiler_version')}), "
+                               f"this om2gen's executor is {layout.EXECUTOR_VERSION}; upgrade om2gen")
         entries = m.get("entries")
         if not isinstance(entries, list):
             raise ArchiveError(f"{self.path}: {layout.MANIFEST} has no entry list")

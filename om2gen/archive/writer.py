@@ -37,11 +37,13 @@ def json_bytes(obj) -> bytes:
 
 
 def _padding(offset: int, name: bytes) -> bytes:
+    """An extra field in zipalign's format (id, size, uint16 alignment, zero padding) that makes
+    the entry's data start at a multiple of layout.ALIGNMENT."""
     header_end = offset + 30 + len(name)
     if header_end % layout.ALIGNMENT == 0:
         return b""
-    pad = (-(header_end + 4)) % layout.ALIGNMENT
-    return struct.pack("<HH", _PAD_EXTRA_ID, pad) + bytes(pad)
+    pad = (-(header_end + 6)) % layout.ALIGNMENT
+    return struct.pack("<HHH", _PAD_EXTRA_ID, 2 + pad, layout.ALIGNMENT) + bytes(pad)
 
 
 def write(path: Path, entries: list[Entry]) -> None:
@@ -52,7 +54,7 @@ def write(path: Path, entries: list[Entry]) -> None:
             for e in entries:
                 info = zipfile.ZipInfo(e.name, date_time=layout.FIXED_DATE)
                 info.create_system = 3
-                info.external_attr = 0o644 << 16
+                info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
                 if e.stored:
                     info.compress_type = zipfile.ZIP_STORED
                     if layout.is_mapped(e.name):

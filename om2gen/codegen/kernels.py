@@ -5,6 +5,7 @@ import hashlib
 import json
 
 from ..lower.program import Kernel, KernelCall
+from ..toolchain import compiler
 from ..version import GENERATOR
 from . import render as jinja
 
@@ -16,9 +17,12 @@ def _canonical(obj) -> str:
 def render(call: KernelCall, ctx) -> Kernel:
     """Renders one kernel call. The entry name is the op name plus a digest of everything that
     determines the source, so the same specialisation always gets the same name and binary."""
+    # The name is also the kernel's id in the process-wide bin-handle store, so everything that
+    # changes the binary is in it: source inputs, target and compiler.
     key = hashlib.sha256()
     for part in (call.template, jinja.template_source(call.template), jinja.template_source("kernels/_common.j2"),
-                 call.name, _canonical(call.params), GENERATOR):
+                 call.name, _canonical(call.params), GENERATOR, ctx.target.name, compiler.compiler_identity(),
+                 compiler.headers_digest()):
         key.update(part.encode())
         key.update(b"\0")
     entry = f"{call.name}_{key.hexdigest()[:12]}"

@@ -16,7 +16,7 @@ from ..archive import layout
 from ..archive.reader import Archive
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
 from ..toolchain import targets
-from ..version import MODEL_ABI_VERSION
+from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 from .native import ffi, lib, string
 
 _ERR_LEN = 1024
@@ -51,6 +51,9 @@ class Model:
         if m.get("abi_version") != MODEL_ABI_VERSION:
             raise AbiError(f"{self.path}: built for model ABI {m.get('abi_version')}, this om2gen runs ABI "
                            f"{MODEL_ABI_VERSION}; recompile the model with this om2gen")
+        if m.get("kernel_abi_version") != KERNEL_ABI_VERSION:
+            raise AbiError(f"{self.path}: kernels built for kernel ABI {m.get('kernel_abi_version')}, this runtime runs "
+                           f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
         target = m.get("target", {})
         missing = targets.missing_features(target.get("arch", "?"), target.get("isa_features", []))
         if missing:
@@ -59,8 +62,7 @@ class Model:
         models = m.get("models") or []
         if len(models) != 1:
             raise ArchiveError(f"{self.path}: holds {len(models)} models; om2gen.load runs single-model archives")
-        meta = a.read_json(models[0]["meta"])
-        self.meta = meta
+        meta = self.meta = _check_meta(a, models[0].get("meta", ""))
         self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in meta["inputs"]]
         self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in meta["outputs"]]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
@@ -228,6 +230,25 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+def _check_meta(a: Archive, name: str) -> dict:
+    """model_meta.json with every key the executor reads, of the right kind."""
+    meta = a.read_json(name)
+
+    def bad(what):
+        return ArchiveError(f"{a.path}: {name}: {what}; the archive is corrupt or from an incompatible tool")
+
+    if not isinstance(meta, dict):
+        raise bad("not a JSON object")
+    for key, kind in (("inputs", list), ("outputs", list), ("library", str), ("kernels", list)):
+        if not isinstance(meta.get(key), kind):
+            raise bad(f"missing or invalid {key!r}")
+    for io in meta["inputs"] + meta["outputs"]:
+        if not (isinstance(io, dict) and isinstance(io.get("name"), str) and isinstance(io.get("shape"), list)
+                and io.get("dtype") in dtypes.BY_NAME and all(isinstance(d, int) and d >= 0 for d in io["shape"])):
+            raise bad(f"invalid input/output description {io!r}")
+    return meta
 
 
 def load(path, threads: int | None = None) -> Model:

@@ -115,15 +115,17 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             kernel_index[kernel.entry] = len(kernels)
             kernels.append(kernel)
         args = [ref(n) for n in call.inputs if n] + [ref(n) for n in call.outputs]
+        roles = ["i"] * len([n for n in call.inputs if n]) + ["o"] * len(call.outputs)
         if call.workspace:
             args.append(ArgRef(ArgKind.WORKSPACE, 0, offsets[f"::scratch{t}"]))
+            roles.append("ws")
         tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling)
         task = Task(ModelTaskType.MODEL_TASK_KERNEL, OpDispatchType.AICORE, CcKernelType.TE,
                     kernel_index[kernel.entry], call.block_dim, args, tiling, node.name, node.op_type,
                     f"k{t:03d}_{call.name}",
                     [_describe(graph, n) for n in call.inputs if n],
                     [_describe(graph, n) for n in call.outputs],
-                    _attrs_desc(node), args_offset)
+                    _attrs_desc(node), args_offset, roles)
         args_offset += memplan.align(task.args_size, 8)
         tasks.append(task)
 

@@ -72,6 +72,7 @@ class Task:
     outputs_desc: list[str]
     attrs_desc: str = ""
     args_offset: int = 0        # byte offset of this task's args in the model's args table
+    roles: list[str] = field(default_factory=list)   # per address slot: "i", "o" or "ws" (args_format)
 
     @property
     def args_size(self) -> int:
@@ -79,8 +80,8 @@ class Task:
 
     @property
     def args_format(self) -> str:
-        marks = {ArgKind.INPUT: "i", ArgKind.CONSTANT: "i", ArgKind.OUTPUT: "o", ArgKind.WORKSPACE: "ws"}
-        return "".join("{%s}" % marks[a.kind] for a in self.args) + ("{t}" if self.tiling else "")
+        """GE's args_format: the role of each slot (not where it points), then the tiling."""
+        return "".join("{%s}" % r for r in self.roles) + ("{t}" if self.tiling else "")
 
 
 @dataclass

@@ -54,6 +54,16 @@ def _version(compiler: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else compiler
 
 
+@lru_cache(maxsize=1)
+def headers_digest() -> str:
+    """Digest of every header a build can include, so a changed header never hits a stale cache."""
+    h = hashlib.sha256()
+    for path in sorted(include_dir().rglob("*.h")):
+        h.update(path.relative_to(include_dir()).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def cache_dir() -> Path:
     base = os.environ.get("OM2GEN_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "om2gen")
@@ -70,7 +80,7 @@ def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs:
     cc = _tool("CXX", ("c++", "g++")) if cxx else _tool("CC", ("cc", "gcc"))
     command = [os.path.basename(cc), *flags, *target.march_flags, *COMMON_FLAGS,
                "-I", "<om2gen>/runtime_abi/include", "-o", "out.so", file_name, *libs]
-    key = hashlib.sha256("\0".join([source, *command, _version(cc)]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([source, *command, _version(cc), headers_digest()]).encode()).hexdigest()
     cached = cache_dir() / "objects" / key[:2] / f"{key}.so"
     if cached.is_file():
         data = cached.read_bytes()
@@ -100,8 +110,12 @@ def build_kernel(source: str, entry: str, target: Target) -> BuildResult:
     return _build(source, f"{entry}.c", False, KERNEL_FLAGS + ("-Wl,-z,defs",), ("-lm",), f"kernel {entry}", (entry,), target)
 
 
+MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",
+                 "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum")
+
+
 def build_model_library(source: str, file_name: str, target: Target) -> BuildResult:
-    exports = ("GertModelLoad", "GertModelRun", "GertModelRunAsync", "GertModelUnload", "GertModelGetAbiVersion")
+    exports = MODEL_EXPORTS
     flags = MODEL_FLAGS  # acl* symbols stay undefined: the runtime in the loading process provides them
     return _build(source, file_name, True, flags, (), f"model library {file_name}", exports, target)
 

@@ -183,22 +183,27 @@ def test_scalar_zero_size_and_int_passthrough(tmp_path):
 
 
 def test_run_async_on_a_stream(sample_om2):
-    """GertModelRunAsync: the replay is queued on a user stream and completes at synchronize."""
+    """GertModelRunAsync: replays are queued on a user stream; back-to-back runs with different
+    buffers each get their own results (a queued replay is not overwritten by the next run)."""
     from om2gen.executor.native import ffi
-    image = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    rng = np.random.default_rng(7)
+    images = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(3)]
     with om2gen.load(sample_om2) as m:
-        ref = m.run({"image": image})["probs"]
-        out = np.zeros((1, 10), np.float32)
-        keep = [ffi.from_buffer(image), ffi.from_buffer(out)]
-        m._in_t[0].data, m._out_t[0].data = keep
+        refs = [m.run({"image": im})["probs"] for im in images]
+        outs = [np.zeros((1, 10), np.float32) for _ in images]
         stream = ffi.new("aclrtStream *")
         assert lib.aclrtCreateStream(stream) == 0
+        keep = []
         try:
-            assert lib.om2x_model_run_async(m._ep, m._handle, stream[0], m._run_cfg) == 0
+            for im, out in zip(images, outs):
+                keep += [ffi.from_buffer(im), ffi.from_buffer(out)]
+                m._in_t[0].data, m._out_t[0].data = keep[-2:]
+                assert lib.om2x_model_run_async(m._ep, m._handle, stream[0], m._run_cfg) == 0
             assert lib.aclrtSynchronizeStream(stream[0]) == 0
         finally:
             lib.aclrtDestroyStream(stream[0])
-    assert np.array_equal(out, ref)
+    for out, ref in zip(outs, refs):
+        assert np.array_equal(out, ref)
 
 
 def test_different_models_loaded_one_after_another_and_together(tmp_path, sample_om2):

@@ -267,3 +267,44 @@ def test_cli_run_bad_input_file(tmp_path, good):
 def test_cli_run_wrong_input_name(tmp_path, good):
     np.save(tmp_path / "x.npy", np.zeros((1, 3, 32, 32), np.float32))
     assert_one_line_error(cli("run", good, "--input", f"img={tmp_path / 'x.npy'}"), "img")
+
+
+def test_newer_required_executor(tmp_path, good):
+    p = rewrite(good, tmp_path / "req.om2",
+                edit_manifest(lambda m: m["compatibility"].update(required_executor_version="1.7")))
+    with pytest.raises(om2gen.ArchiveError, match="needs executor 1.7.*upgrade om2gen"):
+        om2gen.load(p)
+
+
+def test_other_kernel_abi(tmp_path, good):
+    p = rewrite(good, tmp_path / "kabi.om2", edit_manifest(lambda m: m.update(kernel_abi_version=7)))
+    with pytest.raises(om2gen.AbiError, match="kernel ABI 7"):
+        om2gen.load(p)
+
+
+@pytest.mark.parametrize("meta", [b"[]", b'{"inputs": 3}', b"not json",
+                                  b'{"inputs": [{"name": "x", "dtype": "complex256", "shape": [1]}], "outputs": [], '
+                                  b'"library": "x.so", "kernels": []}'])
+def test_malformed_model_meta(tmp_path, good, meta):
+    p = rewrite(good, tmp_path / "meta.om2", lambda n, d: meta if n.endswith("model_meta.json") else d)
+    # the manifest's size/digest of model_meta no longer match: either check may fire first
+    with pytest.raises(om2gen.ArchiveError):
+        om2gen.load(p)
+
+
+def test_malformed_model_meta_with_consistent_manifest(tmp_path, good):
+    import hashlib
+    bad = b'{"inputs": "nope"}'
+
+    def edit(name, data):
+        if name.endswith("model_meta.json"):
+            return bad
+        if name == layout.MANIFEST:
+            m = json.loads(data)
+            for e in m["entries"]:
+                if e["name"].endswith("model_meta.json"):
+                    e["size"], e["sha256"] = len(bad), hashlib.sha256(bad).hexdigest()
+            return json.dumps(m).encode()
+        return data
+    with pytest.raises(om2gen.ArchiveError, match="missing or invalid 'inputs'"):
+        om2gen.load(rewrite(good, tmp_path / "meta2.om2", edit))

@@ -8,8 +8,8 @@
  *     compiled it); fields are only ever appended; padding is explicit (abi_pad_N).
  *   - Published symbols, prototypes and enum values are frozen. A new capability is a new
  *     exported symbol, probed with dlsym.
- *   - The executor checks OM2_MODEL_ABI_VERSION (from model_meta.json, then from the
- *     exported GertModelGetAbiVersion) before it calls anything else.
+ *   - The executor checks OM2_MODEL_ABI_VERSION (from manifest.json's abi_version, then from
+ *     the exported GertModelGetAbiVersion) before it calls anything else.
  *
  * Ownership: unless a comment says otherwise, pointers passed into a call are borrowed for
  * the duration of that call only. GertModelHandle is created by GertModelLoad and released
