@@ -56,12 +56,11 @@ def compile(model, output, *, input_shapes=None, target=None, debug=False, jobs=
         k.binary = b.binary
 
     stem = f"{c_identifier(program.name)}_{_model_hash(program)}"
-    cpp_name = f"{stem}_om2.cpp"
-    cpp = model_cpp.render_model(program, cpp_name, tgt.arch, graph.producer)
-    lib = compiler.build_model_library(cpp, cpp_name, tgt)
+    sources = model_cpp.render_sources(program, stem, tgt.arch, graph.producer)
+    lib = compiler.build_model_library(sources, tgt)
     report.stage("built the model library")
 
-    entries = _entries(program, tgt, stem, cpp_name, cpp, lib, builds, opts)
+    entries = _entries(program, tgt, stem, sources, lib, builds, opts)
     writer.write(out, [_manifest(entries, program, tgt, opts)] + entries)
     report.stage(f"wrote {out}")
     return out
@@ -81,7 +80,7 @@ def _io_json(d, index):
             "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
 
 
-def _entries(program, tgt, stem, cpp_name, cpp, lib, builds, opts) -> list[Entry]:
+def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
     idx = 0
     lib_name = layout.model_library(idx, stem)
     meta = {
@@ -110,14 +109,14 @@ def _entries(program, tgt, stem, cpp_name, cpp, lib, builds, opts) -> list[Entry
     blob = bytearray(program.constants_size)
     for c in program.constants:
         blob[c.offset:c.offset + c.nbytes] = c.array.tobytes()
-    build_cmds = {"model_library": {"source": cpp_name, "command": lib.command},
-                  "kernels": {k.entry: b.command for k, b in zip(program.kernels, builds)},
+    build_cmds = {"model_library": {"sources": sorted(sources), "commands": lib.commands},
+                  "kernels": {k.entry: b.commands[0] for k, b in zip(program.kernels, builds)},
                   "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}
     op_attr = {n["name"]: n["attrs"] for n in program.graph_json["nodes"] if n["attrs"]}
     entries = [
         Entry(layout.model_meta(idx), json_bytes(meta)),
         Entry(layout.op_attr(idx), json_bytes(op_attr)),
-        Entry(layout.csrc_dir(idx) + cpp_name, cpp.encode()),
+        *(Entry(layout.csrc_dir(idx) + name, text.encode()) for name, text in sorted(sources.items())),
         Entry(layout.csrc_dir(idx) + "build_commands.json", json_bytes(build_cmds)),
         Entry(lib_name, lib.binary),
     ]

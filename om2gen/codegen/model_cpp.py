@@ -16,11 +16,18 @@ _ACL_NAMES = {0: "ACL_FLOAT", 1: "ACL_FLOAT16", 2: "ACL_INT8", 3: "ACL_INT32", 4
               7: "ACL_UINT16", 8: "ACL_UINT32", 9: "ACL_INT64", 10: "ACL_UINT64", 11: "ACL_DOUBLE", 12: "ACL_BOOL"}
 
 
-def source_file_name(program: Program, lib_stem: str) -> str:
-    return f"{lib_stem}.cpp"
+LOAD_AND_RUN = "om2_load_and_run.cpp"
 
 
-def render_model(program: Program, file_name: str, arch: str, producer: str = "") -> str:
+def render_sources(program: Program, stem: str, arch: str, producer: str = "") -> dict[str, str]:
+    """The model library's sources: {file name: text}. The tables are this model; the
+    load-and-run code is the same for every model (so its object is compiled once and cached)."""
+    tables = f"{stem}_tables.cpp"
+    return {tables: render_tables(program, tables, arch, producer),
+            LOAD_AND_RUN: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR)}
+
+
+def render_tables(program: Program, file_name: str, arch: str, producer: str = "") -> str:
     def io(d):
         return {"name": d.name, "acl_type": _ACL_NAMES[BY_NAME[d.dtype].acl], "nbytes": d.nbytes,
                 "rank": len(d.shape), "dims_or_zero": ", ".join(map(str, d.shape)) or "0",
@@ -55,6 +62,6 @@ def render_model(program: Program, file_name: str, arch: str, producer: str = ""
         "inputs": [io(d) for d in program.inputs], "outputs": [io(d) for d in program.outputs],
         "kernels": program.kernels, "tasks": tasks, "arch": arch,
         "work_size": program.work_size, "constants_size": program.constants_size, "args_size": max(program.args_size, 8),
-        "io_slot_num_or_one": max(io_slots, 1),
+        "io_slot_num": io_slots,
     }
-    return jinja.render("model/model.cpp.j2", m=m)
+    return jinja.render("model/tables.cpp.j2", m=m)

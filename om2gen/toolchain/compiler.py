@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,7 +31,7 @@ MODEL_FLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror")
 @dataclass(frozen=True)
 class BuildResult:
     binary: bytes
-    command: list[str]
+    commands: list[list[str]]   # as recorded in the archive (run in order in one directory)
     cached: bool
 
 
@@ -75,34 +76,52 @@ def compiler_identity(cxx: bool = False) -> str:
     return _version(cc)
 
 
-def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs: tuple[str, ...],
-           what: str, exports: tuple[str, ...], target: Target) -> BuildResult:
-    cc = _tool("CXX", ("c++", "g++")) if cxx else _tool("CC", ("cc", "gcc"))
-    command = [os.path.basename(cc), *flags, *target.march_flags, *COMMON_FLAGS,
-               "-I", "<om2gen>/runtime_abi/include", "-o", "out.so", file_name, *libs]
-    key = hashlib.sha256("\0".join([source, *command, _version(cc), headers_digest()]).encode()).hexdigest()
-    cached = cache_dir() / "objects" / key[:2] / f"{key}.so"
+def _run(real: list[str], cwd: str, what: str) -> None:
+    try:
+        proc = subprocess.run(real, cwd=cwd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"compiling {what} timed out after 600 s: {' '.join(real)}") from None
+    if proc.returncode != 0:
+        output = (proc.stderr or proc.stdout).strip()
+        raise CompileError(f"compiling {what} failed (exit {proc.returncode})\ncommand: {' '.join(real)}\n{output}")
+
+
+def _cached(key_parts: list[str], suffix: str, produce) -> tuple[bytes, bool]:
+    """The bytes cached under the digest of key_parts, or produce() them and cache them."""
+    key = hashlib.sha256("\0".join([*key_parts, headers_digest()]).encode()).hexdigest()
+    cached = cache_dir() / "objects" / key[:2] / f"{key}{suffix}"
     if cached.is_file():
-        data = cached.read_bytes()
-        return BuildResult(data, command, True)
-    with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
-        (Path(tmp) / file_name).write_text(source)
-        real = [cc, *flags, *target.march_flags, *COMMON_FLAGS, f"-ffile-prefix-map={tmp}=.",
-                "-I", str(include_dir()), "-o", "out.so", file_name, *libs]
-        try:
-            proc = subprocess.run(real, cwd=tmp, capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"compiling {what} timed out after 600 s: {' '.join(command)}") from None
-        if proc.returncode != 0:
-            output = (proc.stderr or proc.stdout).strip()
-            raise CompileError(f"compiling {what} failed (exit {proc.returncode})\ncommand: {' '.join(real)}\n{output}")
-        data = (Path(tmp) / "out.so").read_bytes()
-    elfcheck.check_shared_object(data, what, target, exports)
+        return cached.read_bytes(), True
+    data = produce()
     cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(f".{os.getpid()}.tmp")
+    partial = cached.with_name(f"{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     partial.write_bytes(data)
     os.replace(partial, cached)
-    return BuildResult(data, command, False)
+    return data, False
+
+
+def _shown(cc: str, args: list[str]) -> list[str]:
+    """The command as recorded in archives: no host paths."""
+    return [os.path.basename(cc)] + ["<om2gen>/runtime_abi/include" if a == str(include_dir()) else a for a in args]
+
+
+def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs: tuple[str, ...],
+           what: str, exports: tuple[str, ...], target: Target) -> BuildResult:
+    """One source file straight to a shared object."""
+    cc = _tool("CXX", ("c++", "g++")) if cxx else _tool("CC", ("cc", "gcc"))
+    args = [*flags, *target.march_flags, *COMMON_FLAGS, "-I", str(include_dir()), "-o", "out.so", file_name, *libs]
+
+    def produce() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
+            (Path(tmp) / file_name).write_text(source)
+            _run([cc, f"-ffile-prefix-map={tmp}=.", *args], tmp, what)
+            data = (Path(tmp) / "out.so").read_bytes()
+        elfcheck.check_shared_object(data, what, target, exports)
+        return data
+
+    command = _shown(cc, args)
+    data, cached = _cached([source, *command, _version(cc)], ".so", produce)
+    return BuildResult(data, [command], cached)
 
 
 def build_kernel(source: str, entry: str, target: Target) -> BuildResult:
@@ -114,10 +133,44 @@ MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLo
                  "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum")
 
 
-def build_model_library(source: str, file_name: str, target: Target) -> BuildResult:
-    exports = MODEL_EXPORTS
-    flags = MODEL_FLAGS  # acl* symbols stay undefined: the runtime in the loading process provides them
-    return _build(source, file_name, True, flags, (), f"model library {file_name}", exports, target)
+def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
+    """Compiles each C++ source to an object (cached by content: the load-and-run source is the
+    same for every model, so only the tables compile per model), then links the library."""
+    cxx = _tool("CXX", ("c++", "g++"))
+    commands, objects = [], []
+    any_built = False
+    for name, text in sorted(sources.items()):
+        obj = name.rsplit(".", 1)[0] + ".o"
+        args = [*MODEL_FLAGS, *target.march_flags, "-fPIC", "-fvisibility=hidden", "-I", str(include_dir()),
+                "-c", "-o", obj, name]
+
+        def produce(name=name, text=text, args=args, obj=obj) -> bytes:
+            with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
+                (Path(tmp) / name).write_text(text)
+                _run([cxx, f"-ffile-prefix-map={tmp}=.", *args], tmp, f"model source {name}")
+                return (Path(tmp) / obj).read_bytes()
+
+        command = _shown(cxx, args)
+        data, cached = _cached([text, *command, _version(cxx)], ".o", produce)
+        any_built |= not cached
+        commands.append(command)
+        objects.append((obj, data))
+    # acl* symbols stay undefined: the runtime in the loading process provides them
+    link = [*COMMON_FLAGS, "-o", "out.so", *(o for o, _ in objects)]
+
+    def produce_lib() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
+            for obj, data in objects:
+                (Path(tmp) / obj).write_bytes(data)
+            _run([cxx, *link], tmp, "the model library")
+            data = (Path(tmp) / "out.so").read_bytes()
+        elfcheck.check_shared_object(data, "the model library", target, MODEL_EXPORTS)
+        return data
+
+    commands.append(_shown(cxx, link))
+    digests = [hashlib.sha256(d).hexdigest() for _, d in objects]
+    lib, cached = _cached([*digests, *commands[-1], _version(cxx)], ".so", produce_lib)
+    return BuildResult(lib, commands, cached and not any_built)
 
 
 def build_all(kernels: list[tuple[str, str]], target: Target, jobs: int | None = None,

@@ -33,7 +33,8 @@ def test_layout(archive):
     meta = "data/model_0/model_meta.json"
     assert meta in names
     assert any(n.startswith("data/model_0/runtime/lib") and n.endswith("_om2.so") for n in names)
-    assert any(n.startswith("data/model_0/runtime/csrc/") and n.endswith("_om2.cpp") for n in names)
+    assert any(n.startswith("data/model_0/runtime/csrc/") and n.endswith("_tables.cpp") for n in names)
+    assert "data/model_0/runtime/csrc/om2_load_and_run.cpp" in names
     kernels = [n for n in names if n.startswith("data/kernels_")]
     sources = [n for n in names if n.startswith("data/model_0/runtime/csrc/kernels/")]
     assert kernels and len(kernels) == len(sources)
@@ -94,7 +95,7 @@ def test_constants_config_matches_blob(archive):
 
 def test_generated_source_reads_as_ascend_code(archive):
     with zipfile.ZipFile(archive) as z:
-        cpp = next(z.read(n).decode() for n in z.namelist() if n.endswith("_om2.cpp"))
+        cpp = "".join(z.read(n).decode() for n in z.namelist() if n.endswith(".cpp"))
     for needle in ("aclmdlRIBuildBegin", "aclmdlRIBindStream", "aclmdlRIEndTask", "aclmdlRIBuildEnd",
                    "aclrtBinaryLoadFromData", "aclrtBinaryGetFunction", "aclmdlRIExecute",
                    "GertModelLoad", "GertModelRun", "GertModelRunAsync", "GertModelUnload",
@@ -107,21 +108,23 @@ def test_generated_source_reads_as_ascend_code(archive):
 
 @pytest.mark.parametrize("kind", ["model", "kernel"])
 def test_rebuild_from_shipped_sources_gives_the_same_binary(tmp_path, archive, kind):
+    csrc = "data/model_0/runtime/csrc/"
     with zipfile.ZipFile(archive) as z:
-        cmds = json.loads(z.read("data/model_0/runtime/csrc/build_commands.json"))
+        cmds = json.loads(z.read(csrc + "build_commands.json"))
         names = z.namelist()
         if kind == "model":
-            src_name = cmds["model_library"]["source"]
-            command = cmds["model_library"]["command"]
-            src = z.read(f"data/model_0/runtime/csrc/{src_name}")
+            sources = {s: z.read(csrc + s) for s in cmds["model_library"]["sources"]}
+            commands = cmds["model_library"]["commands"]
             binary = z.read(next(n for n in names if n.endswith("_om2.so")))
         else:
             entry, command = sorted(cmds["kernels"].items())[0]
-            src_name = f"{entry}.c"
-            src = z.read(f"data/model_0/runtime/csrc/kernels/{src_name}")
+            sources = {f"{entry}.c": z.read(f"{csrc}kernels/{entry}.c")}
+            commands = [command]
             binary = z.read(next(n for n in names if n.endswith(f"/{entry}.o")))
-    (tmp_path / src_name).write_bytes(src)
-    real = [shutil.which(command[0]) or command[0]] + [str(include_dir()) if a == "<om2gen>/runtime_abi/include"
-                                                       else a for a in command[1:]]
-    subprocess.run(real, cwd=tmp_path, check=True, timeout=300)
+    for name, text in sources.items():
+        (tmp_path / name).write_bytes(text)
+    for command in commands:
+        real = [shutil.which(command[0]) or command[0]] + [
+            str(include_dir()) if a == "<om2gen>/runtime_abi/include" else a for a in command[1:]]
+        subprocess.run(real, cwd=tmp_path, check=True, timeout=300)
     assert (tmp_path / "out.so").read_bytes() == binary

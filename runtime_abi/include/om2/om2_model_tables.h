@@ -1,0 +1,112 @@
+/*
+ * om2_model_tables.h -- the static tables a generated model is made of, and the one struct
+ * (Om2ModelTables) through which the model's load-and-run code reads them.
+ *
+ * A generated model library has two translation units: <model>_tables.cpp (this model: its
+ * inputs/outputs, kernel binaries, args slots, tiling words and dispatch table) and
+ * om2_load_and_run.cpp (the same for every model: resources, kernel registration, capture,
+ * run). Only the tables are compiled per model.
+ */
+#ifndef OM2_OM2_MODEL_TABLES_H
+#define OM2_OM2_MODEL_TABLES_H
+
+#include <stdint.h>
+
+#include "acl/acl_base.h"
+
+namespace om2 {
+
+/* Where an args slot points. Values follow GertModelArgKind; CONSTANT uses CUSTOM_VALUE (7). */
+enum Om2ArgKind : uint32_t {
+    OM2_ARG_INPUT = 0,      /* GERT_MODEL_ARG_INPUT */
+    OM2_ARG_OUTPUT = 1,     /* GERT_MODEL_ARG_OUTPUT */
+    OM2_ARG_WORKSPACE = 2,  /* GERT_MODEL_ARG_WORKSPACE */
+    OM2_ARG_CONSTANT = 7,   /* GERT_MODEL_ARG_CUSTOM_VALUE */
+};
+
+/* GE's OpDispatchType (om2_codegen_types.h). */
+enum Om2DispatchType : uint32_t {
+    OM2_DISPATCH_AICORE = 0,
+    OM2_DISPATCH_END_GRAPH = 6,
+};
+
+/* The task and kernel types the generated tables use (GE's ModelTaskType and ccKernelType). */
+enum Om2ModelTaskType : uint32_t {
+    MODEL_TASK_KERNEL = 0,
+    MODEL_TASK_MEMCPY_ASYNC = 13,
+    MODEL_TASK_END_GRAPH = 19,
+    MODEL_TASK_CUSTOM_KERNEL = 50,
+};
+
+enum Om2CcKernelType : uint32_t {
+    CC_KERNEL_TE = 2,
+    CC_KERNEL_CUSTOMIZED = 3,
+    CC_KERNEL_INVALID = 10000,
+};
+
+/* A model input or output. */
+struct Om2IoDesc {
+    const char *name;
+    aclDataType data_type;
+    uint64_t size;          /* bytes */
+    uint64_t dim_num;
+    const int64_t *dims;
+};
+
+/* A kernel binary of data/kernels_<arch>/ and the entry it exports. */
+struct Om2KernelBin {
+    const char *bin_file;   /* also the bin id in the process-wide bin-handle store */
+    const char *entry;
+};
+
+/* One 8-byte address slot of the args table. */
+struct Om2ArgSlot {
+    uint32_t args_offset;   /* byte offset in the args table */
+    Om2ArgKind kind;
+    uint32_t index;         /* input/output index, or constants blob index */
+    uint64_t offset;        /* byte offset inside that buffer */
+};
+
+/* One task of the dispatch table (GE's kOpDefs). */
+struct Om2OpDef {
+    Om2DispatchType dispatch_type;
+    uint32_t task_type;     /* ModelTaskType */
+    uint32_t kernel_type;   /* ccKernelType */
+    uint32_t kernel;        /* index into kKernelBins */
+    uint32_t block_dim;
+    uint32_t args_offset;   /* this task's args in the args table */
+    uint32_t args_size;     /* address slots + tiling bytes */
+    uint32_t first_slot;    /* its address slots: kArgSlots[first_slot, first_slot + slot_num) */
+    uint32_t slot_num;
+    uint32_t first_tiling;  /* its tiling words: kTilingData[first_tiling, first_tiling + tiling_num) */
+    uint32_t tiling_num;
+    const char *op_name;    /* source ONNX node */
+    const char *op_type;
+};
+
+/* Everything model-specific, as the load-and-run code sees it. */
+struct Om2ModelTables {
+    const char *model_name;
+    uint64_t input_num;
+    const Om2IoDesc *inputs;
+    uint64_t output_num;
+    const Om2IoDesc *outputs;
+    uint64_t kernel_bin_num;
+    const Om2KernelBin *kernel_bins;
+    uint64_t arg_slot_num;
+    const Om2ArgSlot *arg_slots;
+    const int64_t *tiling_data;
+    uint64_t task_num;
+    const Om2OpDef *op_defs;
+    uint64_t constant_num;     /* constants blobs the model expects in GertModelLoadConfig */
+    uint64_t work_size;        /* bytes of workspace */
+    uint64_t args_size;        /* bytes of the args table */
+    uint64_t io_slot_num;      /* arg slots that point at model inputs/outputs */
+};
+
+/* Defined by <model>_tables.cpp. */
+extern const Om2ModelTables kModelTables;
+
+}  // namespace om2
+
+#endif /* OM2_OM2_MODEL_TABLES_H */
