@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from . import dtypes
 from .archive import layout, writer
 from .archive.writer import Entry, json_bytes
@@ -25,15 +27,21 @@ from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 @dataclass
 class Options:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    input_values: dict[str, object] = field(default_factory=dict)
     target: str | None = None
     debug: bool = False
     jobs: int | None = None
     progress: bool = False
 
 
-def compile(model, output, *, input_shapes=None, target=None, debug=False, jobs=None, progress=False) -> Path:
-    """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`."""
-    opts = Options(dict(input_shapes or {}), target, debug, jobs, progress)
+def compile(model, output, *, input_shapes=None, input_values=None, target=None, debug=False, jobs=None,
+            progress=False) -> Path:
+    """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`.
+
+    input_shapes: {input name: static shape} for inputs with dynamic or missing dims.
+    input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
+    that shape computations and branches depending on them fold at compile time."""
+    opts = Options(dict(input_shapes or {}), dict(input_values or {}), target, debug, jobs, progress)
     out = Path(output)
     if out.is_dir():
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
@@ -42,7 +50,7 @@ def compile(model, output, *, input_shapes=None, target=None, debug=False, jobs=
     tgt = targets.get_target(opts.target)
     report = _Progress(opts.progress)
 
-    graph = import_onnx(model, opts.input_shapes)
+    graph = import_onnx(model, opts.input_shapes, opts.input_values)
     graph.verify("import")
     dce.run(graph)
     graph.verify("dead-code removal")
@@ -155,6 +163,7 @@ def _manifest(entries: list[Entry], program: Program, tgt, opts: Options) -> Ent
         "target": {"name": tgt.name, "arch": tgt.arch, "isa_features": list(tgt.isa_features)},
         "compiler": {"c": compiler.compiler_identity(cxx=False), "cxx": compiler.compiler_identity(cxx=True)},
         "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
+                    "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
                     "target": tgt.name, "debug": opts.debug},
         "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
         "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256,

@@ -19,6 +19,17 @@ def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def _value_arg(text: str) -> tuple[str, list[float]]:
+    name, sep, values = text.partition("=")
+    if not sep or not name or not values:
+        raise argparse.ArgumentTypeError(f"--input-value {text!r}: expected NAME=V or NAME=V0,V1,...")
+    try:
+        parsed = [float(v) if any(c in v for c in ".eEn") else int(v) for v in values.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--input-value {text!r}: values must be numbers") from None
+    return name, parsed[0] if len(parsed) == 1 else parsed
+
+
 def _input_arg(text: str) -> tuple[str, str]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
@@ -29,8 +40,8 @@ def _input_arg(text: str) -> tuple[str, str]:
 def cmd_compile(args) -> int:
     from .build import compile as om2_compile
     shapes = dict(args.input_shape or [])
-    out = om2_compile(args.model, args.output, input_shapes=shapes, target=args.target, debug=args.debug,
-                      jobs=args.jobs, progress=not args.quiet)
+    out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=dict(args.input_value or []),
+                      target=args.target, debug=args.debug, jobs=args.jobs, progress=not args.quiet)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
@@ -77,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="the .om2 file to write")
     c.add_argument("--input-shape", action="append", type=_shape_arg, metavar="NAME:D0,D1,...",
                    help="pin an input's shape (repeat per input)")
+    c.add_argument("--input-value", action="append", type=_value_arg, metavar="NAME=V[,V...]",
+                   help="freeze an input to constant value(s), e.g. a sample rate (repeat per input)")
     c.add_argument("--target", help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64); default: this machine")
     c.add_argument("--debug", action="store_true", help="also pack debug/ge_model.json and debug/task_info.json")
     c.add_argument("-j", "--jobs", type=int, help="parallel compiler jobs (default: all cores)")

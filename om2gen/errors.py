@@ -25,6 +25,15 @@ class ShapeError(Om2Error):
     exit_code = 4
 
 
+class NeedsConstantError(ShapeError):
+    """A value that must be known at compile time (a shape, axes, a bound) is computed at run
+    time. `value_name` names it; freezing that input (--input-value) resolves it."""
+
+    def __init__(self, message: str, value_name: str):
+        super().__init__(message)
+        self.value_name = value_name
+
+
 class CompileError(Om2Error):
     """The C/C++ toolchain failed; the message carries the command and its output."""
 

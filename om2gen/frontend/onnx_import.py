@@ -79,9 +79,29 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]]) -> 
     return tuple(dims)
 
 
-def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+def _frozen_value(vi: onnx.ValueInfoProto, value, dt) -> np.ndarray:
+    """An input frozen with --input-value: the given numbers in the input's dtype and shape."""
+    arr = np.asarray(value)
+    try:
+        arr = arr.astype(dt.np, casting="unsafe" if arr.dtype.kind in "biuf" else "no")
+    except (TypeError, ValueError):
+        raise ShapeError(f"--input-value {vi.name}: cannot convert {value!r} to {dt.name}") from None
+    tt = vi.type.tensor_type
+    declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+    if declared is not None and arr.shape != tuple(declared):
+        if arr.size == int(np.prod([d or 1 for d in declared])) and all(d is not None for d in declared):
+            arr = arr.reshape(declared)
+        elif not (len(declared) == arr.ndim and all(d is None or d == a for d, a in zip(declared, arr.shape))):
+            raise ShapeError(f"--input-value {vi.name}: {arr.size} value(s) of shape {list(arr.shape)} do not fit "
+                             f"the input's declared shape {declared}")
+    return np.ascontiguousarray(arr)
+
+
+def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                input_values: dict[str, object] | None = None) -> Graph:
     proto, raw = load_model(model)
     pins = dict(input_shapes or {})
+    frozen = dict(input_values or {})
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
@@ -101,12 +121,18 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None) -
         if vi.name in values:
             continue  # an initializer listed as input (IR < 4 style): a constant
         dt = dtypes.from_onnx(vi.type.tensor_type.elem_type, f"input {vi.name!r}")
+        if vi.name in frozen:
+            arr = _frozen_value(vi, frozen[vi.name], dt)
+            values[vi.name] = Value(vi.name, dt, tuple(arr.shape), arr)
+            continue
         values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins))
         inputs.append(vi.name)
-    unknown = set(pins) - set(inputs)
-    if unknown:
-        raise ShapeError(f"--input-shape names {', '.join(sorted(unknown))}, which the model does not have as "
-                         f"inputs; its inputs are: {', '.join(inputs) or '(none)'}")
+    declared_inputs = [vi.name for vi in g.input if vi.name not in {i.name for i in g.initializer}]
+    for option, names in (("--input-shape", pins), ("--input-value", frozen)):
+        unknown = set(names) - set(declared_inputs)
+        if unknown:
+            raise ShapeError(f"{option} names {', '.join(sorted(unknown))}, which the model does not have as "
+                             f"inputs; its inputs are: {', '.join(declared_inputs) or '(none)'}")
 
     nodes = []
     used_names = set()

@@ -1,8 +1,11 @@
 """Element-wise operators with numpy broadcasting: one template, an expression per op."""
 from __future__ import annotations
 
+import numpy as np
+
+from .. import dtypes
 from ..codegen.literals import c_float
-from ..errors import UnsupportedOpError
+from ..errors import ShapeError, UnsupportedOpError
 from ..ir import Node, Value
 from ..lower.program import Alias, KernelCall
 from . import common
@@ -22,7 +25,8 @@ _UNARY_F32 = {
     "Tanh": "tanhf(x0)",
 }
 
-_INT_TYPES = {"int32", "int64"}
+_INT_TYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+_FLOAT_TYPES = {"float32", "float64"}
 
 
 def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: str) -> KernelCall:
@@ -65,11 +69,38 @@ class Binary(Op):
 
     def lower(self, node, ins, outs, ctx):
         dt = ins[0].dtype.name
-        family = "f" if dt == "float32" else "i" if dt in _INT_TYPES else None
+        family = "f" if dt in _FLOAT_TYPES else "i" if dt in _INT_TYPES else None
         if family is None:
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): dtype {dt} is not supported "
-                                     f"(float32, int32, int64)")
-        return elementwise_call(node, node.op_type, ins, outs[0], _BINARY[node.op_type][family])
+                                     f"({', '.join(sorted(_FLOAT_TYPES | _INT_TYPES))})")
+        return elementwise_call(node, node.op_type, self.operands(node, ins), outs[0],
+                                _BINARY[node.op_type][family])
+
+    def operands(self, node, ins):
+        return ins
+
+
+@register("Add", "Sub", "Mul", "Div", since=1)
+class BinaryLegacy(Binary):
+    """Opsets 1-6: no implicit broadcasting; with broadcast=1, B is aligned to A at `axis`
+    (default: its trailing dims)."""
+    attrs = {"broadcast": 0, "axis": None}
+
+    def operands(self, node, ins):
+        a, b = ins
+        if not self.attr(node, "broadcast"):
+            if a.shape != b.shape:
+                raise ShapeError(f"node {node.name!r} ({node.op_type}-{node.opset}): shapes {list(a.shape)} and "
+                                 f"{list(b.shape)} differ and broadcast=0")
+            return ins
+        axis = self.attr(node, "axis")
+        axis = len(a.shape) - len(b.shape) if axis is None else common.axis(node, axis, len(a.shape))
+        shape = (1,) * axis + b.shape + (1,) * (len(a.shape) - axis - len(b.shape))
+        return [a, Value(b.name, b.dtype, shape, b.const)]
+
+    def infer(self, node, ins):
+        a, b = self.operands(node, ins)
+        return super().infer(node, [a, b])
 
 
 @register("Relu", "Sigmoid", "Tanh", since=6)
@@ -102,20 +133,29 @@ class ClipAttr(Op):
 
 @register("Clip", since=11)
 class ClipInputs(ClipAttr):
-    """Clip-11+: bounds are optional constant inputs."""
+    """Clip-11+: bounds are optional inputs, constant (folded into the kernel) or tensors."""
     attrs = {}
 
-    def bounds(self, node, ins):
-        lo, hi = -float("inf"), float("inf")
-        for i, what in ((1, "min"), (2, "max")):
+    def infer(self, node, ins):
+        x = ins[0]
+        if x.dtype.name not in _FLOAT_TYPES | _INT_TYPES:
+            raise UnsupportedOpError(f"node {node.name!r} (Clip): dtype {x.dtype.name} is not supported")
+        return [common.out(x.dtype, x.shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        x = ins[0]
+        operands, expr = [x], "x0"
+        for i, fn in ((1, "max"), (2, "min")):
             v = ins[i] if i < len(ins) else None
-            if v is not None:
-                vals = common.const_ints_or_floats(node, v, what)
-                if what == "min":
-                    lo = vals
-                else:
-                    hi = vals
-        return lo, hi
+            if v is None:
+                continue
+            if v.is_const and x.dtype.name == "float32":
+                bound = c_float(common.const_ints_or_floats(node, v, "bound"))
+            else:
+                operands.append(Value(v.name, v.dtype, ()))  # a scalar tensor, read at run time
+                bound = f"x{len(operands) - 1}"
+            expr = f"({expr} {'<' if fn == 'max' else '>'} {bound} ? {bound} : {expr})"
+        return elementwise_call(node, "Clip", operands, outs[0], expr)
 
 
 @register("Identity", "Dropout", since=1)
@@ -124,9 +164,18 @@ class IdentityLike(Op):
 
     def infer(self, node, ins):
         outs = [common.out(ins[0].dtype, ins[0].shape)]
-        if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1]:
-            raise UnsupportedOpError(f"node {node.name!r} (Dropout): the mask output is not supported; "
-                                     "export the model in inference mode")
+        if node.op_type != "Dropout":
+            return outs
+        training = ins[2] if len(ins) > 2 else None
+        if training is not None and (not training.is_const or bool(np.asarray(training.const).reshape(-1)[0])):
+            raise UnsupportedOpError(f"node {node.name!r} (Dropout): training_mode may be true; om2gen compiles "
+                                     "inference graphs (export in eval mode, or freeze it with --input-value)")
+        if node.attrs.get("is_test", 1) == 0 and node.opset < 7:
+            raise UnsupportedOpError(f"node {node.name!r} (Dropout-{node.opset}): is_test=0 is training mode")
+        if len(node.outputs) > 1 and node.outputs[1]:
+            # in inference the mask keeps everything
+            mask = np.ones(ins[0].shape, dtype=bool)
+            outs.append(Value("", dtypes.BY_NAME["bool"], ins[0].shape, mask))
         return outs
 
     def lower(self, node, ins, outs, ctx):

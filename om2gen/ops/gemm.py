@@ -103,3 +103,17 @@ class MatMul(Op):
         b_strides = [s * k * n for s in common.broadcast_strides(sb[:-2], batch)] if batch else []
         return matmul_call(node, "MatMul", ins[0], ins[1], outs[0], m=m, n=n, k=k, batch_dims=batch,
                            a_batch_strides=a_strides, b_batch_strides=b_strides)
+
+
+@register("Gemm", since=1)
+class GemmLegacy(Gemm):
+    """Opsets 1-6: C broadcasts only with broadcast=1; otherwise it must be M x N."""
+    attrs = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "broadcast": 0}
+
+    def infer(self, node, ins):
+        outs = super().infer(node, ins)
+        c = ins[2] if len(ins) > 2 else None
+        if c is not None and not self.attr(node, "broadcast") and c.shape != outs[0].shape:
+            raise ShapeError(f"node {node.name!r} (Gemm-{node.opset}): C has shape {list(c.shape)}, expected "
+                             f"{list(outs[0].shape)} with broadcast=0")
+        return outs

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedOpError
+from ..codegen.literals import c_float
 from ..ir import Value
 from . import common
 from .elementwise import elementwise_call
@@ -33,14 +34,16 @@ class BatchNormalization(Op):
 
     def lower(self, node, ins, outs, ctx):
         x = ins[0]
-        if not all(v.is_const for v in ins[1:5]):
-            raise UnsupportedOpError(f"node {node.name!r} (BatchNormalization): scale, B, mean and var must be "
-                                     "constants (inference mode)")
         eps = float(self.attr(node, "epsilon"))
+        bshape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+        if not all(v.is_const for v in ins[1:5]):
+            # statistics given at run time: normalise with them in one element-wise kernel
+            params = [Value(v.name, v.dtype, bshape, v.const) for v in ins[1:5]]
+            expr = f"(x0 - x3) / sqrtf(x4 + {c_float(eps)}) * x1 + x2"
+            return elementwise_call(node, "BatchNormalization", [x] + params, outs[0], expr)
         scale, bias, mean, var = (np.asarray(v.const, dtype=np.float64) for v in ins[1:5])
         s = scale / np.sqrt(var + eps)
         shift = bias - mean * s
-        bshape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
         s32 = s.astype(np.float32).reshape(bshape)
         b32 = shift.astype(np.float32).reshape(bshape)
         sv = Value(f"{node.name}::scale", dtypes.FLOAT32, bshape, s32)
@@ -48,3 +51,15 @@ class BatchNormalization(Op):
         call = elementwise_call(node, "BatchNormalization", [x, sv, bv], outs[0], "x0 * x1 + x2")
         call.inputs = [x.name, s32, b32]
         return call
+
+
+@register("BatchNormalization", since=1)
+class BatchNormalizationLegacy(BatchNormalization):
+    """Opsets 1-6: is_test and spatial attributes; only the inference, spatial form compiles."""
+    attrs = {"epsilon": 1e-5, "momentum": 0.9, "is_test": 0, "spatial": 1, "consumed_inputs": None}
+
+    def infer(self, node, ins):
+        if not self.attr(node, "spatial"):
+            raise UnsupportedOpError(f"node {node.name!r} (BatchNormalization-{node.opset}): spatial=0 is not "
+                                     "supported")
+        return super().infer(node, ins)

@@ -243,3 +243,37 @@ def test_in_memory_loader_never_aliases_libraries(sample_om2):
     finally:
         for h in handles:
             lib.om2x_dlclose(h)
+
+
+def test_input_value_freezes_a_shape_input(tmp_path):
+    """A Reshape whose target shape is a model input compiles once that input is frozen."""
+    x = rand(2, 6)
+    model = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                       {"x": x, "shape": np.array([3, 4], np.int64)}, ["y"])
+    with pytest.raises(om2gen.ShapeError, match="--input-value shape="):
+        om2gen.compile(model, tmp_path / "a.om2")
+    om2gen.compile(model, tmp_path / "a.om2", input_values={"shape": [3, 4]})
+    with om2gen.load(tmp_path / "a.om2") as m:
+        assert [t.name for t in m.inputs] == ["x"]
+        assert_close(m.run({"x": x})["y"], x.reshape(3, 4))
+    import onnx
+    onnx.save(model, tmp_path / "a.onnx")
+    run_cli("compile", tmp_path / "a.onnx", "-o", tmp_path / "b.om2", "--input-value", "shape=4,3", "-q")
+    with om2gen.load(tmp_path / "b.om2") as m:
+        assert m.outputs[0].shape == (4, 3)
+
+
+def test_backend_runs_and_freezes_inputs_it_must():
+    from om2gen.backend import Om2Backend
+    x = rand(2, 6)
+    model = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                       {"x": x, "shape": np.array([3, 4], np.int64)}, ["y"])
+    assert Om2Backend.supports_device("CPU") and not Om2Backend.supports_device("CUDA")
+    rep = Om2Backend.prepare(model)
+    try:
+        (y,) = rep.run([x, np.array([3, 4], np.int64)])
+        assert y.shape == (3, 4)
+        (y,) = rep.run([x, np.array([12], np.int64)])  # another frozen value: compiled again
+        assert y.shape == (12,)
+    finally:
+        rep.close()
