@@ -1,5 +1,9 @@
-"""Conv (2-D): direct convolution, one output row per work item; pads incl. auto_pad, strides,
-dilations, groups (depthwise included)."""
+"""Conv (1-D, 2-D, 3-D): direct convolution, one output row per work item; pads incl. auto_pad,
+strides, dilations, groups (depthwise included).
+
+Every rank is lowered as 3-D: missing leading spatial dims are singletons (size 1, kernel 1,
+stride 1, no pads), so one kernel template serves all three.
+"""
 from __future__ import annotations
 
 import math
@@ -8,6 +12,9 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
 from . import common
 from .registry import Op, register
+
+# Above this many kernel columns the per-column loops are driven by tables instead of unrolled.
+MAX_UNROLLED_COLS = 16
 
 
 def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
@@ -18,6 +25,9 @@ def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
         auto = auto.decode()
     if auto in ("NOTSET", "", None):
         pads = attr("pads") or [0] * (2 * rank)
+        if len(pads) != 2 * rank:
+            raise ShapeError(f"node {node.name!r} ({node.op_type}): pads has {len(pads)} values, expected "
+                             f"{2 * rank} for {rank} spatial dims")
         return [int(p) for p in pads]
     if auto == "VALID":
         return [0] * (2 * rank)
@@ -38,6 +48,40 @@ def out_size(size, k, s, d, pb, pe, ceil_mode=False) -> int:
     return (math.ceil(span / s) if ceil_mode else span // s) + 1
 
 
+def spatial_ints(node, value, rank: int, what: str, default: int) -> list[int]:
+    """An attribute with one int per spatial dim (strides, dilations...), or the default."""
+    if value is None or len(value) == 0:
+        return [default] * rank
+    if len(value) != rank:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} has {len(value)} values, expected {rank}")
+    return [int(v) for v in value]
+
+
+def spatial_rank(node, x, what: str = "input") -> int:
+    rank = len(x.shape) - 2
+    if not 1 <= rank <= 3:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): only 1-D, 2-D and 3-D {node.op_type} "
+                                 f"(3-D to 5-D {what}) is supported, got {what} {list(x.shape)}")
+    return rank
+
+
+def as3(values, fill) -> list:
+    """Pads a per-spatial-dim list to 3 dims with leading `fill` (the singleton dims)."""
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def kernel_columns(k: int, dil: int, pad: int, stride: int, n_in: int, n_out: int) -> list[dict]:
+    """Per kernel column kw of a convolution: the output columns [lo, hi) whose input column
+    ow*stride + off (off = kw*dil - pad) is inside [0, n_in)."""
+    cols = []
+    for kw in range(k):
+        off = kw * dil - pad
+        lo = min(n_out, max(0, -(off // stride)))               # first ow with ow*stride + off >= 0
+        hi = min(n_out, max(lo, -((off - n_in) // stride)))      # first ow with ow*stride + off >= n_in
+        cols.append({"kw": kw, "off": off, "lo": lo, "hi": hi})
+    return cols
+
+
 @register("Conv", since=1)
 class Conv(Op):
     attrs = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
@@ -45,45 +89,47 @@ class Conv(Op):
 
     def geometry(self, node, ins):
         x, w = ins[0], ins[1]
-        if len(x.shape) != 4:
-            raise UnsupportedOpError(f"node {node.name!r} (Conv): only 2-D convolution (4-D input) is supported, "
-                                     f"got input {list(x.shape)}")
-        n, c, h, wd = x.shape
-        m, cg, kh, kw = w.shape
+        r = spatial_rank(node, x)
+        if len(w.shape) != r + 2:
+            raise ShapeError(f"node {node.name!r} (Conv): weight {list(w.shape)} does not fit input {list(x.shape)}")
+        n, c = x.shape[:2]
+        m, cg = w.shape[:2]
         group = int(self.attr(node, "group"))
-        if c != cg * group or m % group:
+        if group <= 0 or c != cg * group or m % group:
             raise ShapeError(f"node {node.name!r} (Conv): input channels {c}, weight {list(w.shape)} and "
                              f"group {group} do not fit")
-        strides = [int(s) for s in (self.attr(node, "strides") or [1, 1])]
-        dil = [int(d) for d in (self.attr(node, "dilations") or [1, 1])]
-        pads = spatial_pads(node, lambda a: self.attr(node, a), (h, wd), (kh, kw), strides, dil)
-        oh = out_size(h, kh, strides[0], dil[0], pads[0], pads[2])
-        ow = out_size(wd, kw, strides[1], dil[1], pads[1], pads[3])
-        if oh <= 0 or ow <= 0:
-            raise ShapeError(f"node {node.name!r} (Conv): output would be empty ({oh}x{ow})")
-        return dict(N=n, C=c, H=h, W=wd, M=m, KH=kh, KW=kw, G=group, CG=cg, MG=m // group, OH=oh, OW=ow,
-                    SH=strides[0], SW=strides[1], DH=dil[0], DW=dil[1], PT=pads[0], PL=pads[1])
+        sizes, kernel = list(x.shape[2:]), list(w.shape[2:])
+        ks = self.attr(node, "kernel_shape")
+        if ks and [int(v) for v in ks] != kernel:
+            raise ShapeError(f"node {node.name!r} (Conv): kernel_shape {list(ks)} differs from weight {list(w.shape)}")
+        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1)
+        dil = spatial_ints(node, self.attr(node, "dilations"), r, "dilations", 1)
+        pads = spatial_pads(node, lambda a: self.attr(node, a), sizes, kernel, strides, dil)
+        outs = [out_size(sizes[i], kernel[i], strides[i], dil[i], pads[i], pads[r + i]) for i in range(r)]
+        if any(o <= 0 for o in outs):
+            raise ShapeError(f"node {node.name!r} (Conv): output would be empty ({outs})")
+        (D, H, W), (KD, KH, KW), (OD, OH, OW) = as3(sizes, 1), as3(kernel, 1), as3(outs, 1)
+        (SD, SH, SW), (DD, DH, DW), (PF, PT, PL) = as3(strides, 1), as3(dil, 1), as3(pads[:r], 0)
+        return dict(rank=r, N=n, C=c, M=m, G=group, CG=cg, MG=m // group, D=D, H=H, W=W, KD=KD, KH=KH, KW=KW,
+                    OD=OD, OH=OH, OW=OW, SD=SD, SH=SH, SW=SW, DD=DD, DH=DH, DW=DW, PF=PF, PT=PT, PL=PL,
+                    out_spatial=outs, strides=strides, dilations=dil, pads=pads)
 
     def infer(self, node, ins):
         common.require_float(node, ins[0])
         g = self.geometry(node, ins)
-        return [common.out(ins[0].dtype, (g["N"], g["M"], g["OH"], g["OW"]))]
+        return [common.out(ins[0].dtype, (g["N"], g["M"], *g["out_spatial"]))]
 
     def lower(self, node, ins, outs, ctx):
         g = self.geometry(node, ins)
         bias = len(ins) > 2 and ins[2] is not None
-        # Per kernel column kw: the output columns whose input column is inside the image.
-        cols = []
-        for kw in range(g["KW"]):
-            off = kw * g["DW"] - g["PL"]
-            lo = min(g["OW"], max(0, -(off // g["SW"])))          # first ow with ow*SW + off >= 0
-            hi = min(g["OW"], max(lo, -((off - g["W"]) // g["SW"])))  # first ow with ow*SW + off >= W
-            cols.append({"kw": kw, "off": off, "lo": lo, "hi": hi})
-        params = dict(g, summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
-                      bias=bias, cols=cols)
-        params["notes"] = [f"group={g['G']} strides=[{g['SH']},{g['SW']}] dilations=[{g['DH']},{g['DW']}] "
-                           f"pads(top,left)=[{g['PT']},{g['PL']}]"]
-        rows = g["N"] * g["M"] * g["OH"]
+        cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
+        params = {k: v for k, v in g.items() if k not in ("out_spatial", "strides", "dilations", "pads")}
+        params.update(summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
+                      bias=bias, cols=cols, unroll=g["KW"] <= MAX_UNROLLED_COLS)
+        params["notes"] = [f"{g['rank']}-D, group={g['G']} strides={g['strides']} dilations={g['dilations']} "
+                           f"pads={g['pads']}"]
+        rows = g["N"] * g["M"] * g["OD"] * g["OH"]
+        work = g["OW"] * g["CG"] * g["KD"] * g["KH"] * g["KW"]
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
         return KernelCall("kernels/conv2d.c.j2", "Conv", params, inputs, [outs[0].name],
-                          block_dim=common.block_dim_for(rows, g["OW"] * g["CG"] * g["KH"] * g["KW"]), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, work), tiling=[rows])
