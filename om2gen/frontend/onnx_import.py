@@ -6,6 +6,7 @@ static shape from its inputs, so after --input-shape every shape in the graph is
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -156,14 +157,22 @@ def infer_shapes(graph: Graph) -> None:
     """Runs every op's infer() in order. Nodes whose inputs are all constant are folded (their
     outputs become constants) and Constant nodes become constant values; both leave the graph."""
     kept = []
-    for node in graph.nodes:
+    work = deque(graph.nodes)
+    while work:
+        node = work.popleft()
         ins = [graph.values.get(n) if n else None for n in node.inputs]
         for n, v in zip(node.inputs, ins):
             if n and v is None:
                 raise ModelError(f"node {node.name!r} ({node.op_type}) reads {n!r}, which nothing produces")
         outs = _try_fold(node, ins)
         if outs is None:
-            outs = registry.lookup(node).infer(node, ins)
+            op = registry.lookup(node)
+            expand = getattr(op, "expand", None)
+            replacement = expand(node, ins) if expand else None
+            if replacement is not None:  # e.g. an If with a known condition: its branch takes its place
+                work.extendleft(reversed(replacement))
+                continue
+            outs = op.infer(node, ins)
         for name, val in zip(node.outputs, outs):
             if name:
                 val.name = name

@@ -1,73 +1,185 @@
-"""MaxPool, AveragePool (2-D) and GlobalAveragePool."""
+"""MaxPool (with its optional Indices output), AveragePool and LpPool for 1-D, 2-D and 3-D inputs,
+and GlobalAveragePool for any rank.
+
+Like Conv, every rank is lowered as 3-D with leading singleton dims. The window of an output
+element is clipped per dim to the taps that land inside the input; AveragePool divides by the
+taps inside the input, or (count_include_pad) inside the explicitly padded input.
+"""
 from __future__ import annotations
 
+from ..codegen.literals import c_float
+from ..dtypes import INT64
 from ..errors import ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
 from . import common
-from .conv import out_size, spatial_pads
-from .registry import Op, register
+from .conv import as3, out_size, spatial_ints, spatial_pads, spatial_rank
+from .registry import REQUIRED, Op, register
+
+_MAX_INIT = {"float32": "-INFINITY", "float64": "-INFINITY", "int8": "INT8_MIN", "uint8": "0"}
 
 
-class Pool2d(Op):
-    attrs = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None, "pads": None,
-             "storage_order": 0, "strides": None, "count_include_pad": 0}
+class Pool(Op):
+    """The windowed pools. Attributes absent from a version's `attrs` take their neutral value."""
+    attrs = {"auto_pad": "NOTSET", "kernel_shape": REQUIRED, "pads": None, "strides": None}
     kind = ""
+    dtypes = ("float32",)
+
+    def opt(self, node, name, neutral):
+        return self.attr(node, name) if name in self.attrs else neutral
 
     def geometry(self, node, ins):
         x = ins[0]
-        if len(x.shape) != 4:
-            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): only 2-D pooling (4-D input) is "
-                                     f"supported, got {list(x.shape)}")
-        kernel = self.attr(node, "kernel_shape")
-        if not kernel or len(kernel) != 2:
-            raise ShapeError(f"node {node.name!r} ({node.op_type}): kernel_shape must have 2 values")
-        kh, kw = (int(v) for v in kernel)
-        strides = [int(s) for s in (self.attr(node, "strides") or [1, 1])]
-        dil = [int(d) for d in (self.attr(node, "dilations") or [1, 1])]
-        n, c, h, w = x.shape
-        pads = spatial_pads(node, lambda a: self.attr(node, a), (h, w), (kh, kw), strides, dil)
-        ceil = bool(self.attr(node, "ceil_mode"))
-        oh = out_size(h, kh, strides[0], dil[0], pads[0], pads[2], ceil)
-        ow = out_size(w, kw, strides[1], dil[1], pads[1], pads[3], ceil)
-        if ceil:  # the last window must start inside the (left-padded) input
-            if (oh - 1) * strides[0] >= h + pads[0]:
-                oh -= 1
-            if (ow - 1) * strides[1] >= w + pads[1]:
-                ow -= 1
-        if oh <= 0 or ow <= 0:
-            raise ShapeError(f"node {node.name!r} ({node.op_type}): output would be empty")
-        return dict(N=n, C=c, H=h, W=w, KH=kh, KW=kw, SH=strides[0], SW=strides[1], DH=dil[0], DW=dil[1],
-                    PT=pads[0], PL=pads[1], PB=pads[2], PR=pads[3], OH=oh, OW=ow)
+        r = spatial_rank(node, x)
+        kernel = [int(v) for v in self.attr(node, "kernel_shape")]
+        if len(kernel) != r or min(kernel) <= 0:
+            raise ShapeError(f"node {node.name!r} ({node.op_type}): kernel_shape {kernel} does not fit input "
+                             f"{list(x.shape)} ({r} spatial dims)")
+        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1)
+        dil = spatial_ints(node, self.opt(node, "dilations", None), r, "dilations", 1)
+        sizes = list(x.shape[2:])
+        pads = spatial_pads(node, lambda a: self.attr(node, a), sizes, kernel, strides, dil)
+        ceil = bool(self.opt(node, "ceil_mode", 0))
+        outs = []
+        for i in range(r):
+            o = out_size(sizes[i], kernel[i], strides[i], dil[i], pads[i], pads[r + i], ceil)
+            if ceil and (o - 1) * strides[i] >= sizes[i] + pads[i]:
+                o -= 1  # the last window must start inside the (begin-padded) input
+            outs.append(o)
+        if any(o <= 0 for o in outs):
+            raise ShapeError(f"node {node.name!r} ({node.op_type}): output would be empty ({outs})")
+        dims = []
+        for name, size, k, s, d, pb, pe, o in zip("dhw", as3(sizes, 1), as3(kernel, 1), as3(strides, 1),
+                                                   as3(dil, 1), as3(pads[:r], 0), as3(pads[r:], 0), as3(outs, 1)):
+            dims.append(dict(n=name, size=size, K=k, S=s, DIL=d, PB=pb, PE=pe, OUT=o))
+        return dict(rank=r, N=x.shape[0], C=x.shape[1], dims=dims, out_spatial=outs,
+                    notes=[f"{r}-D, kernel={kernel} strides={strides} dilations={dil} pads={pads} ceil_mode={int(ceil)}"])
+
+    def check_dtype(self, node, x):
+        if x.dtype.name not in self.dtypes:
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): input {x.name!r} is {x.dtype.name}; "
+                                     f"om2gen compiles this operator for {', '.join(self.dtypes)}")
 
     def infer(self, node, ins):
-        common.require_float(node, ins[0])
-        if len([o for o in node.outputs if o]) > 1:
-            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): the Indices output is not supported")
+        self.check_dtype(node, ins[0])
         g = self.geometry(node, ins)
-        return [common.out(ins[0].dtype, (g["N"], g["C"], g["OH"], g["OW"]))]
+        return [common.out(ins[0].dtype, (g["N"], g["C"], *g["out_spatial"]))]
+
+    def params(self, node, ins, g) -> dict:
+        return {}
 
     def lower(self, node, ins, outs, ctx):
         g = self.geometry(node, ins)
-        params = dict(g, summary=f"{node.op_type} {g['KH']}x{g['KW']}: {ins[0].describe()} -> {outs[0].describe()}",
-                      kind=self.kind, include_pad=bool(self.attr(node, "count_include_pad")))
-        rows = g["N"] * g["C"] * g["OH"]
-        return KernelCall("kernels/pool2d.c.j2", node.op_type, params, [ins[0].name], [outs[0].name],
-                          block_dim=common.block_dim_for(rows, g["OW"] * g["KH"] * g["KW"]), tiling=[rows])
+        x = ins[0]
+        d, h, w = g["dims"]
+        params = dict(summary=f"{node.op_type}: {x.describe()} -> {', '.join(o.describe() for o in outs)}",
+                      notes=g["notes"], kind=self.kind, ctype=x.dtype.c_type, dims=g["dims"], d=d, h=h, w=w,
+                      indices=False, include_pad=False)
+        params.update(self.params(node, ins, g))
+        rows = g["N"] * g["C"] * d["OUT"] * h["OUT"]
+        work = w["OUT"] * d["K"] * h["K"] * w["K"]
+        return KernelCall("kernels/pool2d.c.j2", node.op_type, params, [x.name], [o.name for o in outs],
+                          block_dim=common.block_dim_for(rows, work), tiling=[rows])
 
 
 @register("MaxPool", since=1)
-class MaxPool(Pool2d):
+class MaxPool1(Pool):
     kind = "max"
+    dtypes = ("float32", "float64", "int8", "uint8")
+
+    def infer(self, node, ins):
+        y = super().infer(node, ins)[0]
+        if len(node.outputs) > 1 and node.outputs[1]:
+            if "storage_order" not in self.attrs:
+                raise UnsupportedOpError(f"node {node.name!r} (MaxPool): the Indices output needs opset 8 or later")
+            if not node.outputs[0]:
+                raise UnsupportedOpError(f"node {node.name!r} (MaxPool): Indices without the pooled output "
+                                         "is not supported")
+            return [y, common.out(INT64, y.shape)]
+        return [y]
+
+    def params(self, node, ins, g):
+        if len(node.outputs) < 2 or not node.outputs[1]:
+            return {"init": _MAX_INIT[ins[0].dtype.name], "is_float": ins[0].dtype.name.startswith("float")}
+        order = int(self.opt(node, "storage_order", 0))
+        if order not in (0, 1):
+            raise UnsupportedOpError(f"node {node.name!r} (MaxPool): storage_order {order} is not 0 or 1")
+        # Flattened index of the input element: n, c and the spatial dims, row-major (storage_order 0)
+        # or column-major over the spatial dims (1). Singleton dims added for the 3-D form get 0.
+        r = g["rank"]
+        sizes = [dim["size"] for dim in g["dims"]][3 - r:]
+        if order == 0:
+            strides = [1] * r
+            for i in range(r - 2, -1, -1):
+                strides[i] = strides[i + 1] * sizes[i + 1]
+        else:
+            strides = [1] * r
+            for i in range(1, r):
+                strides[i] = strides[i - 1] * sizes[i - 1]
+        strides = as3(strides, 0)
+        return {"init": _MAX_INIT[ins[0].dtype.name], "is_float": ins[0].dtype.name.startswith("float"),
+                "indices": True, "index_strides": strides, "storage_order": order}
+
+
+@register("MaxPool", since=8)
+class MaxPool8(MaxPool1):
+    attrs = dict(Pool.attrs, storage_order=0)
+
+
+@register("MaxPool", since=10)
+class MaxPool10(MaxPool8):
+    attrs = dict(MaxPool8.attrs, ceil_mode=0, dilations=None)
 
 
 @register("AveragePool", since=1)
-class AveragePool(Pool2d):
+class AveragePool1(Pool):
     kind = "avg"
 
-    def geometry(self, node, ins):
-        if self.attr(node, "dilations") not in (None, [1, 1]):
-            raise UnsupportedOpError(f"node {node.name!r} (AveragePool): dilations are not supported")
-        return super().geometry(node, ins)
+    def params(self, node, ins, g):
+        return {"include_pad": bool(self.opt(node, "count_include_pad", 0))}
+
+
+@register("AveragePool", since=7)
+class AveragePool7(AveragePool1):
+    attrs = dict(Pool.attrs, count_include_pad=0)
+
+
+@register("AveragePool", since=10)
+class AveragePool10(AveragePool7):
+    attrs = dict(AveragePool7.attrs, ceil_mode=0)
+
+
+@register("AveragePool", since=19)
+class AveragePool19(AveragePool10):
+    attrs = dict(AveragePool10.attrs, dilations=None)
+
+
+@register("LpPool", since=1)
+class LpPool1(Pool):
+    """y = (sum over the window's taps inside the input of |x|^p)^(1/p)."""
+    kind = "lp"
+    attrs = dict(Pool.attrs, p=2.0)
+
+    def params(self, node, ins, g):
+        p = float(self.attr(node, "p"))
+        if p <= 0:
+            raise UnsupportedOpError(f"node {node.name!r} (LpPool): p = {p} is not positive")
+        if p == 1.0:
+            term, final = "fabsf(v)", "acc"
+        elif p == 2.0:
+            term, final = "v * v", "sqrtf(acc)"
+        else:
+            term, final = f"powf(fabsf(v), {c_float(p)})", f"powf(acc, {c_float(1.0 / p)})"
+        return {"lp_term": term, "lp_final": final}
+
+
+@register("LpPool", since=2)
+class LpPool2(LpPool1):
+    attrs = dict(Pool.attrs, p=2)
+
+
+@register("LpPool", since=18)
+class LpPool18(LpPool2):
+    attrs = dict(LpPool2.attrs, ceil_mode=0, dilations=None)
 
 
 @register("GlobalAveragePool", since=1)

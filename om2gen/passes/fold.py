@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 from ..ir import Node, Value
 
 # Folding these would only move work from run time to archive size, or they are no-ops.
-_NEVER_FOLD = {"Identity"}
+_NEVER_FOLD = {"Identity", "If", "Loop", "Scan"}
 _MAX_FOLDED_BYTES = 64 << 20
 
 
