@@ -46,7 +46,9 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         words = list(struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling))
         tasks.append({
             "label": t.label, "op_name": t.op_name, "op_type": t.op_type,
-            "kernel_entry": program.kernels[t.kernel].entry, "kernel": t.kernel, "block_dim": t.block_dim,
+            "kernel_entry": program.kernels[t.kernel].entry if t.kernel >= 0 else "-",
+            "kernel": t.kernel if t.kernel >= 0 else t.label_ref, "block_dim": t.block_dim,
+            "dispatch": f"OM2_DISPATCH_{t.dispatch_type.name}",
             "task_type": t.task_type.name, "kernel_type": f"CC_KERNEL_{t.kernel_type.name}",
             "args_offset": t.args_offset, "args_size": t.args_size,
             "first_slot": first_slot, "slot_num": len(t.args), "first_tiling": first_tiling, "tiling_num": len(words),
@@ -63,5 +65,9 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "kernels": program.kernels, "tasks": tasks, "arch": arch,
         "work_size": program.work_size, "constants_size": program.constants_size, "args_size": max(program.args_size, 8),
         "io_slot_num": io_slots,
+        "label_num": program.label_num,
+        "label_lists": [{"first": sum(len(x) for x in program.label_lists[:i]), "num": len(ls),
+                         "labels": ", ".join(f"L{x}" for x in ls)} for i, ls in enumerate(program.label_lists)],
+        "label_list_entries": [x for ls in program.label_lists for x in ls],
     }
     return jinja.render("model/tables.cpp.j2", m=m)

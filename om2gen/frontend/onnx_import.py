@@ -156,8 +156,16 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
 def infer_shapes(graph: Graph) -> None:
     """Runs every op's infer() in order. Nodes whose inputs are all constant are folded (their
     outputs become constants) and Constant nodes become constant values; both leave the graph."""
+    graph.nodes = _infer_nodes(graph, graph.nodes)
+    for name in graph.outputs:
+        if name not in graph.values:
+            raise ModelError(f"graph output {name!r} is produced by no node")
+
+
+def _infer_nodes(graph: Graph, nodes: list[Node]) -> list[Node]:
+    """Infers `nodes` in order (values go into graph.values); returns the nodes that remain."""
     kept = []
-    work = deque(graph.nodes)
+    work = deque(nodes)
     while work:
         node = work.popleft()
         ins = [graph.values.get(n) if n else None for n in node.inputs]
@@ -172,17 +180,18 @@ def infer_shapes(graph: Graph) -> None:
             if replacement is not None:  # e.g. an If with a known condition: its branch takes its place
                 work.extendleft(reversed(replacement))
                 continue
-            outs = op.infer(node, ins)
+            regions = getattr(op, "infer_regions", None)
+            if regions is not None:  # an op with subgraphs (If): they are inferred as regions
+                outs = regions(node, ins, lambda sub: _infer_nodes(graph, sub), graph.values)
+            else:
+                outs = op.infer(node, ins)
         for name, val in zip(node.outputs, outs):
             if name:
                 val.name = name
                 graph.values[name] = val
         if not all(v.is_const for n, v in zip(node.outputs, outs) if n):
             kept.append(node)
-    graph.nodes = kept
-    for name in graph.outputs:
-        if name not in graph.values:
-            raise ModelError(f"graph output {name!r} is produced by no node")
+    return kept
 
 
 def _try_fold(node: Node, ins: list[Value | None]) -> list[Value] | None:

@@ -9,10 +9,12 @@ import numpy as np
 from ..codegen import kernels as kernel_codegen
 from ..ir import Graph, Value
 from ..ops import registry
+from .. import dtypes
+from ..ops.control import REGIONS
 from ..ops.elementwise import copy_call
 from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from . import memplan
-from .program import Alias, ArgRef, Constant, IoDesc, Kernel, KernelCall, Program, Task
+from .program import Alias, ArgRef, Constant, Control, IoDesc, Kernel, KernelCall, Program, Task
 
 
 @dataclass
@@ -22,20 +24,52 @@ class LowerContext:
 
 
 def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
-    calls: list[tuple[object, KernelCall]] = []
+    calls: list[tuple[object, KernelCall | Control]] = []
     alias: dict[str, str] = {}
-    for node in graph.nodes:
-        op = registry.lookup(node)
-        ins = [graph.values[n] if n else None for n in node.inputs]
-        outs = [graph.values[n] for n in node.outputs if n]
-        if all(v.size == 0 for v in outs):
-            continue  # empty outputs: nothing to compute, nothing to launch
-        result = op.lower(node, ins, outs, ctx)
-        if isinstance(result, Alias):
-            alias[node.outputs[0]] = result.source
-        else:
-            for call in (result if isinstance(result, list) else [result]):
-                calls.append((node, call))
+    labels = [0]   # next label id
+
+    def new_label() -> int:
+        labels[0] += 1
+        return labels[0] - 1
+
+    def emit(nodes) -> None:
+        for node in nodes:
+            if REGIONS in node.attrs:
+                emit_if(node)
+                continue
+            op = registry.lookup(node)
+            ins = [graph.values[n] if n else None for n in node.inputs]
+            outs = [graph.values[n] for n in node.outputs if n]
+            if all(v.size == 0 for v in outs):
+                continue  # empty outputs: nothing to compute, nothing to launch
+            result = op.lower(node, ins, outs, ctx)
+            if isinstance(result, Alias):
+                alias[node.outputs[0]] = result.source
+            else:
+                for call in (result if isinstance(result, list) else [result]):
+                    calls.append((node, call))
+
+    def emit_if(node) -> None:
+        """switch(index) -> then: ... goto end | else: ... | end. Both branches write the If's
+        outputs, so what follows reads them wherever the replay went."""
+        cond = graph.values[node.inputs[0]]
+        index = f"{node.name}:branch_index"
+        graph.values[index] = Value(index, dtypes.BY_NAME["uint32"], ())
+        calls.append((node, branch_index_call(node, cond, graph.values[index])))
+        then_label, else_label, end_label = new_label(), new_label(), new_label()
+        calls.append((node, Control("switch", [then_label, else_label], index)))
+        for key, label in (("then", then_label), ("else", else_label)):
+            nodes, names = node.attrs[REGIONS][key]
+            calls.append((node, Control("label", [label])))
+            emit(nodes)
+            for src, dst in zip(names, node.outputs):
+                if dst:
+                    calls.append((node, copy_call(graph.values[src], graph.values[dst])))
+            if key == "then":
+                calls.append((node, Control("goto", [end_label], index)))
+        calls.append((node, Control("label", [end_label])))
+
+    emit(graph.nodes)
 
     def root(name: str) -> str:
         while name in alias:
@@ -44,6 +78,8 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
 
     # Derived constants (e.g. folded BatchNorm scales) become named constant values.
     for node, call in calls:
+        if isinstance(call, Control):
+            continue
         for i, item in enumerate(call.inputs):
             if isinstance(item, np.ndarray):
                 name = f"{node.name}.packed_input{i}"
@@ -69,7 +105,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     constants: dict[str, Constant] = {}
     blob_end = 0
     for _, call in calls:
-        for name in call.inputs:
+        for name in ([] if isinstance(call, Control) else call.inputs):
             r = root(name) if name else name
             if r and graph.values[r].is_const and r not in constants:
                 arr = graph.values[r].const
@@ -80,10 +116,11 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for t, (_, call) in enumerate(calls):
-        for name in call.inputs:
+        reads = [call.index] if isinstance(call, Control) else call.inputs
+        for name in reads:
             if name:
                 last[root(name)] = t
-        for name in call.outputs:
+        for name in ([] if isinstance(call, Control) else call.outputs):
             first.setdefault(root(name), t)
     buffers = []
     for r, t in first.items():
@@ -91,7 +128,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             continue
         buffers.append(memplan.Buffer(r, graph.values[r].nbytes, t, max(t, last.get(r, t))))
     for t, (_, call) in enumerate(calls):
-        if call.workspace:
+        if not isinstance(call, Control) and call.workspace:
             buffers.append(memplan.Buffer(f"::scratch{t}", call.workspace, t, t))
     offsets, work_size = memplan.plan(buffers)
 
@@ -109,7 +146,13 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     kernel_index: dict[str, int] = {}
     tasks: list[Task] = []
     args_offset = 0
+    label_lists: list[list[int]] = []
     for t, (node, call) in enumerate(calls):
+        if isinstance(call, Control):
+            task = _control_task(call, node, t, label_lists, ref, args_offset)
+            args_offset += memplan.align(task.args_size, 8)
+            tasks.append(task)
+            continue
         kernel = kernel_codegen.render(call, ctx)
         if kernel.entry not in kernel_index:
             kernel_index[kernel.entry] = len(kernels)
@@ -137,7 +180,34 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         name=graph.name, inputs=[io(n) for n in graph.inputs], outputs=[io(n) for n in graph.outputs],
         kernels=kernels, tasks=tasks, constants=list(constants.values()), constants_size=blob_end,
         work_size=work_size, args_size=args_offset, source_digest=graph.source_digest, opsets=graph.opsets,
-        graph_json=_graph_json(graph))
+        graph_json=_graph_json(graph), label_num=labels[0], label_lists=label_lists)
+
+
+_CONTROL = {
+    "label": (ModelTaskType.MODEL_TASK_LABEL_SET, OpDispatchType.LABEL_SET, "LabelSet"),
+    "switch": (ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX, OpDispatchType.LABEL_SWITCH_BY_INDEX,
+               "LabelSwitchByIndex"),
+    "goto": (ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO, OpDispatchType.LABEL_GOTO_EX, "LabelGoto"),
+}
+
+
+def _control_task(call: Control, node, t: int, label_lists: list[list[int]], ref, args_offset: int) -> Task:
+    task_type, dispatch, name = _CONTROL[call.kind]
+    if call.kind == "label":
+        label, args, inputs = call.labels[0], [], []
+    else:
+        label = len(label_lists)
+        label_lists.append(list(call.labels))
+        args, inputs = [ref(call.index)], [f"{call.index}: uint32[] (branch index)"]
+    targets = ", ".join(f"L{x}" for x in call.labels)
+    return Task(task_type, dispatch, CcKernelType.INVALID, -1, 1, args, b"", node.name, node.op_type,
+                f"k{t:03d}_{name}", inputs, [], f"labels {targets}", args_offset, ["i"] * len(args), label)
+
+
+def branch_index_call(node, cond: Value, index: Value) -> KernelCall:
+    """index = cond ? 0 (then) : 1 (else), as the uint32 LABEL_SWITCH_BY_INDEX reads."""
+    from ..ops.elementwise import elementwise_call
+    return elementwise_call(node, "BranchIndex", [Value(cond.name, cond.dtype, ())], index, "x0 ? 0u : 1u")
 
 
 class _OutputCopyNode:

@@ -32,6 +32,16 @@ class Alias:
 
 
 @dataclass
+class Control:
+    """A control task of a captured model (GE's label family): "label" marks a position, "switch"
+    jumps to labels[index] with the uint32 index read from `index` at replay, "goto" jumps to
+    labels[0] (a switch on a one-label list)."""
+    kind: str
+    labels: list[int]
+    index: str = ""             # value holding the uint32 branch index (switch, goto)
+
+
+@dataclass
 class ArgRef:
     kind: ArgKind
     index: int          # input/output index, constants blob index; 0 for workspace
@@ -73,6 +83,7 @@ class Task:
     attrs_desc: str = ""
     args_offset: int = 0        # byte offset of this task's args in the model's args table
     roles: list[str] = field(default_factory=list)   # per address slot: "i", "o" or "ws" (args_format)
+    label_ref: int = -1         # LABEL_SET: the label; switch/goto: index of its label list
 
     @property
     def args_size(self) -> int:
@@ -117,3 +128,5 @@ class Program:
     source_digest: str
     opsets: dict[str, int]
     graph_json: dict = field(default_factory=dict)
+    label_num: int = 0
+    label_lists: list[list[int]] = field(default_factory=list)

@@ -1,8 +1,7 @@
-"""If: a branch chosen by a condition known at compile time is inlined into the graph.
-
-A condition computed at run time needs both branches in the captured model and a label/switch
-task (GE's LABEL_SWITCH_BY_INDEX) choosing one at replay; that path is not built yet, so such an
-If is refused with what to do: freeze the inputs the condition depends on (--input-value).
+"""If: a condition known at compile time inlines the taken branch into the graph; a condition
+computed at run time keeps both branches as regions of the If node, and lowering emits GE's
+label/switch task family (LABEL_SWITCH_BY_INDEX, LABEL_SET, LABEL_GOTO) so that the captured
+model chooses the branch at replay.
 """
 from __future__ import annotations
 
@@ -10,17 +9,47 @@ import numpy as np
 import onnx
 
 from ..errors import ModelError, UnsupportedOpError
-from ..ir import Node
+from ..ir import Node, Value
 from .registry import Op, register
+
+
+REGIONS = "_regions"   # node.attrs key: {"then": (nodes, output names), "else": (...)}
 
 
 @register("If", since=1)
 class If(Op):
+    def infer_regions(self, node, ins, infer_nodes, values):
+        """Both branches, inferred as regions. Afterwards node.inputs is [cond] + every outer value
+        the branches read, so dead-code removal and liveness see those uses."""
+        cond = ins[0]
+        if cond is None or cond.size != 1 or cond.dtype.name != "bool":
+            raise ModelError(f"node {node.name!r} (If): the condition must be a single bool")
+        regions = {}
+        for key in ("then", "else"):
+            branch = node.attrs[f"{key}_branch"]
+            if len(branch.output) != len(node.outputs):
+                raise ModelError(f"node {node.name!r} (If): the {key} branch has {len(branch.output)} outputs, "
+                                 f"the node {len(node.outputs)}")
+            names = [f"{node.name}/{key}:{i}" for i in range(len(node.outputs))]
+            nodes = infer_nodes(inline_subgraph(branch, f"{node.name}/{key}/", names, node.opset))
+            regions[key] = (nodes, names)
+        node.attrs[REGIONS] = regions
+        defined = {o for nodes, _ in regions.values() for n in nodes for o in n.outputs}
+        captured = sorted({i for nodes, _ in regions.values() for n in nodes for i in n.inputs
+                           if i and i not in defined})
+        node.inputs = node.inputs[:1] + captured
+        outs = []
+        for i, name in enumerate(node.outputs):
+            a, b = values[regions["then"][1][i]], values[regions["else"][1][i]]
+            if a.dtype != b.dtype or a.shape != b.shape:
+                raise UnsupportedOpError(
+                    f"node {node.name!r} (If): output {name!r} is {a.describe()} in the then branch and "
+                    f"{b.describe()} in the else branch; om2gen needs one static shape per output")
+            outs.append(Value("", a.dtype, a.shape))
+        return outs
+
     def infer(self, node, ins):
-        raise UnsupportedOpError(
-            f"node {node.name!r} (If): its condition {node.inputs[0]!r} is computed at run time; om2gen compiles "
-            "an If whose condition is known at compile time — freeze the model inputs it depends on with "
-            "--input-value NAME=VALUE")
+        raise AssertionError("If is inferred through infer_regions")
 
     def expand(self, node: Node, ins) -> list[Node] | None:
         """The nodes of the taken branch, renamed into the outer graph, or None if the condition is

@@ -33,9 +33,26 @@
  *     tasks stay valid. aclmdlRIDestroy fails with ACL_ERROR_RT_MODEL_RUNNING while a replay of
  *     the RI runs or is queued. Kernel binaries, events and memory that recorded tasks use must
  *     outlive the RI. One RI must not be replayed by two threads at once.
+ *   - Labels give a model RI control flow, like GE's LABEL_SET / LABEL_SWITCH_BY_INDEX /
+ *     LABEL_GOTO tasks (see "Labels" below). They exist only in capture: aclrtSetLabel and
+ *     aclrtSwitchLabelByIndex on the NULL stream or an unbound stream fail with
+ *     ACL_ERROR_FEATURE_UNSUPPORTED. aclrtSetLabel records no task; it marks the position of
+ *     the next task recorded in the RI. A switch task reads its uint32 index from device memory
+ *     when the replay reaches it (an earlier kernel of the same replay may have written it) and
+ *     continues at labelList[index]; an index >= maxValue continues at the last label, as ACL
+ *     documents; maxValue must equal the number of labels in the list. A one-label list is an
+ *     unconditional jump (GE's LABEL_GOTO). aclmdlRIBuildEnd resolves every target to a task
+ *     index (a replay allocates nothing) and fails, leaving the RI under construction, if a
+ *     target label was not set in that RI or was set on another stream than the switch's
+ *     (the replay runs one issue-ordered task list, so a jump between streams has no faithful
+ *     meaning here). Jumps may go backwards (loops); kernels that a jump skips do not run and
+ *     are not counted by om2rtGetLaunchCount.
  *   - Timeouts (aclrtSynchronizeStreamWithTimeout, aclmdlRIExecute) are -1 (forever) or a
  *     positive number of milliseconds, as documented for ACL; 0 and other negative values are
- *     ACL_ERROR_INVALID_PARAM.
+ *     ACL_ERROR_INVALID_PARAM. aclmdlRIExecute checks its deadline before every task, jumps
+ *     included, so a model that loops forever ends with ACL_ERROR_RT_WAIT_TIMEOUT; a kernel that
+ *     never returns is not interrupted, and aclmdlRIExecuteAsync (like a timeout of -1) sets no
+ *     limit: a model that never exits blocks its stream forever.
  *   - There is one device, 0. aclrtSetDevice/aclrtResetDevice with another id fail with
  *     ACL_ERROR_INVALID_PARAM; aclrtGetDevice always reports 0. aclInit is optional (every
  *     call initialises what it needs lazily); a second aclInit without aclFinalize returns
@@ -903,6 +920,7 @@ enum class TaskType : uint8_t {
     kEventReset,
     kEndGraph,
     kModelExecute,  // aclmdlRIExecuteAsync on a stream; never recorded into a model RI
+    kLabelSwitch,   // aclrtSwitchLabelByIndex; only recorded into a model RI, run by its replay
 };
 
 const char* task_type_name(TaskType type) {
@@ -915,6 +933,7 @@ const char* task_type_name(TaskType type) {
         case TaskType::kEventReset: return "event reset";
         case TaskType::kEndGraph: return "end graph";
         case TaskType::kModelExecute: return "model execute";
+        case TaskType::kLabelSwitch: return "label switch";
     }
     return "unknown";
 }
@@ -938,6 +957,11 @@ struct Task {
     Event* event = nullptr;
     // kModelExecute
     ModelRI* model = nullptr;
+    // kLabelSwitch: reads a uint32 index at `index` when it runs; its targets are entries
+    // [label_first, label_first + label_count) of its RI's label tables (see ModelRI)
+    const void* index = nullptr;
+    size_t label_first = 0;
+    size_t label_count = 0;
 };
 
 Task kernel_task(const KernelFunc& func, const void* args, uint32_t num_blocks, const char* api) {
@@ -1008,6 +1032,30 @@ class TaskQueue {
 };
 
 // =============================================================================================
+// Labels
+//
+// A label is a process-unique id. A model RI maps the ids of the labels set in it to task
+// positions, and a label list is a copy of its labels' ids, so no recorded task refers to a
+// label or a label list object: both may be destroyed as soon as the calls using them returned,
+// and the same label may be set in several RIs (once in each).
+// =============================================================================================
+
+struct LabelRef {
+    uint64_t id;
+    const void* handle;  // for messages only; never dereferenced
+};
+
+struct Label : Tagged<0x4C41424Cu> {  // "LABL"
+    uint64_t id = 0;
+};
+
+struct LabelList : Tagged<0x4C424C4Cu> {  // "LBLL"
+    std::vector<LabelRef> labels;  // at least one
+};
+
+std::atomic<uint64_t> g_last_label_id{0};
+
+// =============================================================================================
 // Streams and model runtime instances
 // =============================================================================================
 
@@ -1037,17 +1085,43 @@ std::mutex& bind_mutex() { return leaked_singleton<std::mutex>(); }
 
 /* A model runtime instance. While building, tasks issued to its bound streams are appended to
  * `tasks` (from one host thread, so issue order is a valid execution order across its
- * streams). Execute replays `tasks` in order in the calling thread; nothing is allocated. */
+ * streams). Execute replays `tasks` in order in the calling thread, following label switches;
+ * nothing is allocated.
+ *
+ * Labels: aclrtSetLabel notes in `label_sites` the index of the next task (tasks.size()). A
+ * switch task's targets are entries [label_first, label_first + label_count) of `switch_refs`
+ * (label ids, copied from its label list at capture); BuildEnd resolves them into the same
+ * entries of `switch_targets` (task indices; tasks.size() = the end of the model) and drops
+ * the build-only tables. */
 struct ModelRI : Tagged<0x4D445249u> {  // "MDRI"
-    std::mutex m;                        // guards the build: tasks, ended, built transitions
+    struct LabelSite {
+        size_t position;       // index of the task that follows the label
+        const Stream* stream;  // the stream it was set on (compared, never dereferenced)
+    };
+    struct SwitchSite {
+        size_t task;           // index of the switch task
+        const Stream* stream;
+    };
+
+    std::mutex m;                        // guards the build: tasks, ended, labels, built transitions
     std::atomic<bool> built{false};
     std::vector<Task> tasks;
     std::vector<Stream*> ended;          // bound streams that got their end-graph task
     std::vector<Stream*> streams;        // bound streams (bind_mutex())
     std::vector<Event*> recorded_events; // one per record task, computed by BuildEnd
     std::atomic<uint32_t> inflight{0};   // running Execute calls + queued/running async replays
+    std::unordered_map<uint64_t, LabelSite> label_sites;  // building: label id -> where it was set
+    std::vector<SwitchSite> switch_sites;                 // building: the switch tasks
+    std::vector<LabelRef> switch_refs;                    // building: the switches' target labels
+    std::vector<size_t> switch_targets;                   // built: the switches' target tasks
+    /* Built, with switches and event records: which record tasks an asynchronous replay ran.
+     * A jump can skip a record task or run it several times, while such a replay counted each
+     * record task once as pending when it was queued (replay scratch: one replay at a time). */
+    std::vector<uint8_t> record_ran;
 
     aclError record(const Stream& stream, const Task& task);
+    aclError set_label(const Stream& stream, const Label& label);
+    aclError record_switch(const Stream& stream, const Task& task, const LabelList& list);
     aclError end_task(const Stream& stream);
     aclError finish_build();
     void on_async_enqueue() {
@@ -1057,20 +1131,89 @@ struct ModelRI : Tagged<0x4D445249u> {  // "MDRI"
     bool has_ended(const Stream& stream) const {
         return std::find(ended.begin(), ended.end(), &stream) != ended.end();
     }
+
+  private:
+    aclError check_open_locked(const Stream& stream) const;
+    aclError resolve_labels_locked();
 };
 
-aclError ModelRI::record(const Stream& stream, const Task& task) {
-    std::lock_guard<std::mutex> lock(m);
+aclError ModelRI::check_open_locked(const Stream& stream) const {
     if (built.load(std::memory_order_acquire)) {
         return fail(ACL_ERROR_RT_MODEL_RUNNING,
                     "stream %p is bound to model RI %p whose build has ended; unbind it to issue work to it",
-                    static_cast<const void*>(&stream), static_cast<void*>(this));
+                    static_cast<const void*>(&stream), static_cast<const void*>(this));
     }
     if (has_ended(stream)) {
         return fail(ACL_ERROR_INVALID_PARAM, "stream %p already has its end task in model RI %p",
-                    static_cast<const void*>(&stream), static_cast<void*>(this));
+                    static_cast<const void*>(&stream), static_cast<const void*>(this));
     }
+    return ACL_SUCCESS;
+}
+
+aclError ModelRI::record(const Stream& stream, const Task& task) {
+    std::lock_guard<std::mutex> lock(m);
+    RETURN_IF_ERROR(check_open_locked(stream));
     tasks.push_back(task);
+    return ACL_SUCCESS;
+}
+
+aclError ModelRI::set_label(const Stream& stream, const Label& label) {
+    std::lock_guard<std::mutex> lock(m);
+    RETURN_IF_ERROR(check_open_locked(stream));
+    const auto inserted = label_sites.emplace(label.id, LabelSite{tasks.size(), &stream});
+    if (!inserted.second) {
+        return fail(ACL_ERROR_INVALID_PARAM, "label %p is already set in model RI %p (before task %zu)",
+                    static_cast<const void*>(&label), static_cast<void*>(this), inserted.first->second.position);
+    }
+    return ACL_SUCCESS;
+}
+
+aclError ModelRI::record_switch(const Stream& stream, const Task& task, const LabelList& list) {
+    std::lock_guard<std::mutex> lock(m);
+    RETURN_IF_ERROR(check_open_locked(stream));
+    Task t = task;
+    t.label_first = switch_refs.size();
+    t.label_count = list.labels.size();
+    const size_t sites_before = switch_sites.size();
+    try {  // all three tables grow, or none
+        switch_refs.insert(switch_refs.end(), list.labels.begin(), list.labels.end());
+        switch_sites.push_back(SwitchSite{tasks.size(), &stream});
+        tasks.push_back(t);
+    } catch (...) {
+        switch_refs.resize(t.label_first);
+        switch_sites.resize(sites_before);
+        throw;
+    }
+    return ACL_SUCCESS;
+}
+
+/* Resolves every switch target to a task index (m held); fails if a target label was not set
+ * in this RI or was set on another stream. */
+aclError ModelRI::resolve_labels_locked() {
+    std::vector<size_t> targets(switch_refs.size());
+    for (const SwitchSite& site : switch_sites) {
+        const Task& sw = tasks[site.task];
+        for (size_t k = sw.label_first; k < sw.label_first + sw.label_count; ++k) {
+            const LabelRef& ref = switch_refs[k];
+            const auto it = label_sites.find(ref.id);
+            if (it == label_sites.end()) {
+                return fail(ACL_ERROR_INVALID_PARAM,
+                            "the label switch at task %zu (stream %p) targets label %p (entry %zu of its list), "
+                            "which was never set in model RI %p (aclrtSetLabel)",
+                            site.task, static_cast<const void*>(site.stream), ref.handle, k - sw.label_first,
+                            static_cast<void*>(this));
+            }
+            if (it->second.stream != site.stream) {
+                return fail(ACL_ERROR_FEATURE_UNSUPPORTED,
+                            "the label switch at task %zu (stream %p) targets label %p, which was set on stream "
+                            "%p: jumps between streams are not supported",
+                            site.task, static_cast<const void*>(site.stream), ref.handle,
+                            static_cast<const void*>(it->second.stream));
+            }
+            targets[k] = it->second.position;
+        }
+    }
+    switch_targets.swap(targets);
     return ACL_SUCCESS;
 }
 
@@ -1089,10 +1232,15 @@ aclError ModelRI::finish_build() {
     if (built.load(std::memory_order_acquire)) {
         return fail(ACL_ERROR_INVALID_PARAM, "the build of model RI %p has already ended", static_cast<void*>(this));
     }
+    RETURN_IF_ERROR(resolve_labels_locked());
     recorded_events.clear();
     for (const Task& task : tasks) {
         if (task.type == TaskType::kEventRecord) recorded_events.push_back(task.event);
     }
+    record_ran.assign(!switch_sites.empty() && !recorded_events.empty() ? tasks.size() : 0, 0);
+    std::unordered_map<uint64_t, LabelSite>().swap(label_sites);  // build-only tables
+    std::vector<SwitchSite>().swap(switch_sites);
+    std::vector<LabelRef>().swap(switch_refs);
     tasks.shrink_to_fit();
     built.store(true, std::memory_order_release);
     return ACL_SUCCESS;
@@ -1159,6 +1307,8 @@ aclError run_task(const Task& t, const ExecContext& ctx) {
             t.model->inflight.fetch_sub(1, std::memory_order_release);
             return err;
         }
+        case TaskType::kLabelSwitch:  // replay() follows switches itself; submit() never queues one
+            return fail(ACL_ERROR_INTERNAL_ERROR, "a label switch can only run in a model replay");
     }
     return fail(ACL_ERROR_INTERNAL_ERROR, "unknown task type %d", static_cast<int>(t.type));
 }
@@ -1171,28 +1321,62 @@ aclError run_task_noexcept(const Task& t, const ExecContext& ctx) noexcept {
     }
 }
 
-/* Replays a built model RI in issue order; stops at the first failing task. */
+/* The task at which a label switch continues: labelList[index], read now (an earlier kernel of
+ * this replay may have written it), or the last label when index >= the label count. A
+ * one-label list (GE's LABEL_GOTO) jumps whatever the index. */
+size_t switch_target(const ModelRI& ri, const Task& sw) {
+    uint32_t index = 0;
+    if (sw.label_count > 1) memcpy(&index, sw.index, sizeof index);  // device memory need not be aligned
+    return ri.switch_targets[sw.label_first + std::min<size_t>(index, sw.label_count - 1)];
+}
+
+/* Replays a built model RI from its first task, following label switches, until it runs past
+ * the last task; stops at the first failing task. The deadline is checked before every task,
+ * so a model that loops forever ends at the timeout. */
 aclError replay(ModelRI& ri, const ExecContext& ctx) {
     const size_t n = ri.tasks.size();
+    const bool track_records = ctx.replay_counted && !ri.record_ran.empty();
+    if (track_records) std::fill(ri.record_ran.begin(), ri.record_ran.end(), uint8_t{0});
     aclError err = ACL_SUCCESS;
     size_t i = 0;
-    for (; i < n; ++i) {
+    while (i < n) {
         if (ctx.deadline.expired()) {
             err = fail(ACL_ERROR_RT_WAIT_TIMEOUT, "model RI %p timed out before task %zu of %zu",
                        static_cast<void*>(&ri), i, n);
             break;
         }
-        err = run_task_noexcept(ri.tasks[i], ctx);
+        const Task& task = ri.tasks[i];
+        if (task.type == TaskType::kLabelSwitch) {
+            i = switch_target(ri, task);
+            continue;
+        }
+        if (track_records && task.type == TaskType::kEventRecord) {
+            // Only the first run of a record task settles what the enqueue counted.
+            const bool first_run = ri.record_ran[i] == 0;
+            ri.record_ran[i] = 1;
+            err = run_task_noexcept(task, ExecContext{ctx.mode, ctx.deadline, first_run});
+        } else {
+            err = run_task_noexcept(task, ctx);
+        }
         if (err != ACL_SUCCESS) {
             fail(err, "model RI %p: task %zu of %zu (%s) failed", static_cast<void*>(&ri), i, n,
-                 task_type_name(ri.tasks[i].type));
+                 task_type_name(task.type));
             ++i;
             break;
         }
+        ++i;
     }
-    if (ctx.replay_counted) {  // records that will not run must not stay pending forever
-        for (; i < n; ++i) {
-            if (ri.tasks[i].type == TaskType::kEventRecord) ri.tasks[i].event->drop_pending();
+    if (ctx.replay_counted) {  // records that did not run must not stay pending forever
+        if (track_records) {
+            for (size_t j = 0; j < n; ++j) {
+                if (ri.tasks[j].type == TaskType::kEventRecord && ri.record_ran[j] == 0) {
+                    ri.tasks[j].event->drop_pending();
+                }
+            }
+        } else {  // no jumps or no records: the records from i on are exactly those that did not run
+            for (; i < n; ++i) {
+                if (ri.tasks[i].type == TaskType::kEventRecord) ri.tasks[i].event->drop_pending();
+            }
         }
     }
     return err;
@@ -1379,6 +1563,74 @@ aclError launch_kernel(aclrtFuncHandle func_handle, uint32_t num_blocks, const v
     RETURN_IF_ERROR(check_launch_cfg(cfg));
     RETURN_IF_ERROR(resolve_stream_or_default(stream_handle, &stream));
     return submit(stream, kernel_task(*func, args, num_blocks, api));
+}
+
+/* Labels exist only in a captured model: the RI that `s` is bound to and being built by (s->m
+ * held, or s NULL). */
+aclError capturing_model(Stream* s, ModelRI** out) {
+    if (s == nullptr) {
+        return fail(ACL_ERROR_FEATURE_UNSUPPORTED,
+                    "labels exist only in a captured model: the default (NULL) stream cannot be bound to an aclmdlRI");
+    }
+    if (s->bound == nullptr) {
+        return fail(ACL_ERROR_FEATURE_UNSUPPORTED,
+                    "labels exist only in a captured model: stream %p is not bound to an aclmdlRI being built",
+                    static_cast<void*>(s));
+    }
+    *out = s->bound;
+    return ACL_SUCCESS;
+}
+
+aclError set_label(aclrtLabel label_handle, aclrtStream stream_handle) {
+    Label* label = nullptr;
+    Stream* s = nullptr;
+    ModelRI* ri = nullptr;
+    RETURN_IF_ERROR(resolve(label_handle, "label", &label));
+    RETURN_IF_ERROR(resolve_stream_or_default(stream_handle, &s));
+    if (s == nullptr) return capturing_model(s, &ri);
+    std::lock_guard<std::mutex> lock(s->m);
+    RETURN_IF_ERROR(capturing_model(s, &ri));
+    return ri->set_label(*s, *label);
+}
+
+aclError switch_label_by_index(void* ptr, uint32_t max_value, aclrtLabelList list_handle, aclrtStream stream_handle) {
+    LabelList* list = nullptr;
+    Stream* s = nullptr;
+    ModelRI* ri = nullptr;
+    if (ptr == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "ptr (the device address of the uint32 index) is NULL");
+    RETURN_IF_ERROR(resolve(list_handle, "labelList", &list));
+    if (max_value != list->labels.size()) {
+        return fail(ACL_ERROR_INVALID_PARAM, "maxValue %u must be the number of labels in labelList %p (%zu)",
+                    max_value, list_handle, list->labels.size());
+    }
+    RETURN_IF_ERROR(resolve_stream_or_default(stream_handle, &s));
+    if (s == nullptr) return capturing_model(s, &ri);
+    std::lock_guard<std::mutex> lock(s->m);
+    RETURN_IF_ERROR(capturing_model(s, &ri));
+    Task task;
+    task.type = TaskType::kLabelSwitch;
+    task.api = "aclrtSwitchLabelByIndex";
+    task.index = ptr;
+    return ri->record_switch(*s, task, *list);
+}
+
+aclError create_label_list(aclrtLabel* labels, size_t num, aclrtLabelList* out) {
+    if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output label list pointer is NULL");
+    *out = nullptr;
+    if (labels == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "labels is NULL");
+    if (num == 0 || num > UINT32_MAX) {
+        return fail(ACL_ERROR_INVALID_PARAM, "num %zu is invalid: a label list holds 1 to %u labels", num, UINT32_MAX);
+    }
+    auto list = std::make_unique<LabelList>();
+    list->labels.reserve(num);
+    for (size_t i = 0; i < num; ++i) {
+        Label* label = nullptr;
+        const aclError err = resolve(labels[i], "label", &label);
+        if (err != ACL_SUCCESS) return fail(err, "labels[%zu] is not a live label", i);
+        list->labels.push_back(LabelRef{label->id, label});
+    }
+    *out = list.release();
+    return ACL_SUCCESS;
 }
 
 // =============================================================================================
@@ -1811,6 +2063,52 @@ extern "C" aclError aclmdlRIDestroy(aclmdlRI modelRI) {
         delete ri;
         return ACL_SUCCESS;
     });
+}
+
+// =============================================================================================
+// labels
+// =============================================================================================
+
+extern "C" aclError aclrtCreateLabel(aclrtLabel* label) {
+    return guarded("aclrtCreateLabel", [&]() -> aclError {
+        if (label == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output label pointer is NULL");
+        auto created = std::make_unique<Label>();
+        created->id = g_last_label_id.fetch_add(1, std::memory_order_relaxed) + 1;
+        *label = created.release();
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtDestroyLabel(aclrtLabel label) {
+    return guarded("aclrtDestroyLabel", [&]() -> aclError {
+        Label* l = nullptr;
+        RETURN_IF_ERROR(resolve(label, "label", &l));
+        delete l;  // model RIs and label lists keep only its id
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtSetLabel(aclrtLabel label, aclrtStream stream) {
+    return guarded("aclrtSetLabel", [&] { return set_label(label, stream); });
+}
+
+extern "C" aclError aclrtCreateLabelList(aclrtLabel* labels, size_t num, aclrtLabelList* labelList) {
+    return guarded("aclrtCreateLabelList", [&] { return create_label_list(labels, num, labelList); });
+}
+
+extern "C" aclError aclrtDestroyLabelList(aclrtLabelList labelList) {
+    return guarded("aclrtDestroyLabelList", [&]() -> aclError {
+        LabelList* list = nullptr;
+        RETURN_IF_ERROR(resolve(labelList, "labelList", &list));
+        delete list;  // switch tasks copied its label ids
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" aclError aclrtSwitchLabelByIndex(void* ptr, uint32_t maxValue, aclrtLabelList labelList,
+                                           aclrtStream stream) {
+    return guarded("aclrtSwitchLabelByIndex",
+                   [&] { return switch_label_by_index(ptr, maxValue, labelList, stream); });
 }
 
 // =============================================================================================

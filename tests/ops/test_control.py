@@ -39,12 +39,72 @@ def test_if_folds_with_a_frozen_input(sr, tmp_path):
     assert_close(got, ort_run(model, {"x": x, "sr": np.array(sr, np.int64)})[0])
 
 
-def test_if_with_a_runtime_condition_names_what_to_freeze(tmp_path):
+def runtime_if_model():
+    """y = If(flag, then: x + [1,2,3], else: x * 2); z = Relu(y); the condition is an input."""
     nodes = [helper.make_node("If", ["flag"], ["y"], then_branch=branch("t", "Add", [1, 2, 3]),
-                              else_branch=branch("e", "Mul", [2, 2, 2]))]
+                              else_branch=branch("e", "Mul", [2, 2, 2])),
+             helper.make_node("Relu", ["y"], ["z"])]
+    return make_model(nodes, {"x": rand(2, 3), "flag": np.array(True)}, ["y", "z"])
+
+
+def test_if_with_a_runtime_condition_chooses_at_replay(tmp_path):
+    from om2gen.executor.native import lib
+    model = runtime_if_model()
+    om2gen.compile(model, tmp_path / "if.om2")
+    x = rand(2, 3, low=-3, high=3)
+    with om2gen.load(tmp_path / "if.om2") as m:
+        assert {t.name for t in m.inputs} == {"x", "flag"}
+        for flag in (True, False, True):
+            feeds = {"x": x, "flag": np.array(flag)}
+            before = lib.om2rtGetLaunchCount()
+            got = m.run(feeds)
+            launched = lib.om2rtGetLaunchCount() - before
+            for name, ref in zip(["y", "z"], ort_run(model, feeds)):
+                assert_close(got[name], ref, f"{name} flag={flag}")
+            # branch index + one branch (its op and the output copy) + Relu: the other branch never ran
+            assert launched == 4, launched
+
+
+def test_runtime_if_tasks_are_the_label_family(tmp_path):
+    import json
+    import zipfile
+    om2gen.compile(runtime_if_model(), tmp_path / "if.om2", debug=True)
+    with zipfile.ZipFile(tmp_path / "if.om2") as z:
+        tasks = json.loads(z.read("data/model_0/debug/task_info.json"))["tasks"]
+    kinds = [t["type"] for t in tasks]
+    assert "MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX" in kinds and "MODEL_TASK_STREAM_LABEL_GOTO" in kinds
+    assert kinds.count("MODEL_TASK_LABEL_SET") == 3
+
+
+def test_runtime_if_nested_with_outer_values_and_constant_outputs(tmp_path):
+    const_branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["o"], value=helper.make_tensor("c", TensorProto.FLOAT, [2, 3], [7] * 6))],
+        "const_branch", [], [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 3])])
+    passthrough = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "pass", [],
+                                    [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 3])])
+    inner = helper.make_graph(
+        [helper.make_node("If", ["f2"], ["t"], then_branch=const_branch, else_branch=passthrough),
+         helper.make_node("Mul", ["t", "w"], ["o"])],
+        "inner", [], [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["w"]),
+             helper.make_node("If", ["f1"], ["y"], then_branch=inner, else_branch=branch("e", "Sub", [1, 1, 1]))]
+    model = make_model(nodes, {"x": rand(2, 3), "f1": np.array(True), "f2": np.array(True)}, ["y"])
+    om2gen.compile(model, tmp_path / "n.om2")
+    x = rand(2, 3, seed=3)
+    with om2gen.load(tmp_path / "n.om2") as m:
+        for f1 in (True, False):
+            for f2 in (True, False):
+                feeds = {"x": x, "f1": np.array(f1), "f2": np.array(f2)}
+                assert_close(m.run(feeds)["y"], ort_run(model, feeds)[0], f"f1={f1} f2={f2}")
+
+
+def test_if_branches_with_different_shapes_are_refused(tmp_path):
+    other = helper.make_graph([helper.make_node("Flatten", ["x"], ["o"], axis=0)], "flat", [],
+                              [helper.make_tensor_value_info("o", TensorProto.FLOAT, [1, 6])])
+    nodes = [helper.make_node("If", ["flag"], ["y"], then_branch=branch("t", "Add", [1, 2, 3]), else_branch=other)]
     model = make_model(nodes, {"x": rand(2, 3), "flag": np.array(True)}, ["y"])
-    with pytest.raises(om2gen.UnsupportedOpError, match="'flag'.*--input-value"):
-        om2gen.compile(model, tmp_path / "if.om2")
+    with pytest.raises(om2gen.UnsupportedOpError, match="one static shape per output"):
+        om2gen.compile(model, tmp_path / "bad.om2")
 
 
 def test_nested_if_and_outer_scope_values(tmp_path):

@@ -6,6 +6,8 @@
  *   scale_add(x, y, tiling{int64 n; float scale; float pad})  y[i] = x[i] * scale + block_idx
  *   record_blocks(hits, nums)   hits[block_idx] += 1 (atomic); nums[block_idx] = block_num
  *   count_calls(out)            out[0] = calls of this kernel in this loaded copy
+ *   copy_u32(dst, src)          dst[0] = src[0] (uint32, block 0 writes)
+ *   countdown(counter, index)   counter[0] -= 1; index[0] = counter[0] > 0 ? 0 : 1
  * It is read into memory and loaded with aclrtBinaryLoadFromData, as generated code does.
  *
  * Prints "ok: <section>" per section and "PASS: <n> checks" at the end; on the first failed
@@ -129,12 +131,26 @@ struct RecordArgs {
     void* nums;
 };
 
+/* args of copy_u32: {dst}{src} */
+struct CopyArgs {
+    void* dst;
+    const void* src;
+};
+
+/* args of countdown: {counter}{index} */
+struct CountdownArgs {
+    void* counter;
+    void* index;
+};
+
 struct Kernels {
     std::vector<char> image;  // the kernel binary's bytes
     aclrtBinHandle bin = nullptr;
     aclrtFuncHandle scale_add = nullptr;
     aclrtFuncHandle record_blocks = nullptr;
     aclrtFuncHandle count_calls = nullptr;
+    aclrtFuncHandle copy_u32 = nullptr;
+    aclrtFuncHandle countdown = nullptr;
 };
 
 std::vector<char> read_file(const char* path) {
@@ -319,6 +335,8 @@ void test_binaries(Kernels& k) {
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "scale_add", &k.scale_add));
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "record_blocks", &k.record_blocks));
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "count_calls", &k.count_calls));
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "copy_u32", &k.copy_u32));
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "countdown", &k.countdown));
     aclrtFuncHandle again = nullptr;
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "scale_add", &again));
     CHECK(again == k.scale_add);
@@ -647,6 +665,292 @@ void test_capture_and_replay(const Kernels& k) {
     section_done("capture and replay");
 }
 
+/* A record_blocks launch target whose hits show how often (and whether) its kernel ran. */
+struct Probe {
+    static constexpr uint32_t kCapacity = 8;
+    DevBuf hits{kCapacity * sizeof(uint32_t)};
+    DevBuf nums{kCapacity * sizeof(uint32_t)};
+    DevBuf args{sizeof(RecordArgs)};
+    uint32_t blocks;
+
+    explicit Probe(uint32_t num_blocks) : blocks(num_blocks) {
+        hits.zero();
+        nums.zero();
+        *args.as<RecordArgs>() = RecordArgs{hits.get(), nums.get()};
+    }
+    void launch(const Kernels& k, aclrtStream s) const {
+        CHECK_OK(aclrtLaunchKernel(k.record_blocks, blocks, args.get(), sizeof(RecordArgs), s));
+    }
+    /* Ran `runs` times in total so far (0: never ran). */
+    void check_runs(uint32_t runs) const {
+        check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), runs == 0 ? 0 : blocks, kCapacity, runs);
+    }
+};
+
+aclrtLabel new_label() {
+    aclrtLabel label = nullptr;
+    CHECK_OK(aclrtCreateLabel(&label));
+    CHECK(label != nullptr);
+    return label;
+}
+
+aclrtLabelList new_label_list(std::vector<aclrtLabel> labels) {
+    aclrtLabelList list = nullptr;
+    CHECK_OK(aclrtCreateLabelList(labels.data(), labels.size(), &list));
+    CHECK(list != nullptr);
+    return list;
+}
+
+void set_u32(const DevBuf& buf, uint32_t value) {
+    CHECK_OK(aclrtMemcpy(buf.get(), buf.size(), &value, sizeof value, ACL_MEMCPY_HOST_TO_DEVICE));
+}
+
+void test_labels(const Kernels& k) {
+    aclrtStream s = nullptr, s_other = nullptr, s_run = nullptr;
+    CHECK_OK(aclrtCreateStream(&s));
+    CHECK_OK(aclrtCreateStream(&s_other));
+    CHECK_OK(aclrtCreateStream(&s_run));
+    DevBuf cond(sizeof(uint32_t)), cond2(sizeof(uint32_t)), index(sizeof(uint32_t)), copy_args(sizeof(CopyArgs));
+    set_u32(cond, 0);
+    set_u32(cond2, 0);
+    set_u32(index, 0);
+    *copy_args.as<CopyArgs>() = CopyArgs{index.get(), cond.get()};
+
+    // ---- argument checks, and labels outside a captured model ----
+    CHECK_ERR(aclrtCreateLabel(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtCreateLabel");
+    aclrtLabel l_then = new_label(), l_else = new_label(), l_end = new_label();
+    CHECK(l_then != l_else);
+    aclrtLabelList list = nullptr;
+    aclrtLabel with_null[2] = {l_then, nullptr};
+    CHECK_ERR(aclrtCreateLabelList(with_null, 2, &list), ACL_ERROR_INVALID_PARAM, "labels[1]");
+    aclrtLabel with_stream[1] = {s};
+    CHECK_ERR(aclrtCreateLabelList(with_stream, 1, &list), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtCreateLabelList");
+    CHECK_ERR(aclrtCreateLabelList(with_null, 0, &list), ACL_ERROR_INVALID_PARAM, "num");
+    CHECK_ERR(aclrtCreateLabelList(nullptr, 1, &list), ACL_ERROR_INVALID_PARAM, "aclrtCreateLabelList");
+    CHECK_ERR(aclrtCreateLabelList(with_null, 1, nullptr), ACL_ERROR_INVALID_PARAM, "aclrtCreateLabelList");
+    CHECK(list == nullptr);
+    aclrtLabelList branches = new_label_list({l_then, l_else});
+    aclrtLabelList to_end = new_label_list({l_end});
+
+    CHECK_ERR(aclrtSetLabel(l_then, nullptr), ACL_ERROR_FEATURE_UNSUPPORTED, "aclrtSetLabel");
+    CHECK_ERR(aclrtSetLabel(l_then, s), ACL_ERROR_FEATURE_UNSUPPORTED, "captured model");
+    CHECK_ERR(aclrtSwitchLabelByIndex(index.get(), 2, branches, nullptr), ACL_ERROR_FEATURE_UNSUPPORTED,
+              "aclrtSwitchLabelByIndex");
+    CHECK_ERR(aclrtSwitchLabelByIndex(index.get(), 2, branches, s), ACL_ERROR_FEATURE_UNSUPPORTED, "captured model");
+    CHECK_ERR(aclrtSetLabel(nullptr, s), ACL_ERROR_INVALID_PARAM, "aclrtSetLabel");
+    CHECK_ERR(aclrtSetLabel(branches, s), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtSetLabel");  // a list is no label
+    CHECK_ERR(aclrtSwitchLabelByIndex(nullptr, 2, branches, s), ACL_ERROR_INVALID_PARAM, "ptr");
+    CHECK_ERR(aclrtSwitchLabelByIndex(index.get(), 3, branches, s), ACL_ERROR_INVALID_PARAM, "maxValue");
+    CHECK_ERR(aclrtSwitchLabelByIndex(index.get(), 0, branches, s), ACL_ERROR_INVALID_PARAM, "maxValue");
+    CHECK_ERR(aclrtSwitchLabelByIndex(index.get(), 1, l_then, s), ACL_ERROR_INVALID_RESOURCE_HANDLE, "labelList");
+    CHECK_ERR(aclrtDestroyLabel(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtDestroyLabel");
+    CHECK_ERR(aclrtDestroyLabelList(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtDestroyLabelList");
+    CHECK_ERR(aclrtDestroyLabelList(l_then), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyLabelList");
+
+    // ---- if/else: A writes the index; switch(index, {then, else}); then: B, goto end; else: C; end: D ----
+    Probe b(2), c(3), d(4);
+    aclrtEvent ev_then = nullptr;
+    CHECK_OK(aclrtCreateEvent(&ev_then));
+    aclmdlRI ri = nullptr;
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    const uint64_t launches_before = om2rtGetLaunchCount();
+    CHECK_OK(aclrtLaunchKernel(k.copy_u32, 3, copy_args.get(), sizeof(CopyArgs), s));  // A
+    CHECK_OK(aclrtSwitchLabelByIndex(index.get(), 2, branches, s));
+    CHECK_OK(aclrtSetLabel(l_then, s));
+    b.launch(k, s);
+    CHECK_OK(aclrtRecordEvent(ev_then, s));  // skipped with the then-branch
+    CHECK_OK(aclrtSwitchLabelByIndex(index.get(), 1, to_end, s));  // goto: any index
+    CHECK_OK(aclrtSetLabel(l_else, s));
+    c.launch(k, s);
+    CHECK_OK(aclrtSetLabel(l_end, s));
+    d.launch(k, s);
+    CHECK_ERR(aclrtSetLabel(l_then, s), ACL_ERROR_INVALID_PARAM, "already set");
+    CHECK_OK(aclmdlRIEndTask(ri, s));
+    aclrtLabel l_late = new_label();
+    CHECK_ERR(aclrtSetLabel(l_late, s), ACL_ERROR_INVALID_PARAM, "end task");
+    CHECK_OK(aclrtDestroyLabel(l_late));
+    CHECK(om2rtGetLaunchCount() == launches_before);  // captured, not run
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    CHECK_ERR(aclrtSetLabel(l_end, s), ACL_ERROR_RT_MODEL_RUNNING, "aclrtSetLabel");
+    CHECK_ERR(aclrtSwitchLabelByIndex(index.get(), 1, to_end, s), ACL_ERROR_RT_MODEL_RUNNING, "aclrtSwitchLabelByIndex");
+    // The RI keeps no reference to label lists: they may go now.
+    CHECK_OK(aclrtDestroyLabelList(branches));
+    CHECK_OK(aclrtDestroyLabelList(to_end));
+
+    set_u32(cond, 0);  // then
+    CHECK_OK(aclmdlRIExecute(ri, -1));
+    CHECK(om2rtGetLaunchCount() == launches_before + 3);
+    CHECK(*index.as<uint32_t>() == 0);
+    b.check_runs(1);
+    c.check_runs(0);
+    d.check_runs(1);
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    CHECK_OK(aclrtQueryEventStatus(ev_then, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    CHECK_OK(aclrtResetEvent(ev_then, nullptr));
+
+    set_u32(cond, 1);  // else
+    CHECK_OK(aclmdlRIExecute(ri, 10000));
+    CHECK(om2rtGetLaunchCount() == launches_before + 6);
+    CHECK(*index.as<uint32_t>() == 1);
+    b.check_runs(1);
+    c.check_runs(1);
+    d.check_runs(2);
+    CHECK_OK(aclrtQueryEventStatus(ev_then, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);
+
+    for (uint32_t out_of_range : {2u, 7u, 0xFFFFFFFFu}) {  // an index >= maxValue takes the last label
+        set_u32(cond, out_of_range);
+        CHECK_OK(aclmdlRIExecute(ri, -1));
+    }
+    CHECK(om2rtGetLaunchCount() == launches_before + 15);
+    b.check_runs(1);
+    c.check_runs(4);
+    d.check_runs(5);
+
+    // The index is read when the switch runs: A now copies from another buffer (args rewritten).
+    copy_args.as<CopyArgs>()->src = cond2.get();
+    set_u32(cond2, 0);
+    CHECK_OK(aclmdlRIExecute(ri, -1));
+    b.check_runs(2);
+    c.check_runs(4);
+    d.check_runs(6);
+
+    // Asynchronous replays: the record in the skipped branch must not stay pending.
+    set_u32(cond2, 1);
+    CHECK_OK(aclrtResetEvent(ev_then, nullptr));
+    CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+    CHECK_OK(aclrtSynchronizeStream(s_run));
+    CHECK_OK(aclrtSynchronizeEvent(ev_then));  // returns: nothing of it is pending any more
+    CHECK_OK(aclrtQueryEventStatus(ev_then, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_NOT_READY);
+    b.check_runs(2);
+    c.check_runs(5);
+    set_u32(cond2, 0);
+    for (int r = 0; r < 10; ++r) CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+    CHECK_OK(aclrtSynchronizeEvent(ev_then));
+    CHECK_OK(aclrtSynchronizeStream(s_run));
+    CHECK_OK(aclrtQueryEventStatus(ev_then, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    CHECK_OK(aclmdlRIExecuteAsync(ri, nullptr));
+    b.check_runs(13);
+    c.check_runs(5);
+    d.check_runs(18);
+    CHECK(om2rtGetLaunchCount() == launches_before + 18 + 3 * 12);
+    CHECK_OK(aclmdlRIDestroy(ri));
+
+    // ---- a loop (backward jump): top: E, record, countdown; switch(index, {top, exit}); exit: D ----
+    Probe e(3);
+    DevBuf counter(sizeof(uint32_t)), loop_index(sizeof(uint32_t)), countdown_args(sizeof(CountdownArgs));
+    *countdown_args.as<CountdownArgs>() = CountdownArgs{counter.get(), loop_index.get()};
+    aclrtLabel l_top = new_label(), l_exit = new_label();
+    aclrtLabelList loop = new_label_list({l_top, l_exit});
+    aclrtEvent ev_loop = nullptr;
+    CHECK_OK(aclrtCreateEvent(&ev_loop));
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtSetLabel(l_top, s));
+    e.launch(k, s);
+    CHECK_OK(aclrtRecordEvent(ev_loop, s));  // runs once per iteration
+    CHECK_OK(aclrtLaunchKernel(k.countdown, 1, countdown_args.get(), sizeof(CountdownArgs), s));
+    CHECK_OK(aclrtSwitchLabelByIndex(loop_index.get(), 2, loop, s));
+    CHECK_OK(aclrtSetLabel(l_exit, s));
+    d.launch(k, s);
+    CHECK_OK(aclmdlRIEndTask(ri, s));
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    const uint64_t loop_before = om2rtGetLaunchCount();
+    set_u32(counter, 3);
+    CHECK_OK(aclmdlRIExecute(ri, -1));
+    e.check_runs(3);
+    d.check_runs(19);
+    CHECK(*counter.as<uint32_t>() == 0);
+    CHECK(om2rtGetLaunchCount() == loop_before + 7);  // 3 x (E, countdown) + D
+    set_u32(counter, 5);
+    CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));  // the record runs 5 times but was counted once
+    CHECK_OK(aclrtSynchronizeStream(s_run));
+    CHECK_OK(aclrtSynchronizeEvent(ev_loop));
+    CHECK_OK(aclrtQueryEventStatus(ev_loop, &status));
+    CHECK(status == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    e.check_runs(8);
+    d.check_runs(20);
+    CHECK(om2rtGetLaunchCount() == loop_before + 18);
+    CHECK_OK(aclmdlRIDestroy(ri));
+    CHECK_OK(aclrtDestroyLabelList(loop));
+
+    // ---- a loop that never exits: the timeout of aclmdlRIExecute ends it ----
+    aclrtLabel l_spin = new_label();
+    aclrtLabelList spin = new_label_list({l_spin});
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtSetLabel(l_spin, s));
+    CHECK_OK(aclrtSwitchLabelByIndex(index.get(), 1, spin, s));  // goto l_spin
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    CHECK_ERR(aclmdlRIExecute(ri, 30), ACL_ERROR_RT_WAIT_TIMEOUT, "timed out");
+    CHECK_OK(aclmdlRIDestroy(ri));
+    CHECK_OK(aclrtDestroyLabelList(spin));
+
+    // ---- a switch to a label never set in the RI fails at BuildEnd, which can then be retried ----
+    aclrtLabel l_set = new_label(), l_unset = new_label();
+    aclrtLabelList partly_set = new_label_list({l_set, l_unset});
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtSwitchLabelByIndex(index.get(), 2, partly_set, s));
+    CHECK_OK(aclrtSetLabel(l_set, s));
+    e.launch(k, s);
+    CHECK_ERR(aclmdlRIBuildEnd(ri, nullptr), ACL_ERROR_INVALID_PARAM, "never set");
+    CHECK_ERR(aclmdlRIExecute(ri, -1), ACL_ERROR_INVALID_PARAM, "still being built");
+    CHECK_OK(aclrtSetLabel(l_unset, s));  // at the end of the model
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    set_u32(index, 1);
+    CHECK_OK(aclmdlRIExecute(ri, -1));  // jumps to the end: E does not run
+    e.check_runs(8);
+    set_u32(index, 0);
+    CHECK_OK(aclmdlRIExecute(ri, -1));
+    e.check_runs(9);
+    CHECK_OK(aclmdlRIDestroy(ri));
+
+    // A label set in another RI does not count; an RI destroyed mid-build leaks nothing.
+    aclmdlRI first = nullptr;
+    CHECK_OK(aclmdlRIBuildBegin(&first, 0));
+    CHECK_OK(aclmdlRIBindStream(first, s_other, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtSetLabel(l_unset, s_other));
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtSetLabel(l_set, s));
+    CHECK_OK(aclrtSwitchLabelByIndex(index.get(), 2, partly_set, s));
+    CHECK_ERR(aclmdlRIBuildEnd(ri, nullptr), ACL_ERROR_INVALID_PARAM, "never set");
+    CHECK_OK(aclmdlRIDestroy(ri));
+    CHECK_OK(aclmdlRIDestroy(first));
+
+    // A switch to a label of another stream of the same RI is refused at BuildEnd.
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclmdlRIBindStream(ri, s_other, ACL_MODEL_STREAM_FLAG_DEFAULT));
+    CHECK_OK(aclrtSetLabel(l_set, s));
+    CHECK_OK(aclrtSetLabel(l_unset, s_other));
+    CHECK_OK(aclrtSwitchLabelByIndex(index.get(), 2, partly_set, s));
+    CHECK_ERR(aclmdlRIBuildEnd(ri, nullptr), ACL_ERROR_FEATURE_UNSUPPORTED, "between streams");
+    CHECK_OK(aclmdlRIDestroy(ri));
+    CHECK_OK(aclrtDestroyLabelList(partly_set));
+
+    // Unbound again (the RIs are gone): labels are refused, ordinary work runs.
+    CHECK_ERR(aclrtSetLabel(l_set, s), ACL_ERROR_FEATURE_UNSUPPORTED, "aclrtSetLabel");
+    e.launch(k, s);
+    CHECK_OK(aclrtSynchronizeStream(s));
+    e.check_runs(10);
+
+    for (aclrtLabel label : {l_then, l_else, l_end, l_top, l_exit, l_spin, l_set, l_unset}) {
+        CHECK_OK(aclrtDestroyLabel(label));
+    }
+    CHECK_OK(aclrtDestroyEvent(ev_then));
+    CHECK_OK(aclrtDestroyEvent(ev_loop));
+    CHECK_OK(aclrtDestroyStream(s));
+    CHECK_OK(aclrtDestroyStream(s_other));
+    CHECK_OK(aclrtDestroyStream(s_run));
+    section_done("labels");
+}
+
 void test_finalize(Kernels& k, uint64_t live_at_start) {
     CHECK_OK(aclrtBinaryUnLoad(k.bin));
     CHECK(om2rtGetLiveAllocationCount() == live_at_start);
@@ -680,6 +984,7 @@ int main(int argc, char** argv) {
         test_spmd(kernels);
         test_streams_and_events(kernels);
         test_capture_and_replay(kernels);
+        test_labels(kernels);
         drain_messages();
         test_finalize(kernels, live_at_start);
     } catch (const TestFailure& e) {

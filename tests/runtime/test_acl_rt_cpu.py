@@ -41,6 +41,7 @@ SECTIONS = [
     "SPMD launches",
     "streams and events",
     "capture and replay",
+    "labels",
     "finalize and leaks",
 ]
 
@@ -74,6 +75,21 @@ OM2_KERNEL(count_calls) {
     (void)om2_block_idx;
     (void)om2_block_num;
     ((int *)OM2_ADDR(0))[0] = ++g_calls;
+}
+
+/* args {dst}{src}: dst[0] = src[0] (uint32), written by block 0: computes a switch index. */
+OM2_KERNEL(copy_u32) {
+    (void)om2_block_num;
+    if (om2_block_idx == 0) ((uint32_t *)OM2_ADDR(0))[0] = ((const uint32_t *)OM2_ADDR(1))[0];
+}
+
+/* args {counter}{index}: counter[0] -= 1; index[0] = counter[0] > 0 ? 0 : 1 (a loop's back edge). */
+OM2_KERNEL(countdown) {
+    (void)om2_block_idx;
+    (void)om2_block_num;
+    uint32_t *counter = (uint32_t *)OM2_ADDR(0);
+    counter[0] -= 1u;
+    ((uint32_t *)OM2_ADDR(1))[0] = counter[0] > 0u ? 0u : 1u;
 }
 """
 

@@ -67,6 +67,14 @@ public:
         if (stream_ != nullptr) keep(aclrtDestroyStream(stream_));
         if (replay_done_ != nullptr) keep(aclrtDestroyEvent(replay_done_));
         ReleaseKernels();
+        for (aclrtLabelList &list : label_lists_) {
+            if (list != nullptr) keep(aclrtDestroyLabelList(list));
+            list = nullptr;
+        }
+        for (aclrtLabel &label : labels_) {
+            if (label != nullptr) keep(aclrtDestroyLabel(label));
+            label = nullptr;
+        }
         if (dev_args_ != nullptr) keep(aclrtFree(dev_args_));
         if (host_args_ != nullptr) keep(aclrtFreeHost(host_args_));
         if (own_work_ && work_ != nullptr) keep(aclrtFree(work_));
@@ -100,6 +108,15 @@ private:
         } else if (kT.work_size > 0) {
             OM2_CHECK_ACL(aclrtMalloc(&work_, kT.work_size, ACL_MEM_MALLOC_HUGE_FIRST), "allocating the workspace");
             own_work_ = true;
+        }
+        for (uint64_t i = 0; i < kT.label_num; ++i) {
+            OM2_CHECK_ACL(aclrtCreateLabel(&labels_[i]), "creating a label");
+        }
+        for (uint64_t i = 0; i < kT.label_list_num; ++i) {
+            const Om2LabelList &list = kT.label_lists[i];
+            std::vector<aclrtLabel> members;
+            for (uint32_t j = 0; j < list.num; ++j) members.push_back(labels_[kT.label_list_entries[list.first + j]]);
+            OM2_CHECK_ACL(aclrtCreateLabelList(members.data(), members.size(), &label_lists_[i]), "creating a label list");
         }
         OM2_CHECK_ACL(aclrtMalloc(&dev_args_, kT.args_size, ACL_MEM_MALLOC_HUGE_FIRST), "allocating the args table");
         OM2_CHECK_ACL(aclrtMallocHost(&host_args_, kT.args_size), "allocating the host args table");
@@ -201,40 +218,68 @@ private:
         }
         for (uint64_t i = 0; i < kT.task_num; ++i) {
             const Om2OpDef &op = kT.op_defs[i];
-            GertModelTaskDesc &desc = task_descs_[i];
-            std::memset(&desc, 0, sizeof(desc));
-            desc.struct_size = sizeof(desc);
-            desc.op_name = op.op_name;
-            desc.op_type = op.op_type;
-            desc.block_dim = op.block_dim;
-            desc.op_desc_id = i;
-            desc.args_base = reinterpret_cast<uintptr_t>(dev_args_) + op.args_offset;
-            desc.args_size = op.args_size;
-            desc.task_type = op.task_type;
-            desc.kernel_type = op.kernel_type;
-            desc.stream = stream_;
-
-            GertModelTaskLaunchParams params;
-            std::memset(&params, 0, sizeof(params));
-            GertModelLaunchKernelV2Params &kernel = params.launch_kernel_v2_params;
-            kernel.struct_size = sizeof(kernel);
-            kernel.func_handle = funcs_[op.kernel];
-            kernel.block_dim = op.block_dim;
-            kernel.args_data = static_cast<uint8_t *>(dev_args_) + op.args_offset;
-            kernel.args_size = op.args_size;
-            kernel.config = nullptr;
-            kernel.stream = stream_;
-
-            GertModelTaskLaunchInfo launch = {sizeof(GertModelTaskLaunchInfo), ACL_RT_LAUNCH_KERNEL_V2, &desc, &params};
-            const int32_t rc = cb.launch_func(config_.instance_handle, &launch);
+            int32_t rc = ACL_SUCCESS;
+            switch (op.dispatch_type) {
+                case OM2_DISPATCH_AICORE:
+                    rc = DispatchKernel(i, op);
+                    break;
+                case OM2_DISPATCH_LABEL_SET:
+                    rc = aclrtSetLabel(labels_[op.kernel], stream_);
+                    break;
+                case OM2_DISPATCH_LABEL_SWITCH_BY_INDEX:
+                case OM2_DISPATCH_LABEL_GOTO_EX: {
+                    /* the branch index lives in the workspace; its address is the task's one slot */
+                    void *index = nullptr;
+                    std::memcpy(&index, static_cast<uint8_t *>(host_args_) + op.args_offset, sizeof(index));
+                    const uint32_t max = kT.label_lists[op.kernel].num;
+                    rc = aclrtSwitchLabelByIndex(index, max, label_lists_[op.kernel], stream_);
+                    break;
+                }
+                default:
+                    rc = Fail(ACL_ERROR_FEATURE_UNSUPPORTED, "task %llu has dispatch type %u, which this library "
+                              "does not know", (unsigned long long)i, (unsigned)op.dispatch_type);
+            }
             if (rc != ACL_SUCCESS) {
                 return Fail(rc, "capturing task %llu (node \"%s\", %s) failed: %s", (unsigned long long)i, op.op_name,
-                            op.op_type, aclGetRecentErrMsg());
+                            op.op_type, LastErrorOr(aclGetRecentErrMsg()));
             }
         }
         OM2_CHECK_ACL(aclmdlRIEndTask(model_ri_, stream_), "ending the task list");
         OM2_CHECK_ACL(aclmdlRIBuildEnd(model_ri_, nullptr), "finishing the model build");
         return ACL_SUCCESS;
+    }
+
+    int32_t DispatchKernel(uint64_t i, const Om2OpDef &op) {
+        GertModelTaskDesc &desc = task_descs_[i];
+        std::memset(&desc, 0, sizeof(desc));
+        desc.struct_size = sizeof(desc);
+        desc.op_name = op.op_name;
+        desc.op_type = op.op_type;
+        desc.block_dim = op.block_dim;
+        desc.op_desc_id = i;
+        desc.args_base = reinterpret_cast<uintptr_t>(dev_args_) + op.args_offset;
+        desc.args_size = op.args_size;
+        desc.task_type = op.task_type;
+        desc.kernel_type = op.kernel_type;
+        desc.stream = stream_;
+
+        GertModelTaskLaunchParams params;
+        std::memset(&params, 0, sizeof(params));
+        GertModelLaunchKernelV2Params &kernel = params.launch_kernel_v2_params;
+        kernel.struct_size = sizeof(kernel);
+        kernel.func_handle = funcs_[op.kernel];
+        kernel.block_dim = op.block_dim;
+        kernel.args_data = static_cast<uint8_t *>(dev_args_) + op.args_offset;
+        kernel.args_size = op.args_size;
+        kernel.config = nullptr;
+        kernel.stream = stream_;
+
+        GertModelTaskLaunchInfo launch = {sizeof(GertModelTaskLaunchInfo), ACL_RT_LAUNCH_KERNEL_V2, &desc, &params};
+        return config_.callbacks->launch_func(config_.instance_handle, &launch);
+    }
+
+    static const char *LastErrorOr(const char *runtime_message) {
+        return runtime_message != nullptr ? runtime_message : "no runtime message";
     }
 
     static int32_t CheckTensor(const GertTensor *tensor, const Om2IoDesc &desc, const char *what, uint64_t index) {
@@ -293,6 +338,8 @@ private:
     std::vector<aclrtFuncHandle> funcs_ = std::vector<aclrtFuncHandle>(kT.kernel_bin_num);
     std::vector<GertModelTaskDesc> task_descs_ = std::vector<GertModelTaskDesc>(kT.task_num);
     std::vector<const Om2ArgSlot *> io_slots_ = std::vector<const Om2ArgSlot *>(kT.io_slot_num);
+    std::vector<aclrtLabel> labels_ = std::vector<aclrtLabel>(kT.label_num);
+    std::vector<aclrtLabelList> label_lists_ = std::vector<aclrtLabelList>(kT.label_list_num);
     uint64_t io_slot_num_ = 0;
     std::mutex run_mutex_;
     aclrtEvent replay_done_ = nullptr;  /* recorded after each RunAsync replay */

@@ -164,6 +164,22 @@ ACL_FUNC_VISIBILITY aclError aclmdlRIExecute(aclmdlRI modelRI, int32_t timeout);
 ACL_FUNC_VISIBILITY aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclmdlRIDestroy(aclmdlRI modelRI);
 
+/* labels: control flow inside a model runtime instance (GE's LABEL_SET, LABEL_SWITCH_BY_INDEX
+ * and LABEL_GOTO tasks). aclrtSetLabel and aclrtSwitchLabelByIndex take a stream bound to an
+ * aclmdlRI being built; on the NULL stream or an unbound stream they fail with
+ * ACL_ERROR_FEATURE_UNSUPPORTED. A switch reads a uint32 index from device memory `ptr` when
+ * it executes and continues at labelList[index]; an index >= maxValue (the number of labels in
+ * the list) continues at the last label. A one-label list is an unconditional jump. */
+typedef void *aclrtLabel;
+typedef void *aclrtLabelList;
+ACL_FUNC_VISIBILITY aclError aclrtCreateLabel(aclrtLabel *label);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyLabel(aclrtLabel label);
+ACL_FUNC_VISIBILITY aclError aclrtSetLabel(aclrtLabel label, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtCreateLabelList(aclrtLabel *labels, size_t num, aclrtLabelList *labelList);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyLabelList(aclrtLabelList labelList);
+ACL_FUNC_VISIBILITY aclError aclrtSwitchLabelByIndex(void *ptr, uint32_t maxValue, aclrtLabelList labelList,
+                                                     aclrtStream stream);
+
 #ifdef __cplusplus
 }
 #endif

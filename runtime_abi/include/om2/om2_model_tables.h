@@ -28,13 +28,19 @@ enum Om2ArgKind : uint32_t {
 enum Om2DispatchType : uint32_t {
     OM2_DISPATCH_AICORE = 0,
     OM2_DISPATCH_END_GRAPH = 6,
+    OM2_DISPATCH_LABEL_SET = 7,
+    OM2_DISPATCH_LABEL_GOTO_EX = 12,
+    OM2_DISPATCH_LABEL_SWITCH_BY_INDEX = 13,
 };
 
 /* The task and kernel types the generated tables use (GE's ModelTaskType and ccKernelType). */
 enum Om2ModelTaskType : uint32_t {
     MODEL_TASK_KERNEL = 0,
+    MODEL_TASK_LABEL_SET = 9,
     MODEL_TASK_MEMCPY_ASYNC = 13,
     MODEL_TASK_END_GRAPH = 19,
+    MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX = 23,
+    MODEL_TASK_STREAM_LABEL_GOTO = 24,
     MODEL_TASK_CUSTOM_KERNEL = 50,
 };
 
@@ -72,7 +78,8 @@ struct Om2OpDef {
     Om2DispatchType dispatch_type;
     uint32_t task_type;     /* ModelTaskType */
     uint32_t kernel_type;   /* ccKernelType */
-    uint32_t kernel;        /* index into kKernelBins */
+    uint32_t kernel;        /* AICORE: index into kKernelBins; LABEL_SET: the label;
+                             * LABEL_SWITCH_BY_INDEX / LABEL_GOTO_EX: index into kLabelLists */
     uint32_t block_dim;
     uint32_t args_offset;   /* this task's args in the args table */
     uint32_t args_size;     /* address slots + tiling bytes */
@@ -82,6 +89,12 @@ struct Om2OpDef {
     uint32_t tiling_num;
     const char *op_name;    /* source ONNX node */
     const char *op_type;
+};
+
+/* A list of labels a switch (or goto) task jumps into: kLabelListEntries[first, first + num). */
+struct Om2LabelList {
+    uint32_t first;
+    uint32_t num;
 };
 
 /* Everything model-specific, as the load-and-run code sees it. */
@@ -102,6 +115,10 @@ struct Om2ModelTables {
     uint64_t work_size;        /* bytes of workspace */
     uint64_t args_size;        /* bytes of the args table */
     uint64_t io_slot_num;      /* arg slots that point at model inputs/outputs */
+    uint64_t label_num;        /* labels of the captured model (If branches) */
+    uint64_t label_list_num;
+    const Om2LabelList *label_lists;
+    const uint32_t *label_list_entries;
 };
 
 /* Defined by <model>_tables.cpp. */
