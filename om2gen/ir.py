@@ -79,6 +79,8 @@ class Graph:
             for name in node.inputs:
                 assert not name or name in defined, f"after {stage}: node {node.name!r} reads undefined {name!r}"
             for name in node.outputs:
+                if not name:
+                    continue  # an optional output the model does not use
                 assert name in self.values, f"after {stage}: output {name!r} of {node.name!r} has no value"
                 assert all(isinstance(d, int) and d >= 0 for d in self.values[name].shape), \
                     f"after {stage}: {name!r} has a non-static shape {self.values[name].shape}"

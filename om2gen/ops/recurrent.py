@@ -85,10 +85,12 @@ class _Recurrent(Op):
             if v is not None and tuple(v.shape) != shape:
                 raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} has shape {list(v.shape)}, "
                                  f"expected {list(shape)}")
+            if v is not None and what != "sequence_lens":
+                common.require_float(node, v, what)
         lens = self.opt(ins, LENS_IN)
         if lens is not None and lens.dtype.name not in ("int32", "int64"):
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): sequence_lens is {lens.dtype.name}; "
-                                     "int32 expected")
+                                     "int32 (or int64) expected")
         return seq, batch, size, h, d
 
     def state_shape(self, node, d, batch, h):
