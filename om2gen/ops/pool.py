@@ -50,9 +50,10 @@ class Pool(Op):
         dims = []
         for name, size, k, s, d, pb, pe, o in zip("dhw", as3(sizes, 1), as3(kernel, 1), as3(strides, 1),
                                                    as3(dil, 1), as3(pads[:r], 0), as3(pads[r:], 0), as3(outs, 1)):
-            dims.append(dict(n=name, size=size, K=k, S=s, DIL=d, PB=pb, PE=pe, OUT=o))
-        return dict(rank=r, N=x.shape[0], C=x.shape[1], dims=dims, out_spatial=outs,
-                    notes=[f"{r}-D, kernel={kernel} strides={strides} dilations={dil} pads={pads} ceil_mode={int(ceil)}"])
+            trivial = size == 1 and k == 1 and pb == 0 and pe == 0 and o == 1
+            dims.append(dict(n=name, size=size, K=k, S=s, DIL=d, DM1=d - 1, PB=pb, PE=pe, OUT=o, trivial=trivial))
+        note = f"{r}-D, kernel={kernel} strides={strides} dilations={dil} pads={pads} ceil_mode={int(ceil)}"
+        return dict(rank=r, N=x.shape[0], C=x.shape[1], dims=dims, out_spatial=outs, notes=[note])
 
     def check_dtype(self, node, x):
         if x.dtype.name not in self.dtypes:
