@@ -143,7 +143,8 @@ def task_info(program: Program) -> dict:
     return {"tasks": [{
         "id": i, "label": t.label, "type": t.task_type.name, "type_id": int(t.task_type),
         "dispatch_type": t.dispatch_type.name, "kernel_type": t.kernel_type.name,
-        "kernel": program.kernels[t.kernel].entry, "block_dim": t.block_dim, "op_name": t.op_name,
+        "kernel": program.kernels[t.kernel].entry if t.kernel >= 0 else None,
+        "label_ref": t.label_ref if t.kernel < 0 else None, "block_dim": t.block_dim, "op_name": t.op_name,
         "op_type": t.op_type, "args_format": t.args_format, "args_offset": t.args_offset, "args_size": t.args_size,
         "args": [a.to_json() for a in t.args], "tiling": t.tiling.hex(), "inputs": t.inputs_desc,
         "outputs": t.outputs_desc, "attrs": t.attrs_desc} for i, t in enumerate(program.tasks)],
