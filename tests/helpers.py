@@ -42,9 +42,12 @@ def assert_close(got: np.ndarray, ref: np.ndarray, what: str = "", tol: float = 
     assert got.shape == ref.shape, f"{what}: shape {got.shape} != {ref.shape}"
     assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != {ref.dtype}"
     if ref.dtype.kind in "fc":
-        bound = tol * max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
-        err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
+        finite = np.isfinite(ref)
         assert np.array_equal(np.isnan(got), np.isnan(ref)), f"{what}: NaN positions differ"
+        assert np.array_equal(got[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)]), \
+            f"{what}: infinities differ"
+        bound = tol * max(1.0, float(np.max(np.abs(ref[finite]))) if finite.any() else 1.0)
+        err = float(np.max(np.abs(got[finite].astype(np.float64) - ref[finite]))) if finite.any() else 0.0
         assert err <= bound, f"{what}: max abs error {err:.3g} > {bound:.3g}"
     else:
         np.testing.assert_array_equal(got, ref, err_msg=what)

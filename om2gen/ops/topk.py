@@ -1,0 +1,95 @@
+"""TopK: the k largest (or smallest) elements along an axis, with their int64 indices.
+
+Lowered to templates/kernels/topk.c.j2: a bounded heap per (outer, inner) position, emptied
+into the output in order, so the result is always sorted (a valid order when sorted=0 too).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import ShapeError, UnsupportedOpError
+from ..lower.program import KernelCall
+from . import common
+from .registry import Op, register
+
+_TYPES = {"float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}
+
+
+@register("TopK", since=1)
+class TopK(Op):
+    """TopK-1: k is an attribute; always the largest, sorted."""
+    attrs = {"axis": -1, "k": None}
+
+    def k(self, node, ins) -> int:
+        k = self.attr(node, "k")
+        if k is None:
+            raise UnsupportedOpError(f"node {node.name!r} (TopK): required attribute 'k' is missing")
+        return int(k)
+
+    def largest(self, node) -> bool:
+        return True
+
+    def geometry(self, node, ins):
+        x = ins[0]
+        if x.dtype.name not in _TYPES:
+            raise UnsupportedOpError(f"node {node.name!r} (TopK): input dtype {x.dtype.name} is not supported "
+                                     f"(supported: {', '.join(sorted(_TYPES))})")
+        if not x.shape:
+            raise ShapeError(f"node {node.name!r} (TopK): the input must have at least one dim")
+        a = common.axis(node, int(self.attr(node, "axis")), len(x.shape))
+        k = self.k(node, ins)
+        if not 0 <= k <= x.shape[a]:
+            raise ShapeError(f"node {node.name!r} (TopK): k={k} is outside [0, {x.shape[a]}] "
+                             f"(the size of axis {a})")
+        return a, k
+
+    def infer(self, node, ins):
+        x = ins[0]
+        a, k = self.geometry(node, ins)
+        shape = x.shape[:a] + (k,) + x.shape[a + 1:]
+        return [common.out(x.dtype, shape), common.out(dtypes.INT64, shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        x = ins[0]
+        a, k = self.geometry(node, ins)
+        outer = int(np.prod(x.shape[:a], dtype=np.int64))
+        length = x.shape[a]
+        inner = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+        nan_aware = x.dtype.name in ("float32", "float64")
+        idx_offset = -(-k * x.dtype.itemsize // 8) * 8
+        ws_stride = idx_offset + 8 * k
+        items = outer * inner
+        block_dim = common.block_dim_for(items, length * max(1, int(np.log2(max(k, 2)))))
+        largest = self.largest(node)
+        params = {
+            "summary": f"TopK k={k} axis={a} {'largest' if largest else 'smallest'}: {x.describe()} -> "
+                       f"{outs[0].describe()}, {outs[1].describe()}",
+            "t": x.dtype.c_type, "k": k, "len": length, "inner": inner, "slab": length * inner,
+            "out_slab": k * inner, "largest": largest, "nan_aware": nan_aware,
+            "greater": "(isnan(a) && !isnan(b)) || a > b" if nan_aware else "a > b",
+            "idx_offset": idx_offset, "ws_stride": ws_stride,
+        }
+        return KernelCall("kernels/topk.c.j2", "TopK", params, [x.name], [v.name for v in outs], block_dim=block_dim,
+                          tiling=[items], workspace=block_dim * ws_stride)
+
+
+@register("TopK", since=10)
+class TopK10(TopK):
+    """TopK-10: k is a 1-element int64 input, which must be a compile-time constant."""
+    attrs = {"axis": -1}
+
+    def k(self, node, ins) -> int:
+        ks = common.const_ints(node, ins[1] if len(ins) > 1 else None, "K")
+        if ks is None or len(ks) != 1:
+            raise ShapeError(f"node {node.name!r} (TopK): input K must hold exactly one value")
+        return ks[0]
+
+
+@register("TopK", since=11)
+class TopK11(TopK10):
+    """TopK-11: largest and sorted attributes (negative axis allowed)."""
+    attrs = {"axis": -1, "largest": 1, "sorted": 1}
+
+    def largest(self, node) -> bool:
+        return bool(self.attr(node, "largest"))
