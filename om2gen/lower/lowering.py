@@ -5,6 +5,7 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 
 from ..codegen import kernels as kernel_codegen
 from ..ir import Graph, Value
@@ -91,6 +92,8 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     output_of: dict[str, int] = {}
     for j, name in enumerate(graph.outputs):
         r = root(name)
+        if graph.values[name].size == 0:
+            continue  # an empty output: nothing to write
         if r in inputs or graph.values[r].is_const or r in output_of:
             src, dst = graph.values[r], graph.values[name]
             copy_name = f"{name}::out{j}"
@@ -230,7 +233,7 @@ def _describe(graph: Graph, name: str) -> str:
 
 def _attrs_desc(node) -> str:
     parts = []
-    for k in sorted(node.attrs):
+    for k in sorted(a for a in node.attrs if not a.startswith("_")):
         v = node.attrs[k]
         if isinstance(v, np.ndarray):
             v = f"tensor{list(v.shape)}"
@@ -245,6 +248,8 @@ def _attr_json(v):
         return [_attr_json(x) for x in v]
     if isinstance(v, (int, float, str, bool)) or v is None:
         return v
+    if isinstance(v, onnx.GraphProto):
+        return {"graph": v.name, "nodes": len(v.node)}
     return str(v)
 
 
@@ -260,5 +265,6 @@ def _graph_json(graph: Graph) -> dict:
         "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain,
                    "inputs": [val(i) if i else None for i in n.inputs],
                    "outputs": [val(o) for o in n.outputs if o],
-                   "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items())}} for n in graph.nodes],
+                   "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items()) if not k.startswith("_")}}
+                  for n in graph.nodes],
     }

@@ -31,7 +31,8 @@ class If(Op):
                 raise ModelError(f"node {node.name!r} (If): the {key} branch has {len(branch.output)} outputs, "
                                  f"the node {len(node.outputs)}")
             names = [f"{node.name}/{key}:{i}" for i in range(len(node.outputs))]
-            nodes = infer_nodes(inline_subgraph(branch, f"{node.name}/{key}/", names, node.opset))
+            nodes = infer_nodes(inline_subgraph(branch, f"{node.name}/{key}/", names, node.opset,
+                                                 node.attrs.get(SCOPE)))
             regions[key] = (nodes, names)
         node.attrs[REGIONS] = regions
         defined = {o for nodes, _ in regions.values() for n in nodes for o in n.outputs}
@@ -64,19 +65,27 @@ class If(Op):
         if len(branch.output) != len(node.outputs):
             raise ModelError(f"node {node.name!r} (If): the branch has {len(branch.output)} outputs, the node "
                              f"{len(node.outputs)}")
-        return inline_subgraph(branch, f"{node.name}/", node.outputs, node.opset)
+        return inline_subgraph(branch, f"{node.name}/", node.outputs, node.opset, node.attrs.get(SCOPE))
 
 
-def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: int) -> list[Node]:
+SCOPE = "_scope"   # node.attrs key: names of enclosing subgraphs already renamed by inlining
+
+
+def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: int,
+                    outer: dict[str, str] | None = None) -> list[Node]:
     """The subgraph's nodes with every name it defines prefixed; names it does not define refer to
-    the enclosing graph. Its outputs are copied to `outputs` with Identity nodes."""
+    the enclosing graph (through `outer`, the renames of enclosing inlined subgraphs). Its
+    outputs are copied to `outputs` with Identity nodes. Nodes with subgraphs of their own carry
+    the combined renames, so their subgraphs resolve names the same way when they are inlined."""
     from ..frontend.onnx_import import _attr_value  # the frontend's attribute decoding
 
     defined = {i.name for i in g.initializer} | {o for n in g.node for o in n.output if o}
     defined |= {i.name for i in g.input}
+    scope = dict(outer or {})
+    scope.update({name: prefix + name for name in defined})
 
     def rename(name: str) -> str:
-        return prefix + name if name in defined else name
+        return scope.get(name, name)
 
     nodes = []
     for t in g.initializer:
@@ -84,9 +93,11 @@ def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: 
                           {"value": onnx.numpy_helper.to_array(t)}, "", opset))
     for i, n in enumerate(g.node):
         domain = n.domain if n.domain != "ai.onnx" else ""
+        attrs = {a.name: _attr_value(a) for a in n.attribute}
+        if any(isinstance(v, onnx.GraphProto) for v in attrs.values()):
+            attrs[SCOPE] = scope
         nodes.append(Node(prefix + (n.name or f"{n.op_type}_{i}"), n.op_type, [rename(x) if x else "" for x in n.input],
-                          [rename(x) if x else "" for x in n.output],
-                          {a.name: _attr_value(a) for a in n.attribute}, domain, opset))
+                          [rename(x) if x else "" for x in n.output], attrs, domain, opset))
     for out, target in zip(g.output, outputs):
         if target:
             nodes.append(Node(f"{prefix}output:{target}", "Identity", [rename(out.name)], [target], {}, "", opset))

@@ -163,7 +163,8 @@ class IdentityLike(Op):
     """Identity, and Dropout at inference (mask output, if requested, is all true)."""
 
     def infer(self, node, ins):
-        outs = [common.out(ins[0].dtype, ins[0].shape)]
+        # Identity passes a constant on (it is never folded: it may be a graph output of its own)
+        outs = [Value("", ins[0].dtype, ins[0].shape, ins[0].const)]
         if node.op_type != "Dropout":
             return outs
         training = ins[2] if len(ins) > 2 else None

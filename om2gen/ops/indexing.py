@@ -1,0 +1,205 @@
+"""Indexing by run-time tensors: Gather, GatherElements, GatherND, ScatterElements (and Scatter).
+
+Indices are read by the kernels (int32 or int64, negative values count from the end). An index
+still out of range gives zeros when gathering and is skipped when scattering: the kernels never
+touch memory outside their tensors, whatever the indices hold.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedOpError
+from ..ir import Node, Value
+from ..lower.program import KernelCall
+from . import common
+from .elementwise import copy_call
+from .movement import contiguous_strides, strided_copy
+from .registry import Op, register
+
+_INDEX_TYPES = ("int32", "int64")
+
+
+def _check_indices(node: Node, v: Value) -> None:
+    if v.dtype.name not in _INDEX_TYPES:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): indices {v.name!r} are {v.dtype.name}; "
+                                 "the spec allows int32 and int64")
+
+
+def _check_within(node: Node, data: Value, indices: Value, a: int) -> None:
+    """GatherElements/ScatterElements: indices have the data's rank and fit it outside the axis."""
+    if len(indices.shape) != len(data.shape):
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): indices {list(indices.shape)} and data "
+                         f"{list(data.shape)} must have the same rank")
+    for d, (q, n) in enumerate(zip(indices.shape, data.shape)):
+        if d != a and q > n:
+            raise ShapeError(f"node {node.name!r} ({node.op_type}): indices {list(indices.shape)} exceed data "
+                             f"{list(data.shape)} in dim {d}")
+
+
+@register("Gather", since=1)
+class Gather(Op):
+    attrs = {"axis": 0}
+
+    def infer(self, node, ins):
+        data, indices = ins
+        _check_indices(node, indices)
+        a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
+        return [common.out(data.dtype, data.shape[:a] + indices.shape + data.shape[a + 1:])]
+
+    def lower(self, node, ins, outs, ctx):
+        data, indices = ins
+        dst = outs[0]
+        a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
+        outer = int(np.prod(data.shape[:a], dtype=np.int64))
+        n = data.shape[a]
+        inner = int(np.prod(data.shape[a + 1:], dtype=np.int64))
+        if indices.is_const and indices.size == 1:
+            # One known index (x[:, 3] in a model): a slice, no index read at run time.
+            idx = int(np.asarray(indices.const).reshape(-1)[0])
+            if not -n <= idx < n:
+                raise ShapeError(f"node {node.name!r} (Gather): index {idx} is out of range for dim {a} of size {n}")
+            idx += n if idx < 0 else 0
+            return strided_copy(node, data, dst, [outer, inner], [n * inner, 1], idx * inner, detail=f"index {idx}")
+        items = outer * indices.size
+        params = {
+            "summary": f"Gather axis={a}: {data.describe()}, {indices.describe()} -> {dst.describe()}",
+            "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type,
+            "outer": outer, "n": n, "inner": inner, "positions": indices.size,
+        }
+        return KernelCall("kernels/gather.c.j2", "Gather", params, [data.name, indices.name], [dst.name],
+                          block_dim=common.block_dim_for(items, inner), tiling=[items])
+
+
+@register("GatherElements", since=11)
+class GatherElements(Op):
+    attrs = {"axis": 0}
+
+    def infer(self, node, ins):
+        data, indices = ins
+        _check_indices(node, indices)
+        a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
+        _check_within(node, data, indices, a)
+        return [common.out(data.dtype, indices.shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        data, indices = ins
+        dst = outs[0]
+        rank = len(data.shape)
+        a = common.axis(node, int(self.attr(node, "axis")), rank)
+        ds = contiguous_strides(data.shape)
+        walk = [0 if d == a else ds[d] for d in range(rank)]    # the axis coordinate comes from the index
+        inner = indices.shape[-1]
+        rows = indices.size // inner
+        params = {
+            "summary": f"GatherElements axis={a}: {data.describe()}, {indices.describe()} -> {dst.describe()}",
+            "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type,
+            "outer": [{"size": indices.shape[d], "stride": walk[d]} for d in range(rank - 2, -1, -1)],
+            "rows": rows, "inner": inner, "inner_stride": walk[-1], "n": data.shape[a], "axis_stride": ds[a],
+        }
+        return KernelCall("kernels/gather_elements.c.j2", "GatherElements", params, [data.name, indices.name],
+                          [dst.name], block_dim=common.block_dim_for(rows, inner), tiling=[rows])
+
+
+@register("GatherND", since=11)
+class GatherND(Op):
+    """GatherND-11, and -12+ with batch_dims."""
+    attrs = {"batch_dims": 0}
+
+    def plan(self, node, ins) -> tuple[int, int]:
+        data, indices = ins
+        _check_indices(node, indices)
+        b = int(self.attr(node, "batch_dims"))
+        r, q = len(data.shape), len(indices.shape)
+        if q < 1 or not 0 <= b < min(r, q):
+            raise ShapeError(f"node {node.name!r} (GatherND): batch_dims {b} does not fit data rank {r} and "
+                             f"indices rank {q}")
+        m = indices.shape[-1]
+        if not 1 <= m <= r - b or data.shape[:b] != indices.shape[:b]:
+            raise ShapeError(f"node {node.name!r} (GatherND): indices {list(indices.shape)} do not index data "
+                             f"{list(data.shape)} with batch_dims {b}")
+        return b, m
+
+    def infer(self, node, ins):
+        data, indices = ins
+        b, m = self.plan(node, ins)
+        return [common.out(data.dtype, indices.shape[:-1] + data.shape[b + m:])]
+
+    def lower(self, node, ins, outs, ctx):
+        data, indices = ins
+        dst = outs[0]
+        b, m = self.plan(node, ins)
+        ds = contiguous_strides(data.shape)
+        batches = int(np.prod(indices.shape[:b], dtype=np.int64))
+        positions = int(np.prod(indices.shape[b:-1], dtype=np.int64))
+        inner = int(np.prod(data.shape[b + m:], dtype=np.int64))
+        items = batches * positions
+        params = {
+            "summary": f"GatherND batch_dims={b}: {data.describe()}, {indices.describe()} -> {dst.describe()}",
+            "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type,
+            "batches": batches, "positions": positions, "inner": inner,
+            "batch_stride": ds[b - 1] if b else 0,
+            "comps": [{"dim": data.shape[b + i], "stride": ds[b + i]} for i in range(m)],
+        }
+        return KernelCall("kernels/gather_nd.c.j2", "GatherND", params, [data.name, indices.name], [dst.name],
+                          block_dim=common.block_dim_for(items, inner), tiling=[items])
+
+
+# The update each reduction applies to *p (the output element) with u (the update).
+_REDUCE = {"none": "u", "add": "*p + u", "mul": "*p * u", "max": "u > *p ? u : *p", "min": "u < *p ? u : *p"}
+
+
+@register("ScatterElements", since=11)
+class ScatterElements(Op):
+    """ScatterElements-11+ (reduction from 16: add/mul, from 18: max/min); Scatter-9 is the same
+    without reduction. The output is a copy of the data, then one kernel applies the updates."""
+    attrs = {"axis": 0, "reduction": "none"}
+
+    def reduction(self, node, dtype) -> str:
+        red = str(self.attr(node, "reduction")) if "reduction" in self.attrs else "none"
+        if red not in _REDUCE:
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): reduction {red!r} is not supported "
+                                     f"({', '.join(_REDUCE)})")
+        if red != "none" and dtype.name in ("float16", "bool"):
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): reduction {red!r} on {dtype.name} "
+                                     "is not supported")
+        return red
+
+    def infer(self, node, ins):
+        data, indices, updates = ins
+        _check_indices(node, indices)
+        a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
+        _check_within(node, data, indices, a)
+        if updates.shape != indices.shape or updates.dtype != data.dtype:
+            raise ShapeError(f"node {node.name!r} ({node.op_type}): updates {updates.describe()} must match the "
+                             f"indices' shape {list(indices.shape)} and the data's dtype {data.dtype.name}")
+        self.reduction(node, data.dtype)
+        return [common.out(data.dtype, data.shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        data, indices, updates = ins
+        dst = outs[0]
+        copy = copy_call(data, dst)
+        if indices.size == 0:
+            return [copy]
+        rank = len(data.shape)
+        a = common.axis(node, int(self.attr(node, "axis")), rank)
+        red = self.reduction(node, data.dtype)
+        ds, qs = contiguous_strides(data.shape), contiguous_strides(indices.shape)
+        lines = indices.size // indices.shape[a]
+        params = {
+            "summary": f"{node.op_type} axis={a} reduction={red}: {data.describe()}, {indices.describe()}, "
+                       f"{updates.describe()} -> {dst.describe()} (in place over a copy of the data)",
+            "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type, "reduction": red,
+            "update_expr": _REDUCE[red],
+            "dims": [{"size": indices.shape[d], "index_stride": qs[d], "out_stride": ds[d]}
+                     for d in range(rank - 1, -1, -1) if d != a],
+            "len": indices.shape[a], "n": data.shape[a], "index_axis_stride": qs[a], "out_axis_stride": ds[a],
+        }
+        scatter = KernelCall("kernels/scatter_elements.c.j2", node.op_type, params, [indices.name, updates.name],
+                             [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling=[lines])
+        return [copy, scatter]
+
+
+@register("Scatter", since=9)
+class Scatter(ScatterElements):
+    attrs = {"axis": 0}

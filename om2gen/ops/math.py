@@ -1,0 +1,317 @@
+"""Element-wise arithmetic: unary math, Pow, Mod, variadic Min/Max/Sum/Mean.
+
+Every op is one C expression for elementwise.c.j2. This module also holds the C vocabulary the
+other element-wise families share: which dtypes an op accepts, how a float dtype computes
+(`Arith`: float16 loads and stores through float, float64 computes in double) and the float16
+conversions, written as plain C11 expressions (union punning) so that they need no helper header.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from ..codegen.literals import c_float
+from ..dtypes import DType
+from ..errors import UnsupportedOpError
+from ..ir import Node, Value
+from ..lower.program import Alias
+from . import common
+from .elementwise import elementwise_call
+from .registry import Op, register
+
+FLOATS = ("float16", "float32", "float64")
+SIGNED = ("int8", "int16", "int32", "int64")
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+INTS = SIGNED + UNSIGNED
+NUMERIC = FLOATS + INTS
+BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+
+
+def require_dtype(node: Node, v: Value, allowed, what: str = "input") -> None:
+    if v.dtype.name not in allowed:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): {what} {v.name!r} is {v.dtype.name}; "
+                                 f"om2gen compiles this operator for {', '.join(allowed)}")
+
+
+def require_same_dtype(node: Node, ins: list[Value]) -> None:
+    names = {v.dtype.name for v in ins}
+    if len(names) > 1:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): inputs have different dtypes "
+                                 f"{', '.join(v.dtype.name for v in ins)}; ONNX requires one")
+
+
+def c_double(x) -> str:
+    """A double literal that parses back to exactly the same double (shortest round trip)."""
+    v = float(x)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    s = repr(v)
+    return s if any(c in s for c in ".e") else s + ".0"
+
+
+# --- float16 <-> float32 as C expressions -------------------------------------------------------
+# The argument of each is evaluated several times: pass a parameter name (x0) or a pure expression.
+
+def f32_from_bits(u: str) -> str:
+    return f"((union {{ uint32_t u; float f; }}){{ .u = (uint32_t)({u}) }}).f"
+
+
+def f32_bits(f: str) -> str:
+    return f"((union {{ float f; uint32_t u; }}){{ .f = (float)({f}) }}).u"
+
+
+def f16_to_f32(h: str) -> str:
+    """Exact: the half's magnitude bits shifted into a float are the value times 2^-112 (normal
+    and subnormal alike); exponent 31 (Inf/NaN) maps to float's 255, keeping the NaN payload."""
+    sign = f"((uint32_t)({h} & 0x8000u) << 16)"
+    special = f32_from_bits(f"{sign} | ((uint32_t)({h} & 0x3ffu) << 13) | 0x7f800000u")
+    finite = f32_from_bits(f"{sign} | ((uint32_t)({h} & 0x7fffu) << 13)")
+    return f"((({h} & 0x7c00u) == 0x7c00u) ? {special} : {finite} * 0x1p112f)"
+
+
+def f32_to_f16(v: str) -> str:
+    """Round to nearest even (M. Dukhan's FP16 algorithm, as in PyTorch's c10::Half): scaling
+    saturates overflow to Inf and the addition of a power of two rounds at half precision;
+    NaN becomes the quiet NaN 0x7e00 with the sign kept."""
+    w = f32_bits(v)
+    shl1 = f"({w} << 1)"
+    bias = f"(({shl1} & 0xff000000u) < 0x71000000u ? 0x71000000u : ({shl1} & 0xff000000u))"
+    base = f"({f32_from_bits(f'({bias} >> 1) + 0x07800000u')} + (fabsf({v}) * 0x1p112f) * 0x1p-110f)"
+    bits = f32_bits(base)
+    nonsign = f"((({bits} >> 13) & 0x7c00u) + ({bits} & 0x0fffu))"
+    return f"((uint16_t)((({w} >> 16) & 0x8000u) | ({shl1} > 0xff000000u ? 0x7e00u : {nonsign})))"
+
+
+def f64_to_f16(d: str) -> str:
+    """double -> half with one rounding: round to odd into float (24 bits, enough guard bits),
+    then float -> half to nearest even."""
+    t = f"((float)({d}))"
+    tb = f32_bits(t)
+    toward_zero = f"(fabs((double){t}) > fabs({d}) ? {tb} - 1u : {tb})"
+    odd = f"((double){t} != ({d}) ? ({toward_zero} | 1u) : {toward_zero})"
+    return f32_to_f16(f32_from_bits(odd))
+
+
+@dataclass(frozen=True)
+class Arith:
+    """How values of a float dtype compute in C."""
+    dtype: DType
+
+    @property
+    def double(self) -> bool:
+        return self.dtype.name == "float64"
+
+    @property
+    def ctype(self) -> str:
+        return "double" if self.double else "float"
+
+    def fn(self, name: str) -> str:
+        """The math.h function for the compute type: fn('exp') is expf or exp."""
+        return name if self.double else name + "f"
+
+    def lit(self, v) -> str:
+        return c_double(v) if self.double else c_float(v)
+
+    def load(self, x: str) -> str:
+        return f16_to_f32(x) if self.dtype.name == "float16" else x
+
+    def store(self, e: str) -> str:
+        return f32_to_f16(e) if self.dtype.name == "float16" else e
+
+
+def float_call(node: Node, ins: list[Value], out: Value, body: Callable[..., str]):
+    """An element-wise kernel over float inputs of one dtype: body(a, x0, x1, ...) is the result
+    in the compute type, given the loaded inputs."""
+    a = Arith(ins[0].dtype)
+    expr = a.store(body(a, *(a.load(f"x{i}") for i in range(len(ins)))))
+    return elementwise_call(node, node.op_type, ins, out, expr)
+
+
+def to_float(v: Value, x: str) -> str:
+    """Input `x` of value `v` as a C float/double/integer fit for comparisons and arithmetic."""
+    return f16_to_f32(x) if v.dtype.name == "float16" else x
+
+
+def tree(xs: list[str], combine: Callable[[str, str], str]) -> str:
+    """Combines operands as a balanced tree, so expressions that repeat an operand stay polynomial."""
+    if len(xs) == 1:
+        return xs[0]
+    mid = len(xs) // 2
+    return combine(tree(xs[:mid], combine), tree(xs[mid:], combine))
+
+
+# --- unary ---------------------------------------------------------------------------------------
+
+def _f(name):
+    return lambda a, x: f"{a.fn(name)}({x})"
+
+
+_UNARY_FLOAT = {
+    "Abs": _f("fabs"),
+    "Neg": lambda a, x: f"(-({x}))",
+    "Exp": _f("exp"),
+    "Log": _f("log"),
+    "Sqrt": _f("sqrt"),
+    "Reciprocal": lambda a, x: f"({a.lit(1.0)} / ({x}))",
+    "Erf": _f("erf"),
+    "Floor": _f("floor"),
+    "Ceil": _f("ceil"),
+    "Round": _f("rint"),   # the default rounding mode: half to even, like ONNX
+    # NaN stays NaN; -0 and +0 give +0, as ONNX Runtime
+    "Sign": lambda a, x: f"(({x}) != ({x}) ? ({x}) : ({a.ctype})((({x}) > 0) - (({x}) < 0)))",
+    **{op: _f(op.lower()) for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+                                     "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")},
+}
+
+# Integer forms: t is the C type. Negation goes through uint64_t so that INT_MIN wraps, as numpy.
+_UNARY_SIGNED = {
+    "Abs": lambda t, x: f"({x} < 0 ? ({t})(0 - (uint64_t){x}) : {x})",
+    "Neg": lambda t, x: f"(({t})(0 - (uint64_t){x}))",
+    "Sign": lambda t, x: f"(({t})(({x} > 0) - ({x} < 0)))",
+}
+_UNARY_UNSIGNED = {
+    "Abs": None,   # identity: a view
+    "Sign": lambda t, x: f"(({t})({x} > 0))",
+}
+
+
+@register("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", since=6)
+@register("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", since=7)
+@register("Erf", "Sign", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", since=9)
+@register("Round", since=11)
+class Unary(Op):
+    def allowed(self) -> tuple[str, ...]:
+        t = self.op_type
+        return FLOATS + (SIGNED if t in _UNARY_SIGNED else ()) + (UNSIGNED if t in _UNARY_UNSIGNED else ())
+
+    def infer(self, node, ins):
+        require_dtype(node, ins[0], self.allowed())
+        return [common.out(ins[0].dtype, ins[0].shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        x, t = ins[0], ins[0].dtype
+        if t.name == "float16" and node.op_type in ("Abs", "Neg"):
+            bit_op = "x0 & 0x7fffu" if node.op_type == "Abs" else "x0 ^ 0x8000u"
+            return elementwise_call(node, node.op_type, [x], outs[0], f"((uint16_t)({bit_op}))")
+        if t.name in FLOATS:
+            return float_call(node, [x], outs[0], _UNARY_FLOAT[node.op_type])
+        form = (_UNARY_SIGNED if t.name in SIGNED else _UNARY_UNSIGNED)[node.op_type]
+        if form is None:
+            return Alias(x.name)
+        return elementwise_call(node, node.op_type, [x], outs[0], form(t.c_type, "x0"))
+
+
+# --- Pow -----------------------------------------------------------------------------------------
+
+@register("Pow", since=7)
+class Pow(Op):
+    """Y = X ^ E; the result has X's dtype. float/float16 pairs use powf; any other pair goes
+    through double pow (as ONNX Runtime's std::pow), integer results truncate toward zero."""
+
+    def infer(self, node, ins):
+        x, e = ins
+        require_dtype(node, x, FLOATS + ("int32", "int64"), "base")
+        require_dtype(node, e, NUMERIC, "exponent")
+        return [common.out(x.dtype, common.broadcast_shape(node, x.shape, e.shape))]
+
+    def lower(self, node, ins, outs, ctx):
+        x, e = ins
+        exponent = to_float(e, "x1")
+        if x.dtype.name in FLOATS:
+            a = Arith(x.dtype)
+            base = a.load("x0")
+            if x.dtype.name != "float64" and e.dtype.name in ("float16", "float32"):
+                body = f"powf({base}, {exponent})"
+            else:
+                body = f"(({a.ctype})pow((double)({base}), (double)({exponent})))"
+            expr = a.store(body)
+        else:
+            expr = f"(({x.dtype.c_type})pow((double)x0, (double)({exponent})))"
+        return elementwise_call(node, "Pow", ins, outs[0], expr)
+
+
+# --- Mod -----------------------------------------------------------------------------------------
+
+@register("Mod", since=10)
+class Mod(Op):
+    """fmod=1: the remainder has the dividend's sign (C fmod / %); fmod=0: the divisor's sign
+    (Python/numpy mod). An integer divisor of 0 gives 0 (numpy's choice; ONNX leaves it undefined)."""
+    attrs = {"fmod": 0}
+
+    def infer(self, node, ins):
+        require_dtype(node, ins[0], NUMERIC)
+        require_same_dtype(node, ins)
+        return [common.out(ins[0].dtype, common.broadcast_shape(node, ins[0].shape, ins[1].shape))]
+
+    def lower(self, node, ins, outs, ctx):
+        fmod = int(self.attr(node, "fmod"))
+        if fmod not in (0, 1):
+            raise UnsupportedOpError(f"node {node.name!r} (Mod): fmod must be 0 or 1, got {fmod}")
+        t = ins[0].dtype
+        if t.name in FLOATS:
+            def body(a, x, y):
+                r = f"{a.fn('fmod')}({x}, {y})"
+                if fmod:
+                    return r
+                # numpy mod: move a remainder of the wrong sign by one divisor; zero takes y's sign
+                return (f"({r} != 0 ? ((({r} < 0) != ({y} < 0)) ? {r} + ({y}) : {r}) "
+                        f": {a.fn('copysign')}({r}, {y}))")
+            return float_call(node, ins, outs[0], body)
+        if t.name in UNSIGNED:
+            expr = f"(x1 == 0 ? 0 : ({t.c_type})(x0 % x1))"
+        elif fmod:
+            expr = f"((x1 == 0 || x1 == -1) ? 0 : ({t.c_type})(x0 % x1))"
+        else:
+            r = "(x0 % x1)"
+            expr = (f"((x1 == 0 || x1 == -1) ? 0 : ({t.c_type})(({r} != 0 && (({r} < 0) != (x1 < 0))) "
+                    f"? {r} + x1 : {r}))")
+        return elementwise_call(node, "Mod", ins, outs[0], expr)
+
+
+# --- variadic Min / Max / Sum / Mean -------------------------------------------------------------
+
+class Variadic(Op):
+    allowed: tuple[str, ...] = NUMERIC
+
+    def infer(self, node, ins):
+        if not ins or any(v is None for v in ins):
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): needs at least one input, "
+                                     "none may be omitted")
+        require_dtype(node, ins[0], self.allowed)
+        require_same_dtype(node, ins)
+        return [common.out(ins[0].dtype, common.broadcast_shape(node, *(v.shape for v in ins)))]
+
+    def combine(self, node, dtype: DType, xs: list[str], a: Arith | None) -> str:
+        raise NotImplementedError
+
+    def lower(self, node, ins, outs, ctx):
+        if len(ins) == 1 and ins[0].shape == outs[0].shape:
+            return Alias(ins[0].name)
+        t = ins[0].dtype
+        if t.name in FLOATS:
+            return float_call(node, ins, outs[0], lambda a, *xs: self.combine(node, t, list(xs), a))
+        return elementwise_call(node, node.op_type, ins, outs[0],
+                                self.combine(node, t, [f"x{i}" for i in range(len(ins))], None))
+
+
+@register("Min", "Max", since=6)
+class MinMax(Variadic):
+    """NaN propagates and ties keep the earlier operand, as ONNX Runtime."""
+
+    def combine(self, node, dtype, xs, a):
+        cmp = ">" if node.op_type == "Max" else "<"
+        if a is None:
+            return tree(xs, lambda p, q: f"({q} {cmp} {p} ? {q} : {p})")
+        return tree(xs, lambda p, q: f"((({q} {cmp} {p}) || ({q} != {q})) ? {q} : {p})")
+
+
+@register("Sum", "Mean", since=6)
+class SumMean(Variadic):
+    allowed = FLOATS
+
+    def combine(self, node, dtype, xs, a):
+        total = tree(xs, lambda p, q: f"({p} + {q})")
+        return total if node.op_type == "Sum" else f"({total} / {a.lit(len(xs))})"
