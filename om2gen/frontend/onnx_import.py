@@ -95,7 +95,7 @@ def _frozen_value(vi: onnx.ValueInfoProto, value, dt) -> np.ndarray:
         elif not (len(declared) == arr.ndim and all(d is None or d == a for d, a in zip(declared, arr.shape))):
             raise ShapeError(f"--input-value {vi.name}: {arr.size} value(s) of shape {list(arr.shape)} do not fit "
                              f"the input's declared shape {declared}")
-    return np.ascontiguousarray(arr)
+    return np.asarray(arr, order="C")
 
 
 def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
@@ -116,7 +116,7 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
     for init in g.initializer:
         arr = numpy_helper.to_array(init)
         dt = dtypes.from_onnx(init.data_type, f"initializer {init.name!r}")
-        values[init.name] = Value(init.name, dt, tuple(arr.shape), np.ascontiguousarray(arr))
+        values[init.name] = Value(init.name, dt, tuple(arr.shape), np.asarray(arr, order="C"))
     inputs = []
     for vi in g.input:
         if vi.name in values:

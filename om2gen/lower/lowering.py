@@ -84,7 +84,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         for i, item in enumerate(call.inputs):
             if isinstance(item, np.ndarray):
                 name = f"{node.name}.packed_input{i}"
-                graph.values[name] = Value(name, _dtype_of(item), tuple(item.shape), np.ascontiguousarray(item))
+                graph.values[name] = Value(name, _dtype_of(item), tuple(item.shape), np.asarray(item, order="C"))
                 call.inputs[i] = name
 
     # Graph outputs are written in place by their producer when possible; otherwise copied.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import Value
 from ..lower.program import Alias
 from . import common
 from .elementwise import elementwise_call
@@ -151,24 +152,39 @@ class Shrink(Op):
         return elementwise_call(node, "Shrink", ins[:1], outs[0], expr)
 
 
-@register("PRelu", since=6)
+@register("PRelu", since=7)
 class PRelu(Op):
     """y = x < 0 ? slope * x : x; slope broadcasts to X (unidirectionally)."""
+
+    def slope_shape(self, node, x, slope) -> tuple[int, ...]:
+        return slope.shape
 
     def infer(self, node, ins):
         x, slope = ins
         require_dtype(node, x, FLOATS + INTS)
         require_same_dtype(node, ins)
-        shape = common.broadcast_shape(node, x.shape, slope.shape)
+        shape = common.broadcast_shape(node, x.shape, self.slope_shape(node, x, slope))
         if shape != x.shape:
             raise ShapeError(f"node {node.name!r} (PRelu): slope shape {list(slope.shape)} does not broadcast "
                              f"to X's shape {list(x.shape)}")
         return [common.out(x.dtype, x.shape)]
 
     def lower(self, node, ins, outs, ctx):
-        t = ins[0].dtype
+        x, slope = ins
+        t = x.dtype
         if t.name in UNSIGNED:
-            return Alias(ins[0].name)   # never negative
+            return Alias(x.name)   # never negative
+        slope = Value(slope.name, slope.dtype, self.slope_shape(node, x, slope), slope.const)
         if t.name in FLOATS:
-            return float_call(node, ins, outs[0], lambda a, x, s: f"(({x}) < 0 ? ({s}) * ({x}) : ({x}))")
-        return elementwise_call(node, "PRelu", ins, outs[0], f"(x0 < 0 ? ({t.c_type})(x1 * x0) : x0)")
+            return float_call(node, [x, slope], outs[0], lambda a, v, s: f"(({v}) < 0 ? ({s}) * ({v}) : ({v}))")
+        return elementwise_call(node, "PRelu", [x, slope], outs[0], f"(x0 < 0 ? ({t.c_type})(x1 * x0) : x0)")
+
+
+@register("PRelu", since=6)
+class PReluChannels(PRelu):
+    """PRelu-6 (Caffe2 semantics): a 1-D slope of X.shape[1] values is one slope per channel."""
+
+    def slope_shape(self, node, x, slope):
+        if len(slope.shape) == 1 and len(x.shape) >= 2 and slope.shape[0] == x.shape[1] != 1:
+            return (slope.shape[0],) + (1,) * (len(x.shape) - 2)
+        return slope.shape

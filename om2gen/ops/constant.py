@@ -26,5 +26,5 @@ class Constant(Op):
         else:
             raise UnsupportedOpError(f"node {node.name!r} (Constant): attribute(s) {sorted(a)} are not supported "
                                      "(value, value_float(s), value_int(s))")
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")
         return [Value("", dtypes.from_numpy(arr.dtype), tuple(arr.shape), arr)]

@@ -18,7 +18,7 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
                 a_batch_strides=None, b_batch_strides=None, batch_dims=(), m=None, n=None, k=None) -> KernelCall:
     inputs = [a.name]
     if b.is_const and trans_b:
-        inputs.append(np.ascontiguousarray(np.asarray(b.const).reshape(b.shape[:-2] + (n, k)).swapaxes(-1, -2)))
+        inputs.append(np.asarray(np.asarray(b.const).reshape(b.shape[:-2] + (n, k)).swapaxes(-1, -2), order="C"))
         trans_b = False
     else:
         inputs.append(b.name)

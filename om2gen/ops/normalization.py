@@ -128,7 +128,7 @@ def _element_affine(node: Node, v: Value | None, norm_shape: tuple[int, ...], wh
     if v.size == 1:
         return v, 0
     if v.is_const:
-        full = np.ascontiguousarray(np.broadcast_to(np.asarray(v.const, dtype=np.float32), norm_shape))
+        full = np.asarray(np.broadcast_to(np.asarray(v.const, dtype=np.float32), norm_shape), order="C")
         return full, 1
     raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): {what} of shape {list(v.shape)} broadcasts "
                              f"partially over {list(norm_shape)} and is not a constant; om2gen supports a full "

@@ -161,7 +161,7 @@ class _Recurrent(Op):
             v = ins[i]
             kmajor[key] = v.is_const
             if v.is_const:
-                inputs[slot[key]] = np.ascontiguousarray(np.asarray(v.const, np.float32).transpose(0, 2, 1))
+                inputs[slot[key]] = np.asarray(np.asarray(v.const, np.float32).transpose(0, 2, 1), order="C")
         outputs = []
         for key, i in (("Y", 0), ("Yh", 1), ("Yc", 2)):
             name = node.outputs[i] if i < len(node.outputs) and i < self.n_outputs else ""

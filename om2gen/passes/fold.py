@@ -45,11 +45,11 @@ def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
                           [helper.make_empty_tensor_value_info(o) for o in outputs]),
         opset_imports=[helper.make_opsetid("", node.opset)])
     results = ReferenceEvaluator(model).run(None, feeds)
-    arrays = [np.ascontiguousarray(np.asarray(r)) for r in results]
+    arrays = [np.asarray(r, order="C") for r in results]  # keeps 0-d results 0-d
     if sum(a.nbytes for a in arrays) > _MAX_FOLDED_BYTES:
         return None
     return arrays
 
 
 def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
-    return np.ascontiguousarray(numpy_helper.to_array(t))
+    return np.asarray(numpy_helper.to_array(t), order="C")

@@ -54,3 +54,16 @@ def test_constant_node_feeds_an_op(tmp_path):
     nodes = [helper.make_node("Constant", [], ["c"], value=value),
              helper.make_node("Add", ["x", "c"], ["y"])]
     check_model(make_model(nodes, {"x": rand(2, 4)}, ["y"]), {"x": rand(2, 4)}, tmp_path)
+
+
+def test_folded_scalars_stay_scalars(tmp_path):
+    """Constant folding must keep 0-d results 0-d (a rank decides If branches in real exports)."""
+    from onnx import helper
+    from helpers import check_model, make_model
+    nodes = [helper.make_node("Squeeze", ["c", "axes"], ["s"]),
+             helper.make_node("Shape", ["s"], ["rank_vec"]),
+             helper.make_node("Size", ["rank_vec"], ["rank"]),
+             helper.make_node("Add", ["x", "s"], ["y"])]
+    model = make_model(nodes, {"x": rand(2, 3)}, ["y", "rank"],
+                       {"c": np.array([5.0], np.float32), "axes": np.array([0], np.int64)})
+    check_model(model, {"x": rand(2, 3)}, tmp_path)

@@ -18,10 +18,7 @@ import catalog  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-KNOWN = {
-    "silero_vad": "the decoder's nested If chain (rank checks on Squeeze outputs) resolves to a 4-D LSTM "
-                  "initial_h; om2gen's If inlining picks a different branch than ONNX Runtime (open bug)",
-}
+KNOWN: dict[str, str] = {}   # name -> reason, for a model that is expected to fail (strict xfail)
 
 
 @pytest.mark.parametrize("name", [pytest.param(m.name, marks=pytest.mark.xfail(reason=KNOWN[m.name], strict=True))
