@@ -51,11 +51,33 @@ class Om2BackendRep(BackendRep):
                                      **self._options)
                 self._compiled[key] = (Model(path), frozenset(frozen))  # mapped: the file may go now
             except NeedsConstantError as exc:
-                if exc.value_name not in feeds or exc.value_name in self._frozen_names:
+                more = self._inputs_behind(exc.value_name, feeds) - self._frozen_names
+                if not more:
                     raise
-                self._frozen_names.add(exc.value_name)
+                self._frozen_names |= more
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def _inputs_behind(self, name: str, feeds: dict) -> set[str]:
+        """The model inputs a value is computed from: the input itself, or the inputs among its
+        ancestors. A value made inside an inlined subgraph is traced to every integer or bool
+        input (shape-like inputs are what such values are computed from)."""
+        if name in feeds:
+            return {name}
+        producers = {o: n for n in self._model.graph.node for o in n.output}
+        if name not in producers:
+            return {k for k, v in feeds.items() if v.dtype.kind in "biu"}
+        found, stack, seen = set(), [name], set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in feeds:
+                found.add(v)
+            elif v in producers:
+                stack.extend(i for i in producers[v].input if i)
+        return found
 
     def run(self, inputs, **kwargs):
         if isinstance(inputs, dict):

@@ -36,8 +36,10 @@ class If(Op):
             regions[key] = (nodes, names)
         node.attrs[REGIONS] = regions
         defined = {o for nodes, _ in regions.values() for n in nodes for o in n.outputs}
-        captured = sorted({i for nodes, _ in regions.values() for n in nodes for i in n.inputs
-                           if i and i not in defined})
+        captured = {i for nodes, _ in regions.values() for n in nodes for i in n.inputs if i and i not in defined}
+        # a branch output no kept node produces (a constant, or an outer value) is read by the If too
+        captured |= {o for _, outs in regions.values() for o in outs if o not in defined}
+        captured = sorted(captured)
         node.inputs = node.inputs[:1] + captured
         outs = []
         for i, name in enumerate(node.outputs):

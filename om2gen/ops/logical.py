@@ -9,7 +9,7 @@ from ..dtypes import BY_NAME
 from ..errors import UnsupportedOpError
 from . import common
 from .elementwise import elementwise_call
-from .math import BITS, FLOATS, NUMERIC, SIGNED, INTS, require_dtype, require_same_dtype, to_float
+from .math import BITS, FLOATS, INTS, NUMERIC, SIGNED, require_dtype, require_same_dtype, to_float
 from .registry import Op, register
 
 BOOL = BY_NAME["bool"]

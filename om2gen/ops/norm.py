@@ -56,7 +56,7 @@ class BatchNormalization(Op):
 @register("BatchNormalization", since=1)
 class BatchNormalizationLegacy(BatchNormalization):
     """Opsets 1-6: is_test and spatial attributes; only the inference, spatial form compiles."""
-    attrs = {"epsilon": 1e-5, "momentum": 0.9, "is_test": 0, "spatial": 1, "consumed_inputs": None}
+    attrs = {"epsilon": 1e-5, "momentum": 0.9, "is_test": 0, "spatial": 1, "consumed_inputs": None, "training_mode": 0}
 
     def infer(self, node, ins):
         if not self.attr(node, "spatial"):

@@ -86,3 +86,12 @@ def test_prelu_slope_must_broadcast_to_x(tmp_path):
     model = node_model("PRelu", {"x": rand(3), "slope": rand(2, 3)})
     with pytest.raises(om2gen.ShapeError, match="slope"):
         om2gen.compile(model, tmp_path / "m.om2")
+
+
+def test_prelu_opset6_slope_per_channel(tmp_path):
+    # PRelu-6 (as exported by old PyTorch): a 1-D slope of C values applies along axis 1
+    from test_math import run
+    x = rand(2, 3, 4, seed=1, low=-2, high=2)
+    s = np.array([0.1, 0.2, 0.3], np.float32)
+    got = run("PRelu", {"x": x, "slope": s}, opset=6, tmp_path=tmp_path)
+    np.testing.assert_allclose(got, np.where(x < 0, x * s[:, None], x), rtol=1e-6)
