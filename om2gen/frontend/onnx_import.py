@@ -14,7 +14,7 @@ import onnx
 from onnx import numpy_helper
 
 from .. import dtypes
-from ..errors import ModelError, ShapeError
+from ..errors import ModelError, ShapeError, UnsupportedOpError
 from ..ir import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
@@ -112,6 +112,11 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
     if "ai.onnx" in opsets:
         opsets.setdefault("", opsets.pop("ai.onnx"))
     g = proto.graph
+    for vi in list(g.input) + list(g.output):
+        if vi.type.WhichOneof("value") not in (None, "tensor_type"):
+            raise UnsupportedOpError(f"{'input' if vi in g.input else 'output'} {vi.name!r} is a "
+                                     f"{vi.type.WhichOneof('value').replace('_type', '')}; om2gen compiles models "
+                                     "whose inputs and outputs are tensors")
     values: dict[str, Value] = {}
     for init in g.initializer:
         arr = numpy_helper.to_array(init)
