@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import dtypes
+from . import custom_ops, dtypes
 from .archive import layout, writer
 from .archive.writer import Entry, json_bytes
 from .codegen import model_cpp
@@ -28,20 +28,24 @@ from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 class Options:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_values: dict[str, object] = field(default_factory=dict)
+    custom_op_libs: list = field(default_factory=list)
     target: str | None = None
     debug: bool = False
     jobs: int | None = None
     progress: bool = False
 
 
-def compile(model, output, *, input_shapes=None, input_values=None, target=None, debug=False, jobs=None,
-            progress=False) -> Path:
+def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
+            jobs=None, progress=False) -> Path:
     """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`.
 
     input_shapes: {input name: static shape} for inputs with dynamic or missing dims.
     input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
-    that shape computations and branches depending on them fold at compile time."""
-    opts = Options(dict(input_shapes or {}), dict(input_values or {}), target, debug, jobs, progress)
+    that shape computations and branches depending on them fold at compile time.
+    custom_op_libs: paths of custom-op shared libraries (om2/custom_op.h); the directory named by
+    $OM2GEN_CUSTOM_OP_PATH adds more."""
+    opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
+                   jobs, progress)
     out = Path(output)
     if out.is_dir():
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
@@ -50,13 +54,14 @@ def compile(model, output, *, input_shapes=None, input_values=None, target=None,
     tgt = targets.get_target(opts.target)
     report = _Progress(opts.progress)
 
-    graph = import_onnx(model, opts.input_shapes, opts.input_values)
-    graph.verify("import")
-    dce.run(graph)
-    graph.verify("dead-code removal")
-    report.stage(f"imported {len(graph.nodes)} nodes")
-
-    program = lower_graph(graph, LowerContext(tgt, GENERATOR))
+    libraries = [custom_ops.load_library(p, tgt) for p in custom_ops.find_libraries(opts.custom_op_libs)]
+    with custom_ops.activated(libraries):
+        graph = import_onnx(model, opts.input_shapes, opts.input_values)
+        graph.verify("import")
+        dce.run(graph)
+        graph.verify("dead-code removal")
+        report.stage(f"imported {len(graph.nodes)} nodes")
+        program = lower_graph(graph, LowerContext(tgt, GENERATOR))
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
 
     builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
@@ -104,6 +109,11 @@ def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
         "entry_symbols": list(compiler.MODEL_EXPORTS),
         "kernels": [layout.kernel_binary(tgt.arch, k.file_name) for k in program.kernels],
         "constants_config": layout.constants_config(idx),
+        "custom_ops": {
+            "shared_libs": sorted({layout.custom_op_library(c["library"].archive_name) for c in program.custom_ops}),
+            "binaries": sorted({layout.custom_op_binary(tgt.arch, c["bin_name"]) for c in program.custom_ops}),
+            "op_types": sorted({c["op_type"] for c in program.custom_ops}),
+        },
         "stats": {"tasks": len(program.tasks), "kernels": len(program.kernels),
                   "constants_bytes": program.constants_size},
     }
@@ -131,6 +141,11 @@ def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
     for k in program.kernels:
         entries.append(Entry(layout.kernel_source(idx, k.entry), k.source.encode()))
         entries.append(Entry(layout.kernel_binary(tgt.arch, k.file_name), k.binary))
+    libs = {c["library"].sha256: c["library"] for c in program.custom_ops}
+    for library in sorted(libs.values(), key=lambda x: x.archive_name):
+        entries.append(Entry(layout.custom_op_library(library.archive_name), library.data))
+    for c in {c["bin_name"]: c for c in program.custom_ops}.values():
+        entries.append(Entry(layout.custom_op_binary(tgt.arch, c["bin_name"]), c["blob"]))
     entries.append(Entry(layout.constants_config(idx), json_bytes(consts)))
     entries.append(Entry(layout.constants_blob(idx), bytes(blob)))
     if opts.debug:
@@ -165,7 +180,8 @@ def _manifest(entries: list[Entry], program: Program, tgt, opts: Options) -> Ent
         "compiler": {"c": compiler.compiler_identity(cxx=False), "cxx": compiler.compiler_identity(cxx=True)},
         "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
                     "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
-                    "target": tgt.name, "debug": opts.debug},
+                    "target": tgt.name, "debug": opts.debug,
+                    "custom_op_libs": sorted(Path(p).name for p in opts.custom_op_libs)},
         "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
         "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256,
                      "compression": "stored" if e.stored else "deflate"} for e in entries],

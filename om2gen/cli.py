@@ -41,7 +41,8 @@ def cmd_compile(args) -> int:
     from .build import compile as om2_compile
     shapes = dict(args.input_shape or [])
     out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=dict(args.input_value or []),
-                      target=args.target, debug=args.debug, jobs=args.jobs, progress=not args.quiet)
+                      custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
+                      progress=not args.quiet)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
@@ -90,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pin an input's shape (repeat per input)")
     c.add_argument("--input-value", action="append", type=_value_arg, metavar="NAME=V[,V...]",
                    help="freeze an input to constant value(s), e.g. a sample rate (repeat per input)")
+    c.add_argument("--custom-op-lib", action="append", metavar="LIB.so",
+                   help="a custom-operator library (om2/custom_op.h); repeatable; $OM2GEN_CUSTOM_OP_PATH names a "
+                        "directory of more")
     c.add_argument("--target", help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64); default: this machine")
     c.add_argument("--debug", action="store_true", help="also pack debug/ge_model.json and debug/task_info.json")
     c.add_argument("-j", "--jobs", type=int, help="parallel compiler jobs (default: all cores)")

@@ -16,7 +16,8 @@ def inspect_archive(path) -> dict:
             meta = a.read_json(model["meta"])
             entry = {"index": model["index"], "name": meta["name"], "inputs": meta["inputs"],
                      "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
-                     "library": meta["library"], "stats": meta.get("stats", {})}
+                     "library": meta["library"], "stats": meta.get("stats", {}),
+                     "custom_ops": meta.get("custom_ops") or {}}
             tinfo = layout.task_info_json(model["index"])
             if tinfo in a.entries:
                 entry["tasks"] = a.read_json(tinfo)["tasks"]
@@ -57,6 +58,10 @@ def render_text(info: dict) -> str:
         for io in model["outputs"]:
             lines.append(f"  output {io['name']}: {io['dtype']}{io['shape']}")
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
+        custom = model.get("custom_ops") or {}
+        if custom.get("op_types"):
+            lines.append(f"  custom operators: {', '.join(custom['op_types'])} from "
+                         f"{', '.join(n.rsplit('/', 1)[1] for n in custom['shared_libs'])}")
         for t in model["tasks"]:
             lines.append(f"  task {t['label']:<28} {t['op_type']:<20} node {t['op_name']!r} -> {t['kernel']} "
                          f"(block_dim {t['block_dim']})")

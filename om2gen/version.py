@@ -3,6 +3,6 @@ __version__ = "0.1.0"
 
 GENERATOR = f"om2gen {__version__}"
 # The C ABI of model libraries (runtime_abi/include/om2/om2_model_api.h OM2_MODEL_ABI_VERSION).
-MODEL_ABI_VERSION = 1
+MODEL_ABI_VERSION = 2
 # The kernel ABI (runtime_abi/include/om2/om2_kernel.h OM2_KERNEL_ABI_VERSION).
 KERNEL_ABI_VERSION = 1

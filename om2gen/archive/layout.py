@@ -70,6 +70,16 @@ def kernel_source(index: int, entry: str) -> str:
     return f"{csrc_dir(index)}kernels/{entry}.c"
 
 
+def custom_op_binary(arch: str, file_name: str) -> str:
+    """A custom operator instance's serialized state: <OpType>_<hash>_CustomKernel.bin (the seed's naming)."""
+    return f"{CUSTOM_OPS_DIR}binaries_{arch}/{file_name}"
+
+
+def custom_op_library(archive_name: str) -> str:
+    """A custom-op shared library: <file_size>_<file_hash>_<original_name>.so (the seed's naming)."""
+    return f"{CUSTOM_OPS_DIR}shared_libs/{archive_name}"
+
+
 def constants_config(index: int) -> str:
     return f"{CONSTANTS_DIR}model_{index}_constants_config.json"
 

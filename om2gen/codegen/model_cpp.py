@@ -69,5 +69,17 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "label_lists": [{"first": sum(len(x) for x in program.label_lists[:i]), "num": len(ls),
                          "labels": ", ".join(f"L{x}" for x in ls)} for i, ls in enumerate(program.label_lists)],
         "label_list_entries": [x for ls in program.label_lists for x in ls],
+        "custom_ops": _custom_ops(program),
     }
     return jinja.render("model/tables.cpp.j2", m=m)
+
+
+def _custom_ops(program: Program) -> list[dict]:
+    ops, first = [], 0
+    for c in program.custom_ops:
+        descs = [{"acl": _ACL_NAMES[dt.acl], "rank": len(shape), "dims": ", ".join(map(str, shape)) or "0",
+                  "comment": f"{dt.name}[{','.join(map(str, shape))}]"} for dt, shape in c["descs"]]
+        ops.append({"op_type": c["op_type"], "bin_file": c["bin_name"], "input_num": c["input_num"],
+                    "output_num": c["output_num"], "first_desc": first, "descs": descs})
+        first += len(descs)
+    return ops

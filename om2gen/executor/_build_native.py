@@ -65,6 +65,29 @@ typedef struct Om2xInstance {
 
 typedef struct Om2xEntryPoints { ...; } Om2xEntryPoints;
 
+#define OM2_CUSTOM_MAX_DIMS ...
+typedef struct Om2CustomTensorDesc {
+    int64_t data_type;
+    uint64_t dim_num;
+    int64_t dims[8];
+} Om2CustomTensorDesc;
+typedef struct Om2CustomAttr {
+    const char *name;
+    int32_t kind;
+    uint32_t count;
+    const int64_t *ints;
+    const float *floats;
+    const char *str;
+} Om2CustomAttr;
+int32_t om2x_custom_prepare(const char *op_type, const char *node_name, const Om2CustomTensorDesc *inputs,
+                            size_t input_num, Om2CustomTensorDesc *outputs, size_t output_num,
+                            const Om2CustomAttr *attrs, size_t attr_num, uint8_t **blob, size_t *blob_size,
+                            char *err, size_t err_len);
+void om2x_free(void *p);
+size_t Om2ListCustomOps(const char **op_types, size_t capacity);
+uint64_t om2x_custom_launch_count(void);
+aclError om2rtLoadSharedObjectFromMemory(const void *data, size_t length, int global, void **handle);
+
 #define OM2_MODEL_ABI_VERSION ...
 #define OM2_KERNEL_ABI_VERSION ...
 
@@ -97,7 +120,11 @@ ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "om2gen._native",
-    '#include "om2/om2_executor.h"\n#include "om2/om2_cpu_runtime.h"\n#include "om2/om2_kernel.h"\n',
+    '#include "om2/om2_executor.h"\n#include "om2/om2_cpu_runtime.h"\n#include "om2/om2_kernel.h"\n'
+    '#include "om2/custom_op.h"\n'
+    'extern "C" int32_t om2x_custom_prepare(const char *, const char *, const Om2CustomTensorDesc *, size_t,\n'
+    '    Om2CustomTensorDesc *, size_t, const Om2CustomAttr *, size_t, uint8_t **, size_t *, char *, size_t);\n'
+    'extern "C" void om2x_free(void *);\n',
     source_extension=".cpp",
     # relative to the working directory: setup.py runs from the project root and wants relative paths
     sources=[os.path.relpath(p) for p in sorted((_RUNTIME / "src").glob("*.cpp"))],

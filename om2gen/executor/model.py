@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes
+from .. import custom_ops, dtypes
 from ..archive import layout
 from ..archive.reader import Archive
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
@@ -67,7 +67,9 @@ class Model:
         self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in meta["outputs"]]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
 
-        code = [meta["library"]] + list(meta["kernels"])
+        custom = meta.get("custom_ops") or {}
+        custom_libs, custom_bins = list(custom.get("shared_libs", [])), list(custom.get("binaries", []))
+        code = [meta["library"]] + list(meta["kernels"]) + custom_libs + custom_bins
         for name in code:
             a.verify(name)
 
@@ -75,6 +77,12 @@ class Model:
             if threads < 1:
                 raise InputError(f"threads must be >= 1, got {threads}")
             lib.om2rtSetThreadCount(threads)
+
+        # custom-op libraries first (the seed's order): their registrations must exist before the
+        # model library captures; same content is loaded once per process and stays resident
+        for name in custom_libs:
+            custom_ops.load_bytes(a.view(name), name.rsplit("/", 1)[1], RuntimeFailure,
+                                  digest=a.entries[name]["sha256"])
 
         # the model library, from memory
         so = a.view(meta["library"])
@@ -93,7 +101,7 @@ class Model:
             raise AbiError(f"{self.path}: the model library reports ABI {abi}, expected {MODEL_ABI_VERSION}")
 
         # kernel binaries and constants: pointers into the mapped archive
-        kernels = meta["kernels"]
+        kernels = list(meta["kernels"]) + custom_bins  # custom-op .bin files follow the kernels
         names = [ffi.new("char[]", k.rsplit("/", 1)[1].encode()) for k in kernels]
         views = [ffi.from_buffer(a.view(k)) for k in kernels]
         n = max(len(kernels), 1)

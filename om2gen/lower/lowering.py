@@ -15,7 +15,7 @@ from ..ops.control import REGIONS
 from ..ops.elementwise import copy_call
 from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from . import memplan
-from .program import Alias, ArgRef, Constant, Control, IoDesc, Kernel, KernelCall, Program, Task
+from .program import Alias, ArgRef, Constant, Control, CustomCall, IoDesc, Kernel, KernelCall, Program, Task
 
 
 @dataclass
@@ -46,9 +46,27 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             result = op.lower(node, ins, outs, ctx)
             if isinstance(result, Alias):
                 alias[node.outputs[0]] = result.source
+            elif isinstance(result, CustomCall):
+                emit_custom(node, result)
             else:
                 for call in (result if isinstance(result, list) else [result]):
                     calls.append((node, call))
+
+    custom_outputs: set[str] = set()
+
+    def emit_custom(node, call: CustomCall) -> None:
+        """A custom op's Execute runs once, at capture, so its tensors need fixed addresses: a
+        model input it reads is first copied into the workspace; its outputs never become the
+        caller's output buffers (a copy follows instead, see the output binding below)."""
+        for i, name in enumerate(call.inputs):
+            r = root(name)
+            if r in graph_inputs:
+                staged = f"{node.name}:staged_input{i}"
+                graph.values[staged] = Value(staged, graph.values[r].dtype, graph.values[name].shape)
+                calls.append((node, copy_call(graph.values[r], graph.values[staged])))
+                call.inputs[i] = staged
+        custom_outputs.update(call.outputs)
+        calls.append((node, call))
 
     def emit_if(node) -> None:
         """switch(index) -> then: ... goto end | else: ... | end. Both branches write the If's
@@ -70,16 +88,18 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
                 calls.append((node, Control("goto", [end_label], index)))
         calls.append((node, Control("label", [end_label])))
 
-    emit(graph.nodes)
+    graph_inputs = set(graph.inputs)
 
     def root(name: str) -> str:
         while name in alias:
             name = alias[name]
         return name
 
+    emit(graph.nodes)
+
     # Derived constants (e.g. folded BatchNorm scales) become named constant values.
     for node, call in calls:
-        if isinstance(call, Control):
+        if isinstance(call, (Control, CustomCall)):
             continue
         for i, item in enumerate(call.inputs):
             if isinstance(item, np.ndarray):
@@ -94,7 +114,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         r = root(name)
         if graph.values[name].size == 0:
             continue  # an empty output: nothing to write
-        if r in inputs or graph.values[r].is_const or r in output_of:
+        if r in inputs or graph.values[r].is_const or r in output_of or r in custom_outputs:
             src, dst = graph.values[r], graph.values[name]
             copy_name = f"{name}::out{j}"
             graph.values[copy_name] = Value(copy_name, dst.dtype, dst.shape)
@@ -131,7 +151,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             continue
         buffers.append(memplan.Buffer(r, graph.values[r].nbytes, t, max(t, last.get(r, t))))
     for t, (_, call) in enumerate(calls):
-        if not isinstance(call, Control) and call.workspace:
+        if isinstance(call, KernelCall) and call.workspace:
             buffers.append(memplan.Buffer(f"::scratch{t}", call.workspace, t, t))
     offsets, work_size = memplan.plan(buffers)
 
@@ -150,7 +170,13 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     tasks: list[Task] = []
     args_offset = 0
     label_lists: list[list[int]] = []
+    customs: list[dict] = []
     for t, (node, call) in enumerate(calls):
+        if isinstance(call, CustomCall):
+            task = _custom_task(call, node, t, customs, ref, args_offset, graph)
+            args_offset += memplan.align(task.args_size, 8)
+            tasks.append(task)
+            continue
         if isinstance(call, Control):
             task = _control_task(call, node, t, label_lists, ref, args_offset)
             args_offset += memplan.align(task.args_size, 8)
@@ -183,7 +209,19 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         name=graph.name, inputs=[io(n) for n in graph.inputs], outputs=[io(n) for n in graph.outputs],
         kernels=kernels, tasks=tasks, constants=list(constants.values()), constants_size=blob_end,
         work_size=work_size, args_size=args_offset, source_digest=graph.source_digest, opsets=graph.opsets,
-        graph_json=_graph_json(graph), label_num=labels[0], label_lists=label_lists)
+        graph_json=_graph_json(graph), label_num=labels[0], label_lists=label_lists, custom_ops=customs)
+
+
+def _custom_task(call: CustomCall, node, t: int, customs: list[dict], ref, args_offset: int, graph) -> Task:
+    names = call.inputs + call.outputs
+    customs.append({"op_type": call.op_type, "bin_name": call.bin_name, "blob": call.blob, "library": call.library,
+                    "input_num": len(call.inputs), "output_num": len(call.outputs),
+                    "descs": [(graph.values[n].dtype, graph.values[n].shape) for n in names]})
+    return Task(ModelTaskType.MODEL_TASK_CUSTOM_KERNEL, OpDispatchType.CUSTOM_KERNEL, CcKernelType.CUSTOMIZED, -1, 1,
+                [ref(n) for n in names], b"", node.name, node.op_type, f"k{t:03d}_{call.op_type}",
+                [_describe(graph, n) for n in call.inputs], [_describe(graph, n) for n in call.outputs],
+                _attrs_desc(node), args_offset, ["i"] * len(call.inputs) + ["o"] * len(call.outputs),
+                len(customs) - 1)
 
 
 _CONTROL = {

@@ -32,6 +32,18 @@ class Alias:
 
 
 @dataclass
+class CustomCall:
+    """A custom operator's node: a CUSTOM_KERNEL task. Its tensors live at fixed addresses
+    (workspace or constants), since its Execute runs once, at capture."""
+    op_type: str
+    bin_name: str               # data/custom_ops/binaries_<arch>/<bin_name>
+    blob: bytes                 # the serialized instance
+    library: object             # custom_ops.CustomOpLibrary
+    inputs: list[str]
+    outputs: list[str]
+
+
+@dataclass
 class Control:
     """A control task of a captured model (GE's label family): "label" marks a position, "switch"
     jumps to labels[index] with the uint32 index read from `index` at replay, "goto" jumps to
@@ -130,3 +142,4 @@ class Program:
     graph_json: dict = field(default_factory=dict)
     label_num: int = 0
     label_lists: list[list[int]] = field(default_factory=list)
+    custom_ops: list = field(default_factory=list)        # [{op_type, bin_name, blob, library, descs}]

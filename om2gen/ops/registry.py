@@ -69,10 +69,17 @@ def lookup(node: Node) -> Op:
     _load_all()
     versions = _REGISTRY.get((node.domain, node.op_type))
     if not versions:
+        from .. import custom_ops
+        if custom_ops.library_for(node.op_type) is not None:
+            from .custom import CustomOp
+            return CustomOp(node.op_type)
         where = f"{node.domain}." if node.domain else ""
+        custom = custom_ops.active_op_types()
         raise UnsupportedOpError(
             f"node {node.name!r}: operator {where}{node.op_type} (opset {node.opset}) is not supported by om2gen; "
-            f"supported operators: {', '.join(supported_ops())}")
+            f"supported operators: {', '.join(supported_ops())}"
+            + (f"; custom operators of the given libraries: {', '.join(custom)}" if custom else
+               "; a custom-op library (--custom-op-lib) can provide it"))
     usable = [v for v in versions if v.since <= node.opset]
     if not usable:
         raise UnsupportedOpError(
@@ -93,5 +100,5 @@ def _load_all() -> None:
 
         from .. import ops
         for info in pkgutil.iter_modules(ops.__path__):
-            if info.name not in ("registry", "common"):
+            if info.name not in ("registry", "common", "custom"):
                 importlib.import_module(f"{ops.__name__}.{info.name}")

@@ -15,17 +15,18 @@ def describe(data: bytes) -> dict:
     except ELFError as exc:
         raise AbiError(f"not an ELF file ({exc})") from None
     dynsym = elf.get_section_by_name(".dynsym")
-    exported = set()
+    exported, imported = set(), set()
     if dynsym is not None:
         for sym in dynsym.iter_symbols():
-            if sym["st_shndx"] != "SHN_UNDEF" and sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK"):
-                exported.add(sym.name)
+            if sym["st_info"]["bind"] not in ("STB_GLOBAL", "STB_WEAK") or not sym.name:
+                continue
+            (imported if sym["st_shndx"] == "SHN_UNDEF" else exported).add(sym.name)
     needed = []
     dynamic = elf.get_section_by_name(".dynamic")
     if dynamic is not None:
         needed = [t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
     return {"machine": elf["e_machine"], "class": elf.elfclass, "type": elf["e_type"],
-            "osabi": elf["e_ident"]["EI_OSABI"], "exported": exported, "needed": needed}
+            "osabi": elf["e_ident"]["EI_OSABI"], "exported": exported, "imported": imported, "needed": needed}
 
 
 def check_shared_object(data: bytes, what: str, target, exports: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <time.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -102,9 +103,23 @@ int32_t ReportBaseInfo(void *instance, const GertModelBaseInfo *info) {
     return 0;
 }
 
+std::atomic<uint64_t> &CustomLaunches() {
+    static std::atomic<uint64_t> count{0};
+    return count;
+}
+
+int32_t LaunchCustomKernel(GertModelTaskLaunchInfo *info) {
+    const GertModelLaunchCustomKernelParams &p = info->launch_params->launch_custom_kernel_params;
+    if (p.func_launch_custom_kernel == nullptr || p.eager_op == nullptr) return ACL_ERROR_INVALID_PARAM;
+    info->task_info->launch_begin = NowNs();
+    CustomLaunches().fetch_add(1);
+    return p.func_launch_custom_kernel(p.eager_op, p.eager_op_context);
+}
+
 int32_t LaunchTask(void *instance, GertModelTaskLaunchInfo *info) {
     if (info == nullptr || info->task_info == nullptr) return ACL_SUCCESS;
     if (info->launch_params == nullptr) return ACL_ERROR_INVALID_PARAM;
+    if (info->launch_type == ACL_RT_LAUNCH_CUSTOM_KERNEL) return LaunchCustomKernel(info);
     if (info->launch_type != ACL_RT_LAUNCH_KERNEL_V2) return ACL_ERROR_FEATURE_UNSUPPORTED;
     const GertModelLaunchKernelV2Params &p = info->launch_params->launch_kernel_v2_params;
     aclrtLaunchKernelCfg *cfg = p.config;
@@ -137,6 +152,8 @@ void om2x_fill_load_callbacks(GertModelLoadCallbacks *callbacks) {
     callbacks->save_bin_handle_to_store = SaveStore;
     callbacks->release_bin_handle_from_store = ReleaseStore;
 }
+
+uint64_t om2x_custom_launch_count(void) { return CustomLaunches().load(); }
 
 uint64_t om2x_bin_store_size(void) {
     std::lock_guard<std::recursive_mutex> guard(StoreMutex());

@@ -14,9 +14,11 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "acl/acl.h"
+#include "om2/custom_op.h"
 #include "om2/om2_model_api.h"
 #include "om2/om2_model_support.h"
 #include "om2/om2_model_tables.h"
@@ -26,6 +28,32 @@ namespace {
 
 const Om2ModelTables &kT = kModelTables;
 
+/* What a custom operator's Execute sees: its tensors (fixed addresses) and the capture stream. */
+class CustomOpContext : public EagerOpExecutionContext {
+public:
+    CustomOpContext(std::vector<Om2CustomTensor> tensors, size_t input_num, aclrtStream stream)
+        : tensors_(std::move(tensors)), input_num_(input_num), stream_(stream) {}
+    size_t GetInputNum() const override { return input_num_; }
+    const Om2CustomTensor *GetInputTensor(size_t i) const override { return i < input_num_ ? &tensors_[i] : nullptr; }
+    size_t GetOutputNum() const override { return tensors_.size() - input_num_; }
+    Om2CustomTensor *GetOutputTensor(size_t i) override {
+        return input_num_ + i < tensors_.size() ? &tensors_[input_num_ + i] : nullptr;
+    }
+    aclrtStream GetStream() const override { return stream_; }
+
+private:
+    std::vector<Om2CustomTensor> tensors_;
+    size_t input_num_;
+    aclrtStream stream_;
+};
+
+/* func_launch_custom_kernel: the executor calls it through launch_func (ACL_RT_LAUNCH_CUSTOM_KERNEL). */
+int32_t LaunchEagerExecuteOp(void *eager_op, void *eager_op_context) {
+    EagerExecuteOp *op = static_cast<BaseCustomOp *>(eager_op)->AsEager();
+    if (op == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "a custom operator without EagerExecuteOp was launched");
+    return op->Execute(*static_cast<EagerOpExecutionContext *>(eager_op_context));
+}
+
 class Om2Model {
 public:
     explicit Om2Model(const GertModelLoadConfig &config) : config_(config) {}
@@ -33,6 +61,7 @@ public:
     int32_t Load() {
         int32_t rc = InitResources();
         if (rc == ACL_SUCCESS) rc = RegisterKernels();
+        if (rc == ACL_SUCCESS) rc = CreateCustomOps();
         if (rc == ACL_SUCCESS) rc = BuildArgsTable();
         if (rc == ACL_SUCCESS) rc = CaptureTasks();
         return rc;
@@ -67,6 +96,10 @@ public:
         if (stream_ != nullptr) keep(aclrtDestroyStream(stream_));
         if (replay_done_ != nullptr) keep(aclrtDestroyEvent(replay_done_));
         ReleaseKernels();
+        for (void *&op : custom_ops_) {  /* after the model: recorded tasks may use their buffers */
+            if (op != nullptr) Om2DestroyCustomOp(op);
+            op = nullptr;
+        }
         for (aclrtLabelList &list : label_lists_) {
             if (list != nullptr) keep(aclrtDestroyLabelList(list));
             list = nullptr;
@@ -163,6 +196,87 @@ private:
         return ACL_SUCCESS;
     }
 
+    /* Custom operators (the seed's DeserializeCustKernelBinaries): each instance is created through
+     * the custom-op factory -- its library was loaded before this model -- and restored from its
+     * .bin, which the executor passes after the kernel binaries. */
+    int32_t CreateCustomOps() {
+        for (uint64_t i = 0; i < kT.custom_op_num; ++i) {
+            const Om2CustomOpDef &def = kT.custom_ops[i];
+            const void *data = nullptr;
+            uint64_t size = 0;
+            for (uint64_t b = 0; b < config_.bin_num; ++b) {
+                if (std::strcmp(config_.bin_files[b], def.bin_file) == 0) {
+                    data = config_.bin_data[b];
+                    size = config_.bin_size[b];
+                }
+            }
+            if (data == nullptr) {
+                return Fail(ACL_ERROR_INVALID_PARAM, "custom operator binary %s was not passed to GertModelLoad",
+                            def.bin_file);
+            }
+            custom_ops_[i] = Om2CreateCustomOp(def.op_type);
+            if (custom_ops_[i] == nullptr) {
+                return Fail(ACL_ERROR_OP_NOT_FOUND, "custom operator %s is not registered: the library that "
+                            "defines it (data/custom_ops/shared_libs) must be loaded before the model", def.op_type);
+            }
+            PortableOp *portable = static_cast<BaseCustomOp *>(custom_ops_[i])->AsPortable();
+            if (portable == nullptr) {
+                return Fail(ACL_ERROR_INVALID_PARAM, "custom operator %s is not a PortableOp", def.op_type);
+            }
+            Om2CustomOpSetError("");
+            if (portable->Deserialize(static_cast<const uint8_t *>(data), size) != 0) {
+                return Fail(ACL_ERROR_INVALID_PARAM, "custom operator %s could not restore %s: %s", def.op_type,
+                            def.bin_file, Om2CustomOpGetError());
+            }
+        }
+        return ACL_SUCCESS;
+    }
+
+    /* Runs the operator's Execute once, inside the capture: the kernels it launches on stream_
+     * are recorded; replays never call Execute again. */
+    int32_t DispatchCustomKernel(uint64_t i, const Om2OpDef &op) {
+        const Om2CustomOpDef &def = kT.custom_ops[op.kernel];
+        std::vector<Om2CustomTensor> tensors(def.input_num + def.output_num);
+        const uint8_t *host = static_cast<const uint8_t *>(host_args_) + op.args_offset;
+        for (size_t t = 0; t < tensors.size(); ++t) {
+            Om2CustomTensor &tensor = tensors[t];
+            tensor.desc = kT.custom_tensor_descs[def.first_desc + t];
+            std::memcpy(&tensor.data, host + 8 * t, sizeof(void *));
+            uint64_t elements = 1;
+            for (uint64_t d = 0; d < tensor.desc.dim_num; ++d) elements *= (uint64_t)tensor.desc.dims[d];
+            tensor.size = elements * aclDataTypeSize((aclDataType)tensor.desc.data_type);
+        }
+        CustomOpContext context(std::move(tensors), def.input_num, stream_);
+
+        GertModelTaskDesc &desc = task_descs_[i];
+        std::memset(&desc, 0, sizeof(desc));
+        desc.struct_size = sizeof(desc);
+        desc.op_name = op.op_name;
+        desc.op_type = op.op_type;
+        desc.block_dim = op.block_dim;
+        desc.op_desc_id = i;
+        desc.task_type = op.task_type;
+        desc.kernel_type = op.kernel_type;
+        desc.stream = stream_;
+
+        GertModelTaskLaunchParams params;
+        std::memset(&params, 0, sizeof(params));
+        GertModelLaunchCustomKernelParams &custom = params.launch_custom_kernel_params;
+        custom.struct_size = sizeof(custom);
+        custom.func_launch_custom_kernel = LaunchEagerExecuteOp;
+        custom.eager_op = custom_ops_[op.kernel];
+        custom.eager_op_context = &context;
+        GertModelTaskLaunchInfo launch = {sizeof(GertModelTaskLaunchInfo), ACL_RT_LAUNCH_CUSTOM_KERNEL, &desc, &params};
+        Om2CustomOpSetError("");
+        const int32_t rc = config_.callbacks->launch_func(config_.instance_handle, &launch);
+        if (rc != ACL_SUCCESS) {
+            const char *why = Om2CustomOpGetError();
+            return Fail(rc, "custom operator %s (node \"%s\") failed in Execute: %s", def.op_type, op.op_name,
+                        why != nullptr && why[0] != '\0' ? why : LastErrorOr(aclGetRecentErrMsg()));
+        }
+        return ACL_SUCCESS;
+    }
+
     void ReleaseKernels() {
         const GertModelLoadCallbacks &cb = *config_.callbacks;
         cb.lock_bin_handle_store(config_.instance_handle);
@@ -222,6 +336,9 @@ private:
             switch (op.dispatch_type) {
                 case OM2_DISPATCH_AICORE:
                     rc = DispatchKernel(i, op);
+                    break;
+                case OM2_DISPATCH_CUSTOM_KERNEL:
+                    rc = DispatchCustomKernel(i, op);
                     break;
                 case OM2_DISPATCH_LABEL_SET:
                     rc = aclrtSetLabel(labels_[op.kernel], stream_);
@@ -339,6 +456,7 @@ private:
     std::vector<GertModelTaskDesc> task_descs_ = std::vector<GertModelTaskDesc>(kT.task_num);
     std::vector<const Om2ArgSlot *> io_slots_ = std::vector<const Om2ArgSlot *>(kT.io_slot_num);
     std::vector<aclrtLabel> labels_ = std::vector<aclrtLabel>(kT.label_num);
+    std::vector<void *> custom_ops_ = std::vector<void *>(kT.custom_op_num);  /* om2::BaseCustomOp* */
     std::vector<aclrtLabelList> label_lists_ = std::vector<aclrtLabelList>(kT.label_list_num);
     uint64_t io_slot_num_ = 0;
     std::mutex run_mutex_;

@@ -40,6 +40,7 @@ static const int ACL_ERROR_INVALID_MODEL_ID = 100011;
 static const int ACL_ERROR_PARSE_MODEL = 100013;
 static const int ACL_ERROR_MODEL_INPUT_NOT_MATCH = 100017;
 static const int ACL_ERROR_MODEL_OUTPUT_NOT_MATCH = 100018;
+static const int ACL_ERROR_OP_NOT_FOUND = 100024;
 static const int ACL_ERROR_KERNEL_NOT_FOUND = 100029;
 static const int ACL_ERROR_BAD_ALLOC = 200000;
 static const int ACL_ERROR_API_NOT_SUPPORT = 200001;

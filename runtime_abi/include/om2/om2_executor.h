@@ -28,6 +28,8 @@ typedef struct Om2xEntryPoints {
 
 void om2x_fill_load_callbacks(GertModelLoadCallbacks *callbacks);
 uint64_t om2x_bin_store_size(void);
+/* Custom-kernel launches (custom operators' Execute calls) made through launch_func so far. */
+uint64_t om2x_custom_launch_count(void);
 /* Writes `data` to a memfd and dlopens /proc/self/fd/N. On failure returns -1 and a message in err. */
 int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name, int global,
                                 void **handle, char *err, size_t err_len);

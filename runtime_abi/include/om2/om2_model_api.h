@@ -33,8 +33,10 @@ extern "C" {
 
 /* Bump when a published struct, enum value or symbol changes incompatibly (never expected),
  * or when a new required capability is added. History:
- *   1: GertModelLoad/Run/RunAsync/Unload, KERNEL_V2 launches, bin-handle store. */
-#define OM2_MODEL_ABI_VERSION 1u
+ *   1: GertModelLoad/Run/RunAsync/Unload, KERNEL_V2 launches, bin-handle store.
+ *   2: ACL_RT_LAUNCH_CUSTOM_KERNEL launches (custom operators, om2/custom_op.h); custom-op
+ *      binaries follow the kernel binaries in GertModelLoadConfig.bin_files. */
+#define OM2_MODEL_ABI_VERSION 2u
 
 #if defined(__GNUC__)
 #define OM2_API __attribute__((visibility("default")))
@@ -132,7 +134,8 @@ typedef struct GertModelTaskDesc {
 
 typedef enum GertModelTaskLaunchType {
     ACL_RT_LAUNCH_KERNEL_V2 = 0,         /* aclrtLaunchKernelV2 */
-    RT_STARS_TASK_LAUNCH_WITH_FLAG = 1   /* DSA/STARS tasks; not supported by the CPU runtime */
+    RT_STARS_TASK_LAUNCH_WITH_FLAG = 1,  /* DSA/STARS tasks; not supported by the CPU runtime */
+    ACL_RT_LAUNCH_CUSTOM_KERNEL = 2      /* a custom operator's Execute, during capture only (ABI 2) */
 } GertModelTaskLaunchType;
 
 typedef struct GertModelLaunchKernelV2Params {
@@ -156,9 +159,20 @@ typedef struct GertModelLaunchStarsTaskWithFlagParams {
     uint32_t reserved_2;
 } GertModelLaunchStarsTaskWithFlagParams;
 
+/* ACL_RT_LAUNCH_CUSTOM_KERNEL: the executor wraps dump/profiling around the call and invokes
+ * func_launch_custom_kernel(eager_op, eager_op_context), which runs the operator's Execute; the
+ * kernels Execute launches on the capture stream are recorded into the model. */
+typedef struct GertModelLaunchCustomKernelParams {
+    uint64_t struct_size;
+    int32_t (*func_launch_custom_kernel)(void *eager_op, void *eager_op_context);
+    void *eager_op;              /* an om2::BaseCustomOp* (om2/custom_op.h), owned by the model */
+    void *eager_op_context;      /* an om2::EagerOpExecutionContext*, valid during the call */
+} GertModelLaunchCustomKernelParams;
+
 typedef union GertModelTaskLaunchParams {
     GertModelLaunchKernelV2Params launch_kernel_v2_params;
     GertModelLaunchStarsTaskWithFlagParams launch_stars_task_params;
+    GertModelLaunchCustomKernelParams launch_custom_kernel_params;
 } GertModelTaskLaunchParams;
 
 typedef struct GertModelTaskLaunchInfo {
@@ -283,6 +297,8 @@ OM2_ABI_SIZE(GertModelTaskDesc, 256);
 OM2_ABI_SIZE(GertModelLaunchKernelV2Params, 56);
 OM2_ABI_SIZE(GertModelLaunchStarsTaskWithFlagParams, 40);
 OM2_ABI_SIZE(GertModelTaskLaunchInfo, 32);
+OM2_ABI_SIZE(GertModelLaunchCustomKernelParams, 32);
+OM2_ABI_SIZE(GertModelTaskLaunchParams, 56);
 OM2_ABI_SIZE(GertModelBaseInfo, 16);
 OM2_ABI_SIZE(GertModelLoadCallbacks, 64);
 OM2_ABI_SIZE(GertModelLoadConfig, 200);

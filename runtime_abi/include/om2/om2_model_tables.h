@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "acl/acl_base.h"
+#include "om2/custom_op.h"
 
 namespace om2 {
 
@@ -31,6 +32,7 @@ enum Om2DispatchType : uint32_t {
     OM2_DISPATCH_LABEL_SET = 7,
     OM2_DISPATCH_LABEL_GOTO_EX = 12,
     OM2_DISPATCH_LABEL_SWITCH_BY_INDEX = 13,
+    OM2_DISPATCH_CUSTOM_KERNEL = 21,
 };
 
 /* The task and kernel types the generated tables use (GE's ModelTaskType and ccKernelType). */
@@ -46,7 +48,7 @@ enum Om2ModelTaskType : uint32_t {
 
 enum Om2CcKernelType : uint32_t {
     CC_KERNEL_TE = 2,
-    CC_KERNEL_CUSTOMIZED = 3,
+    CC_KERNEL_CUSTOMIZED = 3,  /* custom operators (om2/custom_op.h) */
     CC_KERNEL_INVALID = 10000,
 };
 
@@ -79,7 +81,8 @@ struct Om2OpDef {
     uint32_t task_type;     /* ModelTaskType */
     uint32_t kernel_type;   /* ccKernelType */
     uint32_t kernel;        /* AICORE: index into kKernelBins; LABEL_SET: the label;
-                             * LABEL_SWITCH_BY_INDEX / LABEL_GOTO_EX: index into kLabelLists */
+                             * LABEL_SWITCH_BY_INDEX / LABEL_GOTO_EX: index into kLabelLists;
+                             * CUSTOM_KERNEL: index into kCustomOps */
     uint32_t block_dim;
     uint32_t args_offset;   /* this task's args in the args table */
     uint32_t args_size;     /* address slots + tiling bytes */
@@ -95,6 +98,17 @@ struct Om2OpDef {
 struct Om2LabelList {
     uint32_t first;
     uint32_t num;
+};
+
+/* A custom operator instance: its op type (found in the custom-op factory), its serialized state
+ * (data/custom_ops/binaries_<arch>/<bin_file>) and its tensors' descriptions, inputs then outputs:
+ * kCustomTensorDescs[first_desc, first_desc + input_num + output_num). */
+struct Om2CustomOpDef {
+    const char *op_type;
+    const char *bin_file;
+    uint32_t input_num;
+    uint32_t output_num;
+    uint32_t first_desc;
 };
 
 /* Everything model-specific, as the load-and-run code sees it. */
@@ -119,6 +133,9 @@ struct Om2ModelTables {
     uint64_t label_list_num;
     const Om2LabelList *label_lists;
     const uint32_t *label_list_entries;
+    uint64_t custom_op_num;    /* custom operator instances (CUSTOM_KERNEL tasks) */
+    const Om2CustomOpDef *custom_ops;
+    const Om2CustomTensorDesc *custom_tensor_descs;
 };
 
 /* Defined by <model>_tables.cpp. */
