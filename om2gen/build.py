@@ -35,9 +35,13 @@ class Options:
     progress: bool = False
 
 
+FORMATS = ("om2", "om")
+
+
 def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
-            jobs=None, progress=False) -> Path:
-    """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`.
+            jobs=None, progress=False, format="om2") -> Path:
+    """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
+    (format="om2", the default) or a classic Ascend GE OM file (format="om", docs/om-format.md).
 
     input_shapes: {input name: static shape} for inputs with dynamic or missing dims.
     input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
@@ -46,6 +50,8 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     $OM2GEN_CUSTOM_OP_PATH adds more."""
     opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
                    jobs, progress)
+    if format not in FORMATS:
+        raise Om2Error(f"unknown output format {format!r}; choose one of: {', '.join(FORMATS)}")
     out = Path(output)
     if out.is_dir():
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
@@ -67,6 +73,12 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
     for k, b in zip(program.kernels, builds):
         k.binary = b.binary
+
+    if format == "om":
+        from .om import writer as om_writer
+        om_writer.write(out, program, program.graph_json, tgt)
+        report.stage(f"wrote {out}")
+        return out
 
     stem = f"{c_identifier(program.name)}_{_model_hash(program)}"
     sources = model_cpp.render_sources(program, stem, tgt.arch, graph.producer)

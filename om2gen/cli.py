@@ -42,7 +42,7 @@ def cmd_compile(args) -> int:
     shapes = dict(args.input_shape or [])
     out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=dict(args.input_value or []),
                       custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
-                      progress=not args.quiet)
+                      progress=not args.quiet, format=args.format)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
@@ -86,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile an ONNX model into an .om2 archive")
     c.add_argument("model", help="the .onnx file")
-    c.add_argument("-o", "--output", required=True, help="the .om2 file to write")
+    c.add_argument("-o", "--output", required=True, help="the .om2 (or, with --format om, .om) file to write")
+    c.add_argument("--format", choices=("om2", "om"), default="om2",
+                   help="om2: OM2 archive (default, runnable); om: classic Ascend GE OM file (inspect only)")
     c.add_argument("--input-shape", action="append", type=_shape_arg, metavar="NAME:D0,D1,...",
                    help="pin an input's shape (repeat per input)")
     c.add_argument("--input-value", action="append", type=_value_arg, metavar="NAME=V[,V...]",
@@ -107,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, help="worker threads (default: all cores)")
     r.set_defaults(func=cmd_run)
 
-    i = sub.add_parser("inspect", help="show what an .om2 archive holds")
-    i.add_argument("model", help="the .om2 file")
+    i = sub.add_parser("inspect", help="show what an .om2 archive or .om file holds")
+    i.add_argument("model", help="the .om2 or .om file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.set_defaults(func=cmd_inspect)
     return p

@@ -5,7 +5,24 @@ from .archive import layout
 from .archive.reader import Archive
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+OM_MAGIC = b"IMOD"     # 0x444F4D49 little-endian
+
+
 def inspect_archive(path) -> dict:
+    """Dispatches by content: an OM2 archive (ZIP) or a classic OM file (magic "IMOD")."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        head = b""   # let the archive reader report the error
+    if head == OM_MAGIC:
+        from .om.inspect import inspect_om
+        return inspect_om(path)
+    return _inspect_om2(path)
+
+
+def _inspect_om2(path) -> dict:
     with Archive(path) as a:
         m = a.manifest
         info = {"path": str(path), "manifest": {k: v for k, v in m.items() if k != "entries"},
@@ -46,6 +63,9 @@ def _tasks_from_source(a: Archive, meta: dict, index: int) -> list[dict]:
 
 
 def render_text(info: dict) -> str:
+    if info.get("format") == "om":
+        from .om.inspect import render_text as render_om
+        return render_om(info)
     m = info["manifest"]
     lines = [f"{info['path']}: {m.get('format')} {m.get('format_version')} by {m.get('generator')}",
              f"target {m['target']['name']} ({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
