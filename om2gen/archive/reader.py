@@ -49,6 +49,11 @@ class Archive:
         if len(head) < 4:
             raise ArchiveError(f"{self.path}: {len(head)} bytes is too short to be an OM2 archive")
         if head != ZIP_MAGIC:
+            from ..om import layout as om_layout
+            if head == om_layout.MAGIC.to_bytes(4, "little"):
+                raise ArchiveError(f"{self.path}: a classic OM file; om2gen can write and inspect .om files "
+                                   "(`om2gen inspect`) but runs OM2 archives only: compile the model without "
+                                   "--format om")
             raise ArchiveError(f"{self.path}: not an OM2 archive (starts with {head.hex()}, an .om2 starts with "
                                f"504b0304); compile the model with `om2gen compile`")
         self._file.seek(0)

@@ -226,3 +226,13 @@ def test_runtime_if_gives_ge_label_tasks(tmp_path):
     r = subprocess.run([sys.executable, "-m", "om2gen", "inspect", str(om)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and "MODEL_TASK_LABEL_SET" in r.stdout, r.stderr
+
+
+def test_loading_a_classic_om_file_says_what_to_do(tmp_path):
+    import om2gen
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "s.om"
+    om2gen.compile(root / "samples/cnn/model.onnx", out, input_shapes={"image": (1, 3, 32, 32)}, format="om")
+    with pytest.raises(om2gen.ArchiveError, match="classic OM file.*without --format om"):
+        om2gen.load(out)
