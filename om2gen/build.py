@@ -15,7 +15,7 @@ from .archive import layout, writer
 from .archive.writer import Entry, json_bytes
 from .codegen import model_cpp
 from .codegen.literals import c_identifier
-from .errors import Om2Error
+from .errors import ModelError, Om2Error
 from .frontend.onnx_import import import_onnx
 from .lower.lowering import LowerContext, lower_graph
 from .lower.program import Program
@@ -39,7 +39,7 @@ FORMATS = ("om2", "om")
 
 
 def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
-            jobs=None, progress=False, format="om2") -> Path:
+            jobs=None, progress=False, format="om2", frontend=None) -> Path:
     """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
     (format="om2", the default) or a classic Ascend GE OM file (format="om", docs/om-format.md).
 
@@ -47,7 +47,9 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
     that shape computations and branches depending on them fold at compile time.
     custom_op_libs: paths of custom-op shared libraries (om2/custom_op.h); the directory named by
-    $OM2GEN_CUSTOM_OP_PATH adds more."""
+    $OM2GEN_CUSTOM_OP_PATH adds more.
+    frontend: "onnx", "ge" (a GE IR graph: serialized ge.proto.ModelDef, binary or text) or None
+    (by file extension / content, see _import_graph)."""
     opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
                    jobs, progress)
     if format not in FORMATS:
@@ -62,7 +64,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
 
     libraries = [custom_ops.load_library(p, tgt) for p in custom_ops.find_libraries(opts.custom_op_libs)]
     with custom_ops.activated(libraries):
-        graph = import_onnx(model, opts.input_shapes, opts.input_values)
+        graph = _import_graph(model, opts, frontend)
         graph.verify("import")
         dce.run(graph)
         graph.verify("dead-code removal")
@@ -89,6 +91,43 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     writer.write(out, [_manifest(entries, program, tgt, opts)] + entries)
     report.stage(f"wrote {out}")
     return out
+
+
+# --- frontend selection (ONNX or GE IR graph) -------------------------------------------------
+FRONTENDS = ("onnx", "ge")
+GE_SUFFIXES = (".pb", ".pbtxt", ".txt", ".prototxt", ".ge")
+
+
+def _import_graph(model, opts: Options, frontend=None):
+    """frontend None: a ge.proto.ModelDef object or a .pb/.pbtxt/.txt/.prototxt/.ge file is a GE
+    graph; anything else is read as ONNX, and a file ONNX cannot read is tried as a GE graph."""
+    from .frontend import ge_import
+    from .om import proto as ge_proto
+    if frontend not in (None, *FRONTENDS):
+        raise Om2Error(f"unknown frontend {frontend!r}; choose one of: {', '.join(FRONTENDS)}")
+    if frontend is None and isinstance(model, ge_proto.ModelDef):
+        frontend = "ge"
+    if frontend is None and isinstance(model, (str, Path)) and Path(model).suffix.lower() in GE_SUFFIXES:
+        try:  # an ONNX model saved as model.pb still compiles
+            ge_import.load_model_def(model)
+        except ModelError as ge_error:
+            try:
+                return import_onnx(model, opts.input_shapes, opts.input_values)
+            except ModelError:
+                raise ge_error from None
+        frontend = "ge"
+    if frontend == "ge":
+        return ge_import.import_ge(model, opts.input_shapes, opts.input_values)
+    if frontend is None and isinstance(model, (str, Path)) and Path(model).is_file():
+        try:
+            return import_onnx(model, opts.input_shapes, opts.input_values)
+        except ModelError as onnx_error:
+            try:
+                ge_import.load_model_def(model)
+            except ModelError:
+                raise onnx_error from None
+        return ge_import.import_ge(model, opts.input_shapes, opts.input_values)
+    return import_onnx(model, opts.input_shapes, opts.input_values)
 
 
 def _model_hash(program: Program) -> str:

@@ -42,7 +42,7 @@ def cmd_compile(args) -> int:
     shapes = dict(args.input_shape or [])
     out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=dict(args.input_value or []),
                       custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
-                      progress=not args.quiet, format=args.format)
+                      progress=not args.quiet, format=args.format, frontend=args.frontend)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
@@ -85,10 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compile", help="compile an ONNX model into an .om2 archive")
-    c.add_argument("model", help="the .onnx file")
+    c.add_argument("model", help="the .onnx file (or a GE IR graph, see --frontend)")
     c.add_argument("-o", "--output", required=True, help="the .om2 (or, with --format om, .om) file to write")
     c.add_argument("--format", choices=("om2", "om"), default="om2",
                    help="om2: OM2 archive (default, runnable); om: classic Ascend GE OM file (inspect only)")
+    c.add_argument("--frontend", choices=("onnx", "ge"), default=None,
+                   help="input model kind: onnx, or ge (GE IR graph: ge.proto.ModelDef, binary or text); "
+                        "default: .pb/.pbtxt/.txt/.prototxt/.ge files are GE graphs, others ONNX")
     c.add_argument("--input-shape", action="append", type=_shape_arg, metavar="NAME:D0,D1,...",
                    help="pin an input's shape (repeat per input)")
     c.add_argument("--input-value", action="append", type=_value_arg, metavar="NAME=V[,V...]",
