@@ -248,16 +248,7 @@ private:
         }
         CustomOpContext context(std::move(tensors), def.input_num, stream_);
 
-        GertModelTaskDesc &desc = task_descs_[i];
-        std::memset(&desc, 0, sizeof(desc));
-        desc.struct_size = sizeof(desc);
-        desc.op_name = op.op_name;
-        desc.op_type = op.op_type;
-        desc.block_dim = op.block_dim;
-        desc.op_desc_id = i;
-        desc.task_type = op.task_type;
-        desc.kernel_type = op.kernel_type;
-        desc.stream = stream_;
+        GertModelTaskDesc &desc = DescribeTask(i, op);
 
         GertModelTaskLaunchParams params;
         std::memset(&params, 0, sizeof(params));
@@ -366,7 +357,8 @@ private:
         return ACL_SUCCESS;
     }
 
-    int32_t DispatchKernel(uint64_t i, const Om2OpDef &op) {
+    /* The task description launch_func receives (for dump and profiling). */
+    GertModelTaskDesc &DescribeTask(uint64_t i, const Om2OpDef &op) {
         GertModelTaskDesc &desc = task_descs_[i];
         std::memset(&desc, 0, sizeof(desc));
         desc.struct_size = sizeof(desc);
@@ -379,6 +371,11 @@ private:
         desc.task_type = op.task_type;
         desc.kernel_type = op.kernel_type;
         desc.stream = stream_;
+        return desc;
+    }
+
+    int32_t DispatchKernel(uint64_t i, const Om2OpDef &op) {
+        GertModelTaskDesc &desc = DescribeTask(i, op);
 
         GertModelTaskLaunchParams params;
         std::memset(&params, 0, sizeof(params));
