@@ -8,6 +8,10 @@ COVERS = {"Conv"}
 
 CASES = {
     "basic_3x3": dict(x=(1, 3, 8, 8), w=(4, 3, 3, 3), attrs={}),
+    # H x 1 "column" images (1-D convs exported as 2-D, e.g. Magika): lowered with H innermost
+    "column": dict(x=(1, 8, 40, 1), w=(6, 4, 5, 1), attrs={"pads": [2, 0, 1, 0], "strides": [2, 1],
+                                                            "dilations": [2, 1], "group": 2}),
+    "column_plain": dict(x=(2, 3, 17, 1), w=(4, 3, 3, 1), attrs={}),
     "pads": dict(x=(2, 3, 9, 7), w=(5, 3, 3, 3), attrs={"pads": [1, 2, 0, 1]}),
     "stride2": dict(x=(1, 4, 11, 10), w=(6, 4, 3, 3), attrs={"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     "dilation": dict(x=(1, 2, 12, 12), w=(3, 2, 3, 3), attrs={"dilations": [2, 3], "pads": [2, 2, 2, 2]}),
