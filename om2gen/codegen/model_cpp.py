@@ -24,7 +24,7 @@ def render_sources(program: Program, stem: str, arch: str, producer: str = "") -
     load-and-run code is the same for every model (so its object is compiled once and cached)."""
     tables = f"{stem}_tables.cpp"
     return {tables: render_tables(program, tables, arch, producer),
-            LOAD_AND_RUN: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR)}
+            LOAD_AND_RUN: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR, table_driven=False)}
 
 
 def render_tables(program: Program, file_name: str, arch: str, producer: str = "") -> str:
