@@ -434,6 +434,27 @@ class _Importer:
         self.kept: list[Node] = []
 
 
+def translate_op(graph: Graph, op, inputs: list[str], attrs: dict | None = None) -> tuple[list[Node], dict[int, str]]:
+    """One GE op (an OpDef) whose inputs are values of `graph` → the ONNX-equivalent nodes it
+    becomes (shapes inferred into graph.values) and {GE output index: value name}. `attrs`
+    (Python values, as _attr_value reads them) replaces the OpDef's AttrDefs; om2gen.single_op
+    passes them that way."""
+    handler = HANDLERS.get(op.type)
+    if handler is None:
+        raise UnsupportedOpError(f"GE op {op.name!r}: op type {op.type} is not supported by om2gen's GE "
+                                 f"frontend; supported GE op types: {', '.join(supported_ge_ops())}")
+    imp = _Importer(graph)
+    ctx = _Ctx(imp, op, list(inputs))
+    if attrs is not None:
+        ctx.attrs = dict(attrs)
+    # control edges ("" here) sit at the end of GE's input list; data inputs keep their positions
+    while ctx.inputs and not ctx.inputs[-1]:
+        ctx.inputs.pop()
+    handler(ctx)
+    ctx.infer()
+    return imp.kept, ctx.outputs
+
+
 def _parse_edge(text: str):
     """ "op:i" → (op, i); control edges ("^op", "op:-1") and "" → None."""
     if not text or text.startswith("^"):
@@ -532,17 +553,9 @@ def import_ge(src, input_shapes: dict[str, tuple[int, ...]] | None = None,
         if op.type == "NetOutput":
             outputs.extend(n for n in inputs if n)
             continue
-        handler = HANDLERS.get(op.type)
-        if handler is None:
-            raise UnsupportedOpError(f"GE op {op.name!r}: op type {op.type} is not supported by om2gen's GE "
-                                     f"frontend; supported GE op types: {', '.join(supported_ge_ops())}")
-        ctx = _Ctx(imp, op, list(inputs))
-        # control edges ("" here) sit at the end of GE's input list; data inputs keep their positions
-        while ctx.inputs and not ctx.inputs[-1]:
-            ctx.inputs.pop()
-        handler(ctx)
-        ctx.infer()
-        for idx, name in ctx.outputs.items():
+        nodes, outs = translate_op(graph, op, inputs)
+        imp.kept.extend(nodes)
+        for idx, name in outs.items():
             produced[(op.name, idx)] = name
 
     unknown = (set(pins) | set(frozen)) - {op.name for op in data_ops}
