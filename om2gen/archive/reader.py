@@ -7,6 +7,7 @@ naming the entry and what to do.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import mmap
 import struct
@@ -32,12 +33,20 @@ def _major(text: str) -> int:
 
 
 class Archive:
+    """An OM2 archive from a file (mapped) or from memory (bytes-like: used in place)."""
+
     def __init__(self, path):
-        self.path = Path(path)
-        try:
-            self._file = open(self.path, "rb")
-        except OSError as exc:
-            raise ArchiveError(f"{self.path}: cannot open ({exc.strerror})") from None
+        if isinstance(path, (bytes, bytearray, memoryview)):
+            self.path = "<OM2 archive in memory>"
+            self._data = memoryview(path).cast("B").toreadonly()
+            self._file = io.BytesIO(self._data)
+        else:
+            self.path = Path(path)
+            self._data = None
+            try:
+                self._file = open(self.path, "rb")
+            except OSError as exc:
+                raise ArchiveError(f"{self.path}: cannot open ({exc.strerror})") from None
         try:
             self._open()
         except BaseException:
@@ -51,13 +60,14 @@ class Archive:
         if head != ZIP_MAGIC:
             from ..om import layout as om_layout
             if head == om_layout.MAGIC.to_bytes(4, "little"):
-                raise ArchiveError(f"{self.path}: a classic OM file; om2gen can write and inspect .om files "
-                                   "(`om2gen inspect`) but runs OM2 archives only: compile the model without "
-                                   "--format om")
+                raise ArchiveError(f"{self.path}: a classic OM file, not an OM2 archive; om2gen.load and "
+                                   "`om2gen run` take either (they decide by content), `om2gen convert` turns it "
+                                   "into an OM2 archive")
             raise ArchiveError(f"{self.path}: not an OM2 archive (starts with {head.hex()}, an .om2 starts with "
                                f"504b0304); compile the model with `om2gen compile`")
         self._file.seek(0)
-        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._map = self._data if self._data is not None else mmap.mmap(self._file.fileno(), 0,
+                                                                          access=mmap.ACCESS_READ)
         try:
             self._zip = zipfile.ZipFile(self._file)
             self._infos = {i.filename: i for i in self._zip.infolist()}
@@ -151,7 +161,7 @@ class Archive:
             obj = self.__dict__.pop(attr, None)
             if obj is not None:
                 try:
-                    obj.close()
+                    obj.release() if isinstance(obj, memoryview) else obj.close()
                 except BufferError:
                     # a view is still exported (a loaded model uses it); keep the mapping alive
                     self.__dict__[attr] = obj

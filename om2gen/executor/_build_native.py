@@ -164,9 +164,17 @@ int32_t om2x_model_unload(const Om2xEntryPoints *ep, GertModelHandle handle);
 aclError aclrtCreateStream(aclrtStream *stream);
 aclError aclrtDestroyStream(aclrtStream stream);
 aclError aclrtSynchronizeStream(aclrtStream stream);
+typedef enum { ACL_MEM_MALLOC_HUGE_FIRST = 0, ... } aclrtMemMallocPolicy;
+typedef enum { ACL_MEMCPY_HOST_TO_DEVICE = 1, ... } aclrtMemcpyKind;
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+aclError aclrtFree(void *devPtr);
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
 const char *aclGetRecentErrMsg(void);
 
 aclError om2rtSetThreadCount(uint32_t n);
+typedef struct Om2rtProfMark { uint64_t time_ns; char msg[128]; } Om2rtProfMark;
+size_t om2rtTakeProfMarks(Om2rtProfMark *marks, size_t capacity);
+#define OM2RT_MAX_PROF_MARKS ...
 uint32_t om2rtGetThreadCount(void);
 uint64_t om2rtGetLaunchCount(void);
 uint64_t om2rtGetLiveAllocationCount(void);

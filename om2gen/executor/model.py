@@ -1,25 +1,37 @@
-"""om2gen.load: open an .om2 archive and run it through the model library's C ABI.
+"""om2gen.load: open an .om2 archive or a classic .om file and run it through the model C ABI.
 
-Load (the seed's sequence): map the archive, check manifest/ABI/ISA and the digests of code,
+The format is decided by content (an OM2 archive is a ZIP, an OM file starts with "IMOD").
+
+OM2 (the seed's sequence): map the archive, check manifest/ABI/ISA and the digests of code,
 dlopen the model library from a memfd, resolve GertModel*, hand it the kernel binaries and the
-mapped constants, and call GertModelLoad, which captures the task list. Each run is then one
-native call (GertModelRun): inputs and outputs are passed by address, nothing is copied.
+mapped constants, and call GertModelLoad, which captures the task list.
+
+Classic OM (GE's sequence, om/executor.py): read the file, walk the partition table, parse
+MODEL_DEF and TASK_INFO, take the kernels out of TBE_KERNELS, place WEIGHTS_DATA in device
+memory and build the task tables; om2gen's native module then runs the same load-and-run code
+every OM2 model library carries, driven by those tables.
+
+Either way each run is one native call (GertModelRun): inputs and outputs are passed by
+address, nothing is copied. `load_phases` lists how long each loading stage took.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import custom_ops, dtypes
 from ..archive import layout
-from ..archive.reader import Archive
+from ..archive.reader import ZIP_MAGIC, Archive
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
+from ..om.executor import load_om
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 from .native import ffi, lib, string
 
 _ERR_LEN = 1024
+OM_MAGIC = b"IMOD"
 
 
 @dataclass(frozen=True)
@@ -28,25 +40,96 @@ class TensorInfo:
     dtype: np.dtype
     shape: tuple[int, ...]
 
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def detect_format(source) -> str:
+    """"om2" or "om", from the first bytes of a path or a bytes-like object."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        head, where = bytes(memoryview(source)[:4]), "the model data"
+    else:
+        where = str(source)
+        try:
+            with open(source, "rb") as f:
+                head = f.read(4)
+        except OSError as exc:
+            raise ArchiveError(f"{where}: cannot open ({exc.strerror})") from None
+    if head == ZIP_MAGIC:
+        return "om2"
+    if head == OM_MAGIC:
+        return "om"
+    raise ArchiveError(f"{where}: neither an OM2 archive (starts with 504b0304) nor a classic OM file (starts with "
+                       f"494d4f44, 'IMOD'); it starts with {head.hex() or 'nothing'}. Compile a model with "
+                       "`om2gen compile`")
+
+
+class _PhaseClock:
+    """Load stages and their durations, in order (om2gen bench --phases)."""
+
+    def __init__(self):
+        self.phases: list[tuple[str, float]] = []
+        self._last = time.monotonic_ns()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic_ns()
+        self.phases.append((name, (now - self._last) / 1e9))
+        self._last = now
+
+    def native(self, call):
+        """Runs call() (GertModelLoad) and splits its time by the stage marks it records."""
+        marks = ffi.new("Om2rtProfMark[]", lib.OM2RT_MAX_PROF_MARKS)
+        lib.om2rtTakeProfMarks(marks, lib.OM2RT_MAX_PROF_MARKS)   # drop stale marks of this thread
+        self._last = time.monotonic_ns()
+        result = call()
+        n = lib.om2rtTakeProfMarks(marks, lib.OM2RT_MAX_PROF_MARKS)
+        for i in range(n):
+            name = ffi.string(marks[i].msg).decode("utf-8", "replace").removeprefix("GertModelLoad: ")
+            self.phases.append((name, max(marks[i].time_ns - self._last, 0) / 1e9))
+            self._last = marks[i].time_ns
+        self("hand back the model")
+        return result
+
 
 class Model:
-    """A loaded OM2 model. Use as a context manager, or call close()."""
+    """A loaded model (OM2 archive or classic OM). Use as a context manager, or call close()."""
 
-    def __init__(self, path, threads: int | None = None):
-        self.path = str(path)
-        self._archive = Archive(path)
+    def __init__(self, source, threads: int | None = None, *, allow_platform_mismatch: bool = False):
+        in_memory = isinstance(source, (bytes, bytearray, memoryview))
+        self.path = "<model in memory>" if in_memory else str(source)
+        self._archive = None
+        self._om = None
         self._handle = None
         self._lib = None
         self._keep = []
+        self.allow_platform_mismatch = allow_platform_mismatch
+        clock = _PhaseClock()
         try:
-            self._load(threads)
+            self.format = detect_format(source)
+            if threads is not None:
+                if threads < 1:
+                    raise InputError(f"threads must be >= 1, got {threads}")
+                lib.om2rtSetThreadCount(threads)
+            if self.format == "om2":
+                self._load_om2(source, clock)
+            else:
+                load_om(self, source, clock)
+            self._prepare_run()
         except BaseException:
             self.close()
             raise
+        self.load_phases = clock.phases
 
-    # ---- loading ----
-    def _load(self, threads):
-        a = self._archive
+    def _set_io(self, inputs, outputs):
+        self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in inputs]
+        self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in outputs]
+        self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
+
+    # ---- loading an OM2 archive ----
+    def _load_om2(self, source, clock):
+        a = self._archive = Archive(source)
+        clock("open and map the archive")
         m = a.manifest
         if m.get("abi_version") != MODEL_ABI_VERSION:
             raise AbiError(f"{self.path}: built for model ABI {m.get('abi_version')}, this om2gen runs ABI "
@@ -55,38 +138,31 @@ class Model:
             raise AbiError(f"{self.path}: kernels built for kernel ABI {m.get('kernel_abi_version')}, this runtime runs "
                            f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
         target = m.get("target", {})
-        missing = targets.missing_features(target.get("arch", "?"), target.get("isa_features", []))
-        if missing:
-            raise AbiError(f"{self.path}: built for target {target.get('name')}, but this CPU lacks "
-                           f"{', '.join(missing)}; recompile with --target matching this machine")
+        check_target(self.path, target.get("name"), target.get("arch", "?"), target.get("isa_features", []))
         models = m.get("models") or []
         if len(models) != 1:
             raise ArchiveError(f"{self.path}: holds {len(models)} models; om2gen.load runs single-model archives")
         meta = self.meta = _check_meta(a, models[0].get("meta", ""))
-        self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in meta["inputs"]]
-        self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in meta["outputs"]]
-        self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
+        self._set_io(meta["inputs"], meta["outputs"])
 
         custom = meta.get("custom_ops") or {}
         custom_libs, custom_bins = list(custom.get("shared_libs", [])), list(custom.get("binaries", []))
         code = [meta["library"]] + list(meta["kernels"]) + custom_libs + custom_bins
         for name in code:
             a.verify(name)
-
-        if threads is not None:
-            if threads < 1:
-                raise InputError(f"threads must be >= 1, got {threads}")
-            lib.om2rtSetThreadCount(threads)
+        clock("check digests")
 
         # custom-op libraries first (the seed's order): their registrations must exist before the
         # model library captures; same content is loaded once per process and stays resident
-        for name in custom_libs:
-            custom_ops.load_bytes(a.view(name), name.rsplit("/", 1)[1], RuntimeFailure,
-                                  digest=a.entries[name]["sha256"])
+        libraries = [custom_ops.load_bytes(a.view(name), name.rsplit("/", 1)[1], RuntimeFailure,
+                                           digest=a.entries[name]["sha256"]) for name in custom_libs]
+        if custom_libs:
+            clock("load custom-op libraries")
 
         # the model library, from memory
         so = a.view(meta["library"])
         so_buf = ffi.from_buffer(so)
+        self._keep.append(so_buf)
         handle = ffi.new("void **")
         err = ffi.new("char[]", _ERR_LEN)
         if lib.om2x_dlopen_from_memory(so_buf, len(so), meta["library"].rsplit("/", 1)[1].encode(), 0,
@@ -99,40 +175,49 @@ class Model:
         abi = lib.om2x_abi_version(self._ep)
         if abi != MODEL_ABI_VERSION:
             raise AbiError(f"{self.path}: the model library reports ABI {abi}, expected {MODEL_ABI_VERSION}")
+        clock("load the model library")
 
         # kernel binaries and constants: pointers into the mapped archive
         kernels = list(meta["kernels"]) + custom_bins  # custom-op .bin files follow the kernels
-        names = [ffi.new("char[]", k.rsplit("/", 1)[1].encode()) for k in kernels]
-        views = [ffi.from_buffer(a.view(k)) for k in kernels]
-        n = max(len(kernels), 1)
+        bins = [(k.rsplit("/", 1)[1], a.view(k)) for k in kernels]
+        clock("read kernel binaries")
+        blob = a.view(layout.constants_blob(0))
+        blob_buf = ffi.from_buffer(blob) if len(blob) else ffi.new("char[]", 64)
+        self._keep.append(blob_buf)   # the mapped constants must outlive the model
+        clock("read constants")
+        self._native_load(lambda cfg, out: lib.om2x_model_load(self._ep, cfg, out), bins, blob_buf, clock, libraries)
+
+    # ---- the native half, common to both formats ----
+    def _native_load(self, load, bins, constants_ptr, clock, custom_libraries=()):
+        """GertModelLoad with the kernel binaries [(file name, buffer)] and one constants blob; the
+        custom operators it creates come from `custom_libraries` only (the model's own)."""
+        names = [ffi.new("char[]", name.encode()) for name, _ in bins]
+        views = [ffi.from_buffer(data) for _, data in bins]
+        n = max(len(bins), 1)
         bin_files = ffi.new("const char *[]", n)
         bin_data = ffi.new("const void *[]", n)
         bin_size = ffi.new("uint64_t[]", n)
         for i, (nm, v) in enumerate(zip(names, views)):
             bin_files[i], bin_data[i], bin_size[i] = nm, v, len(v)
-        blob = a.view(layout.constants_blob(0))
-        blob_buf = ffi.from_buffer(blob) if len(blob) else ffi.new("char[]", 64)
-        constants = ffi.new("void *[]", [blob_buf])
+        constants = ffi.new("void *[]", [constants_ptr])
 
         self._callbacks = ffi.new("GertModelLoadCallbacks *")
         lib.om2x_fill_load_callbacks(self._callbacks)
         self._instance = ffi.new("Om2xInstance *")
         cfg = ffi.new("GertModelLoadConfig *")
         cfg.struct_size = ffi.sizeof("GertModelLoadConfig")
-        cfg.bin_files, cfg.bin_data, cfg.bin_size, cfg.bin_num = bin_files, bin_data, bin_size, len(kernels)
+        cfg.bin_files, cfg.bin_data, cfg.bin_size, cfg.bin_num = bin_files, bin_data, bin_size, len(bins)
         cfg.constants, cfg.constant_num = constants, 1
         cfg.instance_handle = self._instance
         cfg.callbacks = self._callbacks
         model = ffi.new("GertModelHandle *")
-        rc = lib.om2x_model_load(self._ep, cfg, model)
+        rc = clock.native(lambda: load(cfg, model))
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelLoad failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
         self._handle = model[0]
-        # the mapped constants must outlive the model; kernel bytes were copied by the runtime
-        self._keep = [so_buf, blob_buf, constants]
-        for v in views:
+        self._keep.append(constants)
+        for v in views:   # kernel bytes were copied by the runtime
             ffi.release(v)
-        self._prepare_run()
 
     def _prepare_run(self):
         def tensors(infos):
@@ -205,6 +290,33 @@ class Model:
             raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
         return results
 
+    def _bind_raw(self, input_ptrs, output_ptrs) -> None:
+        if self._handle is None:
+            raise RuntimeFailure(f"{self.path}: the model is closed")
+        if len(input_ptrs) != len(self.inputs) or len(output_ptrs) != len(self.outputs):
+            raise InputError(f"the model has {len(self.inputs)} inputs and {len(self.outputs)} outputs; got "
+                             f"{len(input_ptrs)} input and {len(output_ptrs)} output addresses")
+        for tensors, ptrs in ((self._in_t, input_ptrs), (self._out_t, output_ptrs)):
+            for i, p in enumerate(ptrs):
+                tensors[i].data = ffi.cast("void *", p)
+
+    def execute_raw(self, input_ptrs, output_ptrs) -> None:
+        """Runs the model on caller buffers given by address (each at least its tensor's nbytes,
+        in TensorInfo order); the ACL-style API (om2gen.acl) runs models this way."""
+        self._bind_raw(input_ptrs, output_ptrs)
+        rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
+        if rc != 0:
+            raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
+
+    def execute_raw_async(self, input_ptrs, output_ptrs, stream: int) -> None:
+        """Queues a run on an aclrtStream (its address); aclrtSynchronizeStream(stream) waits for it.
+        The buffers must stay valid until then."""
+        self._bind_raw(input_ptrs, output_ptrs)
+        rc = lib.om2x_model_run_async(self._ep, self._handle, ffi.cast("aclrtStream", stream), self._run_cfg)
+        if rc != 0:
+            raise RuntimeFailure(f"{self.path}: GertModelRunAsync failed ({rc}): "
+                                 f"{string(lib.om2x_last_error(self._ep))}")
+
     # ---- lifetime ----
     def close(self) -> None:
         if self._handle is not None:
@@ -216,6 +328,9 @@ class Model:
         if self._lib is not None:
             lib.om2x_dlclose(self._lib)
             self._lib = None
+        if self._om is not None:   # after the unload: the captured tasks read its weights
+            self._om.close()
+            self._om = None
         for k in self._keep:
             if isinstance(k, ffi.CData) and ffi.typeof(k).kind == "array" and ffi.typeof(k).item.cname == "char":
                 try:
@@ -259,5 +374,13 @@ def _check_meta(a: Archive, name: str) -> dict:
     return meta
 
 
-def load(path, threads: int | None = None) -> Model:
-    return Model(path, threads)
+def check_target(where: str, name, arch: str, isa_features) -> None:
+    """The model's target CPU must be this one (or a subset of its ISA)."""
+    missing = targets.missing_features(arch, isa_features)
+    if missing:
+        raise AbiError(f"{where}: built for target {name}, but this CPU lacks {', '.join(missing)}; recompile with "
+                       "--target matching this machine")
+
+
+def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False) -> Model:
+    return Model(source, threads, allow_platform_mismatch=allow_platform_mismatch)

@@ -113,6 +113,14 @@ class Partition:
     def __repr__(self) -> str:
         return f"Partition({self.type.name}, {len(self.data)} bytes)"
 
+    @classmethod
+    def view(cls, ptype: ModelPartitionType, data: memoryview) -> "Partition":
+        """A partition whose data is a read-only view into the file's bytes (no copy)."""
+        p = object.__new__(cls)
+        object.__setattr__(p, "type", ptype)
+        object.__setattr__(p, "data", data)
+        return p
+
 
 @dataclass(frozen=True)
 class OmFile:
@@ -221,10 +229,14 @@ def _write_atomically(path: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------------------------
 # reader
 
-def read_om(data_or_path: Union[bytes, bytearray, memoryview, str, os.PathLike]) -> OmFile:
-    """Parse and validate an OM file (bytes or a path). Raises ArchiveError on any corruption."""
+def read_om(data_or_path: Union[bytes, bytearray, memoryview, str, os.PathLike], *, copy: bool = True) -> OmFile:
+    """Parse and validate an OM file (bytes or a path). Raises ArchiveError on any corruption.
+
+    copy=False: the partitions are read-only memoryviews into the data (which must then be
+    bytes, or a read-only buffer such as an mmap view, that outlives the OmFile)."""
     if isinstance(data_or_path, (bytes, bytearray, memoryview)):
-        data, source = bytes(data_or_path), "OM data"
+        data, source = (data_or_path if not copy and isinstance(data_or_path, (bytes, memoryview))
+                        else bytes(data_or_path)), "OM data"
     else:
         source = f"OM file {os.fspath(data_or_path)}"
         try:
@@ -232,12 +244,12 @@ def read_om(data_or_path: Union[bytes, bytearray, memoryview, str, os.PathLike])
         except OSError as e:
             raise ArchiveError(f"cannot read {source}: {e.strerror or e}") from e
     try:
-        return _parse(data)
+        return _parse(data, copy)
     except ArchiveError as e:
         raise ArchiveError(f"{source} is invalid: {e}") from None
 
 
-def _parse(data: bytes) -> OmFile:
+def _parse(data: bytes, copy: bool = True) -> OmFile:
     size = len(data)
     if size == 0:
         raise ArchiveError(f"file is empty; an OM file starts with a {L.HEADER_SIZE}-byte header")
@@ -305,7 +317,8 @@ def _parse(data: bytes) -> OmFile:
                                    f"(GE reads them back to back)")
             if any(p.type == ptype for p in parts):
                 raise ArchiveError(f"{where}{label} repeats partition type {ptype.name}")
-            parts.append(Partition(ptype, body[start:end]))
+            parts.append(Partition(ptype, body[start:end]) if copy else
+                         Partition.view(ptype, body[start:end].toreadonly()))
             prev_end, prev_name = end, label
         models.append(tuple(parts))
         pos = prev_end

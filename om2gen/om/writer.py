@@ -114,8 +114,8 @@ def _tensor_desc(val: dict, *, data_offset: int | None = None):
     size = dt.itemsize
     for d in shape:
         size *= d
-    td = proto.TensorDescriptor(dtype=dt.ge_proto, shape=proto.ShapeDef(dim=shape), layout="ND", size=size,
-                                real_dim_cnt=len(shape))
+    td = proto.TensorDescriptor(name=val["name"], dtype=dt.ge_proto, shape=proto.ShapeDef(dim=shape), layout="ND",
+                                size=size, real_dim_cnt=len(shape))
     td.attr["format_for_int"].CopyFrom(_a_i(2))
     td.attr["origin_format"].CopyFrom(_a_s("ND"))
     td.attr["origin_format_for_int"].CopyFrom(_a_i(2))

@@ -228,11 +228,7 @@ def test_runtime_if_gives_ge_label_tasks(tmp_path):
     assert r.returncode == 0 and "MODEL_TASK_LABEL_SET" in r.stdout, r.stderr
 
 
-def test_loading_a_classic_om_file_says_what_to_do(tmp_path):
-    import om2gen
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    out = tmp_path / "s.om"
-    om2gen.compile(root / "samples/cnn/model.onnx", out, input_shapes={"image": (1, 3, 32, 32)}, format="om")
-    with pytest.raises(om2gen.ArchiveError, match="classic OM file.*without --format om"):
-        om2gen.load(out)
+def test_archive_reader_explains_a_classic_om_file(cnn):
+    from om2gen.archive.reader import Archive
+    with pytest.raises(om2gen.ArchiveError, match="classic OM file.*om2gen.load.*decide by content"):
+        Archive(cnn["om"])

@@ -3,6 +3,7 @@
 #define ACL_ACL_H_
 
 #include "acl/acl_base.h"
+#include "acl/acl_prof.h"
 #include "acl/acl_rt.h"
 
 #endif  /* ACL_ACL_H_ */

@@ -46,6 +46,18 @@ ACL_FUNC_VISIBILITY uint64_t om2rtGetLiveAllocationCount(void);
 ACL_FUNC_VISIBILITY aclError om2rtLoadSharedObjectFromMemory(const void *data, size_t length, int global,
                                                             void **handle);
 
+/* A mark recorded by aclprofMarkEx: CLOCK_MONOTONIC nanoseconds and the message. */
+typedef struct Om2rtProfMark {
+    uint64_t time_ns;
+    char msg[128];
+} Om2rtProfMark;
+
+/* Moves the marks aclprofMarkEx recorded on the calling thread (oldest first, at most the last
+ * OM2RT_MAX_PROF_MARKS) into marks[0, capacity) and forgets them; returns how many it wrote.
+ * The executor times GertModelLoad's stages with them (om2gen bench --phases). */
+#define OM2RT_MAX_PROF_MARKS 64u
+ACL_FUNC_VISIBILITY size_t om2rtTakeProfMarks(Om2rtProfMark *marks, size_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,240 @@
+"""The classic-OM executor: an .om loads GE's way and runs like the OM2 archive of the same model;
+om2gen.load decides the format by content, takes paths or bytes, and rejects corrupt files
+with typed errors."""
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import om2gen
+from om2gen.executor.native import lib
+from om2gen.om import proto
+from om2gen.om.container import Partition, read_om, write_om
+from om2gen.om.layout import ModelPartitionType as PT
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
+CUSTOM = ROOT / "samples" / "custom_op"
+SHAPES = {"image": (1, 3, 32, 32)}
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    d = tmp_path_factory.mktemp("omx")
+    return {"om": om2gen.compile(SAMPLE, d / "model.om", input_shapes=SHAPES, format="om"),
+            "om2": om2gen.compile(SAMPLE, d / "model.om2", input_shapes=SHAPES), "dir": d}
+
+
+def _image():
+    return {"image": np.random.default_rng(1).standard_normal(SHAPES["image"]).astype(np.float32)}
+
+
+def test_om_runs_like_om2_and_onnx_runtime(cnn):
+    feeds = _image()
+    ref = ort.InferenceSession(str(SAMPLE)).run(None, feeds)
+    with om2gen.load(cnn["om"]) as om, om2gen.load(cnn["om2"]) as om2:
+        assert om.format == "om" and om2.format == "om2"
+        assert om.inputs == om2.inputs and om.outputs == om2.outputs
+        a, b = om.run(feeds), om2.run(feeds)
+        before = lib.om2rtGetLaunchCount()
+        again = om.run(feeds)
+        assert lib.om2rtGetLaunchCount() > before   # a replay of the captured tasks
+    for name in a:
+        assert np.array_equal(a[name], b[name]) and np.array_equal(a[name], again[name])
+    np.testing.assert_allclose(list(a.values())[0], ref[0], rtol=1e-5, atol=1e-6)
+
+
+def test_format_is_decided_by_content_not_extension(cnn):
+    swapped_om = cnn["dir"] / "really_an_om.om2"
+    swapped_om2 = cnn["dir"] / "really_an_om2.om"
+    shutil.copy(cnn["om"], swapped_om)
+    shutil.copy(cnn["om2"], swapped_om2)
+    with om2gen.load(swapped_om) as a, om2gen.load(swapped_om2) as b:
+        assert (a.format, b.format) == ("om", "om2")
+
+
+def test_load_from_memory_both_formats(cnn):
+    feeds = _image()
+    with om2gen.load(cnn["om"]) as ref_model:
+        ref = ref_model.run(feeds)
+    for path in (cnn["om"], cnn["om2"]):
+        data = path.read_bytes()
+        with om2gen.load(data) as m:
+            out = m.run(feeds)
+        assert all(np.array_equal(out[k], ref[k]) for k in ref)
+
+
+def test_load_phases_follow_ge_for_om_and_the_seed_for_om2(cnn):
+    with om2gen.load(cnn["om"]) as om, om2gen.load(cnn["om2"]) as om2:
+        om_stages = [name for name, _ in om.load_phases]
+        om2_stages = [name for name, _ in om2.load_phases]
+        assert all(t >= 0 for _, t in om.load_phases + om2.load_phases)
+    native = ["allocate runtime resources", "register kernels", "create custom ops", "build the args table",
+              "capture tasks"]
+    assert om_stages[:4] == ["read the file", "parse the partition table", "parse ModelDef", "parse TaskDefs"]
+    assert "place weights" in om_stages and "build the model tables" in om_stages
+    assert om2_stages[0] == "open and map the archive" and "load the model library" in om2_stages
+    for stages in (om_stages, om2_stages):
+        assert [s for s in stages if s in native] == native
+
+
+def test_execute_raw_on_caller_buffers(cnn):
+    feeds = _image()
+    with om2gen.load(cnn["om"]) as m:
+        ref = m.run(feeds)
+        out = np.empty(m.outputs[0].shape, m.outputs[0].dtype)
+        m.execute_raw([feeds["image"].ctypes.data], [out.ctypes.data])
+        assert np.array_equal(out, ref[m.outputs[0].name])
+        with pytest.raises(om2gen.InputError, match="1 inputs and 1 outputs"):
+            m.execute_raw([], [out.ctypes.data])
+
+
+def test_runtime_if_runs_from_an_om(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "ops"))
+    from test_control import runtime_if_model
+    model = runtime_if_model()
+    om = om2gen.compile(model, tmp_path / "if.om", format="om")
+    sess = ort.InferenceSession(model.SerializeToString())
+    with om2gen.load(om) as m:
+        rng = np.random.default_rng(3)
+        for cond in (True, False):
+            feeds = {}
+            for t in m.inputs:
+                feeds[t.name] = (np.array(cond, dtype=t.dtype).reshape(t.shape) if t.dtype == np.bool_
+                                 else rng.standard_normal(t.shape).astype(t.dtype))
+            got = m.run(feeds)
+            ref = sess.run(None, feeds)
+            for (name, g), r in zip(got.items(), ref):
+                np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6, err_msg=f"{name} cond={cond}")
+
+
+@pytest.mark.slow
+def test_custom_op_om_loads_its_libraries_from_so_bins(tmp_path):
+    subprocess.run([sys.executable, str(CUSTOM / "build.py"), "--out", str(tmp_path)], check=True, timeout=600)
+    subprocess.run([sys.executable, str(CUSTOM / "model.py"), "--out", str(tmp_path)], check=True, timeout=600)
+    so, model = sorted(tmp_path.glob("*.so"))[0], sorted(tmp_path.glob("*.onnx"))[0]
+    om = om2gen.compile(model, tmp_path / "c.om", custom_op_libs=[so], format="om")
+    om2 = om2gen.compile(model, tmp_path / "c.om2", custom_op_libs=[so])
+    rng = np.random.default_rng(0)
+    with om2gen.load(om) as a, om2gen.load(om2) as b:
+        feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in a.inputs}
+        x, y = a.run(feeds), b.run(feeds)
+    assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+
+
+# ---- corrupt and foreign files ------------------------------------------------------------
+
+def _rewrite(src: Path, dst: Path, ptype, edit) -> Path:
+    f = read_om(src)
+    parts = [Partition(p.type, edit(p.data) if p.type == ptype else p.data) for p in f.partitions]
+    write_om(dst, parts, header=f.header)
+    return dst
+
+
+def _edit_tasks(edit):
+    def apply(data):
+        mtd = proto.ModelTaskDef.FromString(bytes(data))
+        edit(mtd)
+        return mtd.SerializeToString(deterministic=True)
+    return apply
+
+
+def _edit_model_def(edit):
+    def apply(data):
+        md = proto.ModelDef.FromString(bytes(data))
+        edit(md)
+        return md.SerializeToString(deterministic=True)
+    return apply
+
+
+def _first_kernel_task(mtd):
+    return next(t for t in mtd.task if t.HasField("kernel") and t.kernel.kernel_name)
+
+
+def _point_first_slot_far_away(mtd):
+    kd = _first_kernel_task(mtd).kernel
+    kd.args = struct.pack("<Q", 0xDEAD_0000_0000) + bytes(kd.args)[8:]
+
+
+def _rename_kernel(mtd):
+    _first_kernel_task(mtd).kernel.kernel_name = "NoSuchKernel_000"
+
+
+def _unknown_task_type(mtd):
+    mtd.task[0].type = 7   # MODEL_TASK_STREAM_SWITCH
+
+
+def _short_args(mtd):
+    kd = _first_kernel_task(mtd).kernel
+    kd.args = bytes(kd.args)[:4]
+
+
+def _bad_op_index(mtd):
+    _first_kernel_task(mtd).kernel.context.op_index = 9999
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_point_first_slot_far_away, "address 0xdead00000000.*corrupt"),
+    (_rename_kernel, "NoSuchKernel_000.*TBE_KERNELS does not hold"),
+    (_unknown_task_type, "MODEL_TASK_STREAM_SWITCH task"),
+    (_short_args, "args hold 4 bytes"),
+    (_bad_op_index, "refers to op 9999"),
+])
+def test_corrupt_task_info_is_a_typed_error(cnn, tmp_path, edit, match):
+    bad = _rewrite(cnn["om"], tmp_path / "bad.om", PT.TASK_INFO, _edit_tasks(edit))
+    with pytest.raises(om2gen.ArchiveError, match=match):
+        om2gen.load(bad)
+
+
+def test_garbage_task_info_and_model_def(cnn, tmp_path):
+    bad = _rewrite(cnn["om"], tmp_path / "t.om", PT.TASK_INFO, lambda d: b"\xff\xff\xff\xff" + bytes(d))
+    with pytest.raises(om2gen.ArchiveError, match="TASK_INFO partition is not a valid domi.ModelTaskDef"):
+        om2gen.load(bad)
+    bad = _rewrite(cnn["om"], tmp_path / "m.om", PT.MODEL_DEF, lambda d: b"\x07" * 16)
+    with pytest.raises(om2gen.ArchiveError, match="MODEL_DEF partition is not a valid ge.proto.ModelDef"):
+        om2gen.load(bad)
+
+
+def test_model_def_without_loader_attrs_or_for_another_soc(cnn, tmp_path):
+    def drop_base(md):
+        del md.attr["task_gen_base_addr"]
+    bad = _rewrite(cnn["om"], tmp_path / "a.om", PT.MODEL_DEF, _edit_model_def(drop_base))
+    with pytest.raises(om2gen.ArchiveError, match="task_gen_base_addr"):
+        om2gen.load(bad)
+
+    def ascend(md):
+        md.attr["soc_version"].s = b"Ascend910B1"
+    bad = _rewrite(cnn["om"], tmp_path / "b.om", PT.MODEL_DEF, _edit_model_def(ascend))
+    with pytest.raises(om2gen.ArchiveError, match="soc_version 'Ascend910B1'.*not an om2gen target"):
+        om2gen.load(bad)
+
+
+def test_om_for_another_cpu_fails_clearly(cnn, tmp_path):
+    def aarch64(md):
+        md.attr["soc_version"].s = b"aarch64"
+    bad = _rewrite(cnn["om"], tmp_path / "arm.om", PT.MODEL_DEF, _edit_model_def(aarch64))
+    with pytest.raises(om2gen.AbiError, match="target aarch64.*recompile with --target"):
+        om2gen.load(bad)
+
+
+@pytest.mark.parametrize("cut", [0, 3, 100, 300, -1])
+def test_truncated_om_is_a_typed_error(cnn, tmp_path, cut):
+    data = cnn["om"].read_bytes()
+    bad = tmp_path / "cut.om"
+    bad.write_bytes(data[:cut] if cut >= 0 else data[:cut] + b"")
+    with pytest.raises(om2gen.ArchiveError):
+        om2gen.load(bad)
+
+
+def test_foreign_file_names_both_formats(tmp_path):
+    f = tmp_path / "x.bin"
+    f.write_bytes(b"\x7fELF" + bytes(60))
+    with pytest.raises(om2gen.ArchiveError, match="neither an OM2 archive.*nor a classic OM file"):
+        om2gen.load(f)
+    with pytest.raises(om2gen.ArchiveError, match="neither"):
+        om2gen.load(b"hello world")
