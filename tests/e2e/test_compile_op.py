@@ -3,7 +3,12 @@ like ONNX Runtime on the same one-node model; GE op types through the GE fronten
 every bad description a typed error and no file."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 from helpers import assert_close, ort_run, rand
 from onnx import helper
@@ -130,6 +135,22 @@ def test_split_output_count_from_num_outputs():
     assert [list(d.dim_value for d in o.type.tensor_type.shape.dim) for o in model.graph.output] == [[2, 2]] * 3
 
 
+def test_custom_operator_of_a_library(tmp_path):
+    """ScaleShift of the sample custom-op library: y0 = x*alpha + beta, y1 = x*alpha - beta."""
+    sample = Path(__file__).resolve().parents[2] / "samples" / "custom_op"
+    subprocess.run([sys.executable, str(sample / "build.py"), "--out", str(tmp_path / "lib")], check=True,
+                   timeout=600, capture_output=True)
+    libs = sorted((tmp_path / "lib").glob("*.so"))
+    with pytest.raises(UnsupportedOpError, match="unknown operator 'ScaleShift'"):
+        build_model("ScaleShift", ["x:float32:2,4,8,8"], None)
+    path = compile_op("ScaleShift", ["x:float32:2,4,8,8"], ["alpha:float=2", "beta=0.5"], tmp_path / "ss.om2",
+                      outputs=["y0", "y1"], custom_op_libs=libs)
+    x = rand(2, 4, 8, 8, seed=19)
+    got = _run(path, {"x": x})
+    assert_close(got["y0"], x * np.float32(2) + np.float32(0.5))
+    assert_close(got["y1"], x * np.float32(2) - np.float32(0.5))
+
+
 def test_cli_compile_op_then_run(tmp_path, capsys):
     w = rand(4, 2, 1, 1, seed=17)
     np.save(tmp_path / "w.npy", w)
@@ -138,7 +159,6 @@ def test_cli_compile_op_then_run(tmp_path, capsys):
                    "--const", f"w:float32:4,2,1,1={tmp_path / 'w.npy'}", "--attr", "group:int=1",
                    "--attr", "kernel_shape=1,1", "--output", "y", "-o", str(out), "--save-onnx", str(onnx_path), "-q"])
     assert rc == 0 and f"wrote {out}" in capsys.readouterr().out
-    import onnx
     x = rand(1, 2, 5, 5, seed=18)
     assert_close(_run(out, {"x": x})["y"], ort_run(onnx.load(onnx_path), {"x": x})[0])
 
