@@ -1,16 +1,20 @@
-"""Conv (1-D, 2-D, 3-D): direct convolution, one output row per work item; pads incl. auto_pad,
-strides, dilations, groups (depthwise included).
+"""Conv (1-D, 2-D, 3-D): pads incl. auto_pad, strides, dilations, groups.
 
 Every rank is lowered as 3-D: missing leading spatial dims are singletons (size 1, kernel 1,
-stride 1, no pads), so one kernel template serves all three.
+stride 1, no pads), so one kernel template serves all three. A convolution is a GEMM per image
+and group (weights x im2col(input), templates/kernels/conv_gemm.c.j2) with the weights packed at
+compile time; depthwise convolutions (one input and one output channel per group), where a GEMM
+would have K = taps only, run the direct kernel (one output row per work item).
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
-from . import common
+from . import common, gemm_pack
 from .registry import Op, register
 
 # Above this many kernel columns the per-column loops are driven by tables instead of unrolled.
@@ -127,6 +131,8 @@ class Conv(Op):
             g = dict(g, H=1, W=g["H"], KH=1, KW=g["KH"], OH=1, OW=g["OH"], SH=1, SW=g["SH"], DH=1, DW=g["DH"],
                      PT=0, PL=g["PT"])
         bias = len(ins) > 2 and ins[2] is not None
+        if not (g["CG"] == 1 and g["MG"] == 1):
+            return self.lower_gemm(node, ins, outs, ctx, g, bias)
         cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
         params = {k: v for k, v in g.items() if k not in ("out_spatial", "strides", "dilations", "pads")}
         params.update(summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
@@ -138,3 +144,33 @@ class Conv(Op):
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
         return KernelCall("kernels/conv2d.c.j2", "Conv", params, inputs, [outs[0].name],
                           block_dim=common.block_dim_for(rows, work), tiling=[rows])
+
+    def lower_gemm(self, node, ins, outs, ctx, g, bias):
+        bl = gemm_pack.blocking(ctx.target)
+        k = g["CG"] * g["KD"] * g["KH"] * g["KW"]
+        p = g["OD"] * g["OH"] * g["OW"]
+        tiles = gemm_pack.split(g["MG"], p, k, bl, items=g["N"] * g["G"])
+        items = g["N"] * g["G"] * tiles.tiles_m * tiles.tiles_n
+        w = ins[1]
+        packed_w = w.is_const
+        ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
+        tiling = dict(N=g["N"], G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
+                      **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
+                                           "DD", "DH", "DW", "PF", "PT", "PL")},
+                      tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
+                      a_group_stride=-(-g["MG"] // bl.mr) * bl.mr * k, ws_floats=ws)
+        inputs = [ins[0].name]
+        if packed_w:
+            inputs.append(gemm_pack.pack_a(np.asarray(w.const, np.float32).reshape(g["G"], g["MG"], k), bl.mr))
+        else:
+            inputs.append(w.name)
+        if bias:
+            inputs.append(ins[2].name)
+        # Nothing shape-specific goes into the source (shapes are tiling data), so every Conv of a
+        # model with the same operand kinds shares one binary.
+        params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"
+                              f"{', bias' if bias else ''}); shapes from the tiling data",
+                      bias=bias, packed_w=packed_w, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling))
+        block_dim = gemm_pack.block_dim(items)
+        return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
+                          tiling=list(tiling.values()), workspace=block_dim * ws * 4)

@@ -1,45 +1,73 @@
-"""Gemm and MatMul: one row-streaming matmul template (B walked row by row so the N loop vectorizes).
+"""Gemm and MatMul: one packed-GEMM template (templates/kernels/matmul.c.j2 over om2/om2_gemm.h).
 
-Constant B operands are transposed at compile time into the [K, N] row-major layout the
-kernel walks, so nothing is repacked at load.
+A constant operand is packed at compile time into the panel layout the micro-kernel reads
+(transposes folded in), so nothing is repacked at load; an operand computed at run time is
+packed from its strides into the task's workspace. Shapes live in the tiling data, so MatMuls
+that differ only in shape share one binary.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..codegen.literals import c_float
-from ..errors import ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
-from . import common
+from ..errors import ShapeError, UnsupportedOpError
+from . import common, gemm_pack
 from .registry import Op, register
 
 
+def _matrices(v, shape, trans: bool) -> np.ndarray:
+    """A constant operand as [..., rows, cols] of the product (transposed if the op says so)."""
+    arr = np.asarray(v.const, np.float32).reshape(shape)
+    return arr.swapaxes(-1, -2) if trans else arr
+
+
+def _operand(v, shape, trans: bool, dims: tuple[int, int], pack, tile: int):
+    """(input, row stride, column stride, elements per batch matrix) of one operand of the product:
+    a constant packed now (its strides unused: the kernel walks the panels), else read in place."""
+    rows, cols = dims
+    if v.is_const:
+        packed = pack(_matrices(v, shape, trans))
+        return packed, 0, 0, packed.shape[-3] * packed.shape[-2] * tile
+    return (v.name, 1, rows, rows * cols) if trans else (v.name, cols, 1, rows * cols)
+
+
 def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None,
-                a_batch_strides=None, b_batch_strides=None, batch_dims=(), m=None, n=None, k=None) -> KernelCall:
-    inputs = [a.name]
-    if b.is_const and trans_b:
-        inputs.append(np.asarray(np.asarray(b.const).reshape(b.shape[:-2] + (n, k)).swapaxes(-1, -2), order="C"))
-        trans_b = False
-    else:
-        inputs.append(b.name)
+                a_batch_strides=None, b_batch_strides=None, batch_dims=(), m=None, n=None, k=None,
+                ctx=None) -> KernelCall:
+    bl = gemm_pack.blocking(ctx.target)
+    batch_count = int(np.prod(batch_dims, dtype=np.int64))
+    a_shape = tuple(a.shape[:-2]) + ((k, m) if trans_a else (m, k)) if len(a.shape) >= 2 else (1, k)
+    b_shape = tuple(b.shape[:-2]) + ((n, k) if trans_b else (k, n)) if len(b.shape) >= 2 else (k, 1)
+    # a constant operand is packed now; strides of a packed batch are in whole packed matrices
+    a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k), lambda x: gemm_pack.pack_a(x, bl.mr), bl.mr)
+    b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n), lambda x: gemm_pack.pack_b(x, bl.nr), bl.nr)
+    inputs = [a_in, b_in]
+    tiles = gemm_pack.split(m, n, k, bl, items=batch_count)
+    ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not a.is_const)
+    tiling = dict(batch=batch_count, M=m, N=n, K=k, a_rs=a_rs, a_cs=a_cs, b_rs=b_rs, b_cs=b_cs,
+                  tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
+                  ws_floats=ws)
+    # batch dims innermost first, as the kernel peels them off the batch index
+    for d, (size, sa, sb) in enumerate(reversed(list(zip(batch_dims, a_batch_strides or [], b_batch_strides or [])))):
+        tiling.update({f"batch{d}": size, f"a_batch{d}": sa // (m * k) * a_unit,
+                       f"b_batch{d}": sb // (k * n) * b_unit})
     params = {
-        "summary": f"{node.op_type}: {a.describe()} x {b.describe()}{' + ' + c.describe() if c is not None else ''}"
-                   f" -> {y.describe()}",
-        "M": m, "N": n, "K": k,
-        "a_rs": 1 if trans_a else k, "a_cs": m if trans_a else 1,
-        "b_rs": 1 if trans_b else n, "b_cs": k if trans_b else 1,
-        "alpha": c_float(alpha), "scale_a": alpha != 1.0,
-        "batch": [{"size": d, "a": sa, "b": sb} for d, sa, sb in
-                  reversed(list(zip(batch_dims, a_batch_strides or [], b_batch_strides or [])))],
-        "bias": None,
+        "summary": f"{node.op_type} as packed GEMM; shapes from the tiling data",
+        "a_packed": a.is_const, "b_packed": b.is_const, "nbatch": len(batch_dims),
+        "alpha": c_float(alpha), "scale_a": alpha != 1.0, "bias": False, "beta": c_float(beta), "bias_scale": False,
+        "gemm": bl.defines(),
     }
     if c is not None and beta != 0.0:
         cs = common.broadcast_strides(c.shape, (m, n))
-        params["bias"] = {"rs": cs[0], "cs": cs[1], "beta": c_float(beta), "scale": beta != 1.0}
+        tiling.update(c_rs=cs[0], c_cs=cs[1])
+        params.update(bias=True, bias_scale=beta != 1.0)
         inputs.append(c.name)
-    rows = int(np.prod(batch_dims, dtype=np.int64)) * m
-    return KernelCall("kernels/matmul.c.j2", name, params, inputs, [y.name],
-                      block_dim=common.block_dim_for(rows, n * k), tiling=[rows])
+    params.update(y_slot=len(inputs), fields=list(tiling))
+    items = batch_count * tiles.tiles_m * tiles.tiles_n
+    block_dim = gemm_pack.block_dim(items)
+    return KernelCall("kernels/matmul.c.j2", name, params, inputs, [y.name], block_dim=block_dim,
+                      tiling=list(tiling.values()), workspace=block_dim * ws * 4)
 
 
 @register("Gemm", since=7)
@@ -68,7 +96,7 @@ class Gemm(Op):
         c = ins[2] if len(ins) > 2 else None
         return matmul_call(node, "Gemm", ins[0], ins[1], outs[0], trans_a=bool(self.attr(node, "transA")),
                            trans_b=bool(self.attr(node, "transB")), alpha=float(self.attr(node, "alpha")),
-                           beta=float(self.attr(node, "beta")), c=c, m=m, n=n, k=k)
+                           beta=float(self.attr(node, "beta")), c=c, m=m, n=n, k=k, ctx=ctx)
 
 
 @register("MatMul", since=1)
@@ -102,7 +130,7 @@ class MatMul(Op):
         a_strides = [s * m * k for s in common.broadcast_strides(sa[:-2], batch)] if batch else []
         b_strides = [s * k * n for s in common.broadcast_strides(sb[:-2], batch)] if batch else []
         return matmul_call(node, "MatMul", ins[0], ins[1], outs[0], m=m, n=n, k=k, batch_dims=batch,
-                           a_batch_strides=a_strides, b_batch_strides=b_strides)
+                           a_batch_strides=a_strides, b_batch_strides=b_strides, ctx=ctx)
 
 
 @register("Gemm", since=1)

@@ -1,0 +1,100 @@
+"""The packed GEMM shared by Conv, MatMul and Gemm (runtime_abi/include/om2/om2_gemm.h): its
+register tile and cache blocking per target, compile-time packing of constant operands into
+the panel layout the micro-kernel reads, and the split of one GEMM into SPMD tiles.
+
+A panels: MR rows each, stored k-major ([K][MR]), rows past M zero. B panels: NR columns each,
+stored k-major ([K][NR]), columns past N zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import common
+
+
+@dataclass(frozen=True)
+class Blocking:
+    mr: int     # rows of the register tile (broadcast A values)
+    nr: int     # columns of the register tile (a multiple of the vector length)
+    kc: int     # k rows per packed block
+    nc: int     # columns per packed B block (a multiple of nr)
+
+    def defines(self) -> dict[str, int]:
+        return {"OM2_GEMM_MR": self.mr, "OM2_GEMM_NR": self.nr, "OM2_GEMM_KC": self.kc, "OM2_GEMM_NC": self.nc}
+
+
+# Measured on Zen 4 for ResNet-50/BERT shapes (benchmarks/bench_kernels.py): 16x16 zmm and 6x16 ymm
+# tiles both reach ~90% of the FMA peak; the portable ones keep 8-16 accumulators in 16/32 registers.
+BLOCKING = {
+    "x86_64-avx512": Blocking(16, 16, 256, 256),
+    "x86_64-avx2": Blocking(6, 16, 256, 256),
+    "x86_64": Blocking(4, 8, 256, 256),
+    "aarch64": Blocking(8, 8, 256, 256),
+}
+
+# Below this many multiply-adds per tile a launch is not split further.
+MIN_MACS_PER_TILE = 1 << 21
+MAX_TILES = 8
+MIN_TILE_N = 128
+MIN_TILE_M = 128
+
+
+def blocking(target) -> Blocking:
+    return BLOCKING[target.name]
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pack_a(a: np.ndarray, mr: int) -> np.ndarray:
+    """[..., M, K] -> [..., ceil(M/mr), K, mr] (zero rows past M)."""
+    *batch, m, k = a.shape
+    padded = np.zeros((*batch, _ceil(m, mr) * mr, k), np.float32)
+    padded[..., :m, :] = a
+    return np.ascontiguousarray(padded.reshape(*batch, -1, mr, k).swapaxes(-1, -2))
+
+
+def pack_b(b: np.ndarray, nr: int) -> np.ndarray:
+    """[..., K, N] -> [..., ceil(N/nr), K, nr] (zero columns past N)."""
+    *batch, k, n = b.shape
+    padded = np.zeros((*batch, k, _ceil(n, nr) * nr), np.float32)
+    padded[..., :n] = b
+    return np.ascontiguousarray(padded.reshape(*batch, k, -1, nr).swapaxes(-2, -3))
+
+
+@dataclass(frozen=True)
+class Tiles:
+    tile_m: int
+    tile_n: int
+    tiles_m: int
+    tiles_n: int
+
+
+def split(m: int, n: int, k: int, bl: Blocking, items: int = 1) -> Tiles:
+    """Tiles of an M x N output (sides multiples of MR and NR) so that `items` independent GEMMs of
+    this size give the cores enough blocks. Columns split first (every tile packs its own columns of
+    B); rows only down to MIN_TILE_M, since each row tile packs the same B again."""
+    macs = m * n * max(k, 1)
+    want = max(1, min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE) // items)
+    tiles_n = max(1, min(want, n // MIN_TILE_N))
+    tiles_m = max(1, min(_ceil(want, tiles_n), m // MIN_TILE_M))
+    tile_n = _ceil(_ceil(n, tiles_n), bl.nr) * bl.nr
+    tile_m = _ceil(_ceil(m, tiles_m), bl.mr) * bl.mr
+    return Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))
+
+
+def workspace_floats(t: Tiles, bl: Blocking, pack_a_at_run_time: bool) -> int:
+    """What om2_gemm_workspace() returns: one block's packing buffers."""
+    nc = min(t.tile_n, bl.nc)
+    b = bl.kc * _ceil(nc, bl.nr) * bl.nr
+    a = bl.kc * _ceil(t.tile_m, bl.mr) * bl.mr if pack_a_at_run_time else 0
+    return a + b
+
+
+def block_dim(items: int) -> int:
+    """Blocks of a launch of `items` tiles: one tile each (blocks are claimed dynamically, so the
+    cores balance themselves), at most common.MAX_BLOCKS."""
+    return max(1, min(items, common.MAX_BLOCKS))

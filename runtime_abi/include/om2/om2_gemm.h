@@ -1,0 +1,357 @@
+/*
+ * om2_gemm.h -- the packed, register-tiled float32 GEMM behind om2gen's Conv, MatMul and Gemm
+ * kernels (GotoBLAS/BLIS structure).
+ *
+ *   C[M x N] (+)= A[M x K] * B[K x N]
+ *
+ * Both operands reach the micro-kernel packed: A in panels of OM2_GEMM_MR rows stored k-major
+ * ([K][MR], rows past M zero), B in panels of OM2_GEMM_NR columns stored k-major ([K][NR],
+ * columns past N zero). A constant operand (conv and Gemm/MatMul weights) is packed at compile
+ * time by om2gen, over the whole K, in exactly this layout (om2gen/ops/gemm_pack.py); an operand
+ * computed at run time is packed here, KC rows of k at a time, into the task's workspace --
+ * straight from a strided matrix or, for convolution, from the input image (im2col fused into
+ * the packing, never materialised).
+ *
+ * The includer defines OM2_GEMM_MR, OM2_GEMM_NR, OM2_GEMM_KC and OM2_GEMM_NC before including this
+ * header: om2gen picks them per target (MR and NR fix the layout of the constants it packs, KC and
+ * NC the workspace it reserves; om2gen/ops/gemm_pack.py), and the micro-kernel is
+ * written for the vector ISA the target's flags enable (AVX-512F, AVX2+FMA, NEON, else GCC
+ * vector extensions).
+ *
+ * Work split: a kernel launch covers the output with rectangular tiles (multiples of MR x NR);
+ * each SPMD block computes whole tiles, so blocks never share output bytes, and each block packs
+ * into its own slice of the workspace.
+ */
+#ifndef OM2_OM2_GEMM_H
+#define OM2_OM2_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(OM2_GEMM_MR) || !defined(OM2_GEMM_NR)
+#error "define OM2_GEMM_MR and OM2_GEMM_NR before including om2/om2_gemm.h"
+#endif
+
+#define OM2_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---- vector abstraction ------------------------------------------------------------------ */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 om2_vf;
+#define OM2_VL 16
+#define om2_v_load(p) _mm512_loadu_ps(p)
+#define om2_v_store(p, v) _mm512_storeu_ps((p), (v))
+#define om2_v_set1(x) _mm512_set1_ps(x)
+#define om2_v_zero() _mm512_setzero_ps()
+#define om2_v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 om2_vf;
+#define OM2_VL 8
+#define om2_v_load(p) _mm256_loadu_ps(p)
+#define om2_v_store(p, v) _mm256_storeu_ps((p), (v))
+#define om2_v_set1(x) _mm256_set1_ps(x)
+#define om2_v_zero() _mm256_setzero_ps()
+#define om2_v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+typedef float32x4_t om2_vf;
+#define OM2_VL 4
+#define om2_v_load(p) vld1q_f32(p)
+#define om2_v_store(p, v) vst1q_f32((p), (v))
+#define om2_v_set1(x) vdupq_n_f32(x)
+#define om2_v_zero() vdupq_n_f32(0.0f)
+#define om2_v_fma(a, b, c) vfmaq_f32((c), (a), (b))
+#else
+/* Portable: GCC vector extensions (SSE2 on baseline x86-64). No FMA here, so a multiply and an add. */
+typedef float om2_vf __attribute__((vector_size(16), aligned(4)));
+#define OM2_VL 4
+OM2_ALWAYS_INLINE om2_vf om2_v_load(const float *p) { om2_vf v; memcpy(&v, p, sizeof v); return v; }
+OM2_ALWAYS_INLINE void om2_v_store(float *p, om2_vf v) { memcpy(p, &v, sizeof v); }
+OM2_ALWAYS_INLINE om2_vf om2_v_set1(float x) { return (om2_vf){x, x, x, x}; }
+#define om2_v_zero() om2_v_set1(0.0f)
+#define om2_v_fma(a, b, c) ((a) * (b) + (c))
+#endif
+
+#if OM2_GEMM_NR % OM2_VL != 0
+#error "OM2_GEMM_NR must be a multiple of the vector length"
+#endif
+#define OM2_GEMM_NV (OM2_GEMM_NR / OM2_VL)
+
+/* Cache blocking (also om2gen's, which sizes the workspace): KC rows of k per packed block (an A
+ * micro-panel of MR x KC stays in L1 while the B block of KC x NC streams from L2), NC columns per
+ * packed B block (a multiple of NR). */
+#if !defined(OM2_GEMM_KC) || !defined(OM2_GEMM_NC) || OM2_GEMM_NC % OM2_GEMM_NR != 0
+#error "define OM2_GEMM_KC and OM2_GEMM_NC (a multiple of OM2_GEMM_NR) before including om2/om2_gemm.h"
+#endif
+
+/* How a tile's accumulators start. */
+enum { OM2_INIT_ZERO = 0, OM2_INIT_ROW_BIAS = 1, OM2_INIT_LOAD = 2 };
+
+/* One tile of `rows` x NR (rows is a constant after inlining: MR, or fewer for short matrices):
+ * c[0:mr, 0:nr] = init + sum_k a[k][i] * b[k][j], with mr <= rows. */
+OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *restrict a, const float *restrict b,
+                                     float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
+                                     const float *restrict bias) {
+    om2_vf acc[OM2_GEMM_MR][OM2_GEMM_NV];
+    const int full = mr == rows && nr == OM2_GEMM_NR;
+    float edge[OM2_GEMM_MR * OM2_GEMM_NR];
+    /* edge tiles go through a full-size buffer, so the vector code never touches bytes past C */
+    const float *src = c;
+    int64_t lds = ldc;
+    if (init == OM2_INIT_LOAD && !full) {
+        memset(edge, 0, sizeof edge);
+        for (int64_t i = 0; i < mr; ++i) memcpy(edge + i * OM2_GEMM_NR, c + i * ldc, (size_t)nr * sizeof(float));
+        src = edge;
+        lds = OM2_GEMM_NR;
+    }
+#pragma GCC unroll 32
+    for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 8
+        for (int v = 0; v < OM2_GEMM_NV; ++v) {
+            if (init == OM2_INIT_LOAD) {
+                acc[i][v] = om2_v_load(src + i * lds + v * OM2_VL);
+            } else if (init == OM2_INIT_ROW_BIAS) {
+                acc[i][v] = om2_v_set1(i < mr ? bias[i] : 0.0f);
+            } else {
+                acc[i][v] = om2_v_zero();
+            }
+        }
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        om2_vf bv[OM2_GEMM_NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < OM2_GEMM_NV; ++v) bv[v] = om2_v_load(b + v * OM2_VL);
+#pragma GCC unroll 32
+        for (int i = 0; i < rows; ++i) {
+            const om2_vf av = om2_v_set1(a[i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < OM2_GEMM_NV; ++v) acc[i][v] = om2_v_fma(av, bv[v], acc[i][v]);
+        }
+        a += OM2_GEMM_MR;
+        b += OM2_GEMM_NR;
+    }
+    if (full) {
+#pragma GCC unroll 32
+        for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 8
+            for (int v = 0; v < OM2_GEMM_NV; ++v) om2_v_store(c + i * ldc + v * OM2_VL, acc[i][v]);
+        }
+        return;
+    }
+#pragma GCC unroll 32
+    for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 8
+        for (int v = 0; v < OM2_GEMM_NV; ++v) om2_v_store(edge + i * OM2_GEMM_NR + v * OM2_VL, acc[i][v]);
+    }
+    for (int64_t i = 0; i < mr; ++i) memcpy(c + i * ldc, edge + i * OM2_GEMM_NR, (size_t)nr * sizeof(float));
+}
+
+/* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
+static void om2_gemm_tile_any(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
+                              int64_t ldc, int64_t mr, int64_t nr, int init, const float *restrict bias) {
+#if OM2_GEMM_MR > 4
+    if (mr == 1) {
+        om2_gemm_tile(1, kc, a, b, c, ldc, mr, nr, init, bias);
+    } else if (mr <= 4) {
+        om2_gemm_tile(4, kc, a, b, c, ldc, mr, nr, init, bias);
+    } else
+#endif
+    {
+        om2_gemm_tile(OM2_GEMM_MR, kc, a, b, c, ldc, mr, nr, init, bias);
+    }
+}
+
+/* ---- operands ---------------------------------------------------------------------------- */
+
+/* Convolution geometry for im2col packing (any rank as 3-D), for one image and one group:
+ * row k of B is (c, kd, kh, kw), column p is (od, oh, ow). */
+typedef struct {
+    const float *x;                   /* this image's first channel of this group */
+    int64_t D, H, W, KD, KH, KW, OD, OH, OW, SD, SH, SW, DD, DH, DW, PF, PT, PL;
+} Om2Im2col;
+
+enum { OM2_OPERAND_PACKED = 0, OM2_OPERAND_STRIDED = 1, OM2_OPERAND_IM2COL = 2 };
+
+typedef struct {
+    int kind;
+    const float *ptr;       /* PACKED: panels over the whole K; STRIDED: element [0][0] */
+    int64_t rs, cs;         /* STRIDED: element (r, c) is ptr[r * rs + c * cs] */
+    const Om2Im2col *conv;  /* IM2COL (B only) */
+} Om2Operand;
+
+/* Packs A rows [m0, m0+mc) x k [k0, k0+kc) of a strided matrix into MR-row panels [kc][MR]. */
+static void om2_pack_a_strided(const Om2Operand *op, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                               float *restrict dst) {
+    for (int64_t p = 0; p < mc; p += OM2_GEMM_MR) {
+        const int64_t rows = mc - p < OM2_GEMM_MR ? mc - p : OM2_GEMM_MR;
+        float *restrict d = dst + p * kc;
+        if (op->cs == 1) {
+            for (int64_t i = 0; i < rows; ++i) {
+                const float *restrict s = op->ptr + (m0 + p + i) * op->rs + k0;
+                for (int64_t k = 0; k < kc; ++k) d[k * OM2_GEMM_MR + i] = s[k];
+            }
+        } else {
+            for (int64_t k = 0; k < kc; ++k) {
+                const float *restrict s = op->ptr + (m0 + p) * op->rs + (k0 + k) * op->cs;
+                for (int64_t i = 0; i < rows; ++i) d[k * OM2_GEMM_MR + i] = s[i * op->rs];
+            }
+        }
+        for (int64_t i = rows; i < OM2_GEMM_MR; ++i) {
+            for (int64_t k = 0; k < kc; ++k) d[k * OM2_GEMM_MR + i] = 0.0f;
+        }
+    }
+}
+
+/* Packs B k [k0, k0+kc) x columns [n0, n0+nc) of a strided matrix into NR-column panels [kc][NR]. */
+static void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                               float *restrict dst) {
+    for (int64_t q = 0; q < nc; q += OM2_GEMM_NR) {
+        const int64_t cols = nc - q < OM2_GEMM_NR ? nc - q : OM2_GEMM_NR;
+        float *restrict d = dst + q * kc;
+        for (int64_t k = 0; k < kc; ++k) {
+            const float *restrict s = op->ptr + (k0 + k) * op->rs + (n0 + q) * op->cs;
+            float *restrict row = d + k * OM2_GEMM_NR;
+            if (op->cs == 1) {
+                memcpy(row, s, (size_t)cols * sizeof(float));
+            } else {
+                for (int64_t j = 0; j < cols; ++j) row[j] = s[j * op->cs];
+            }
+            for (int64_t j = cols; j < OM2_GEMM_NR; ++j) row[j] = 0.0f;
+        }
+    }
+}
+
+/* One row of an im2col panel: dst[0:n] = x row xr at columns ow*SW + off for ow in [ow0, ow0+n),
+ * zero where that column is outside [0, W) (valid_row 0: the whole input row is padding). */
+OM2_ALWAYS_INLINE void om2_im2col_run(float *restrict dst, const float *restrict xr, int valid_row, int64_t ow0,
+                                      int64_t n, int64_t SW, int64_t off, int64_t W) {
+    if (!valid_row) {
+        memset(dst, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    if (SW == 1) {
+        const int64_t iw0 = ow0 + off;
+        int64_t lo = -iw0, hi = W - iw0;        /* dst[j] reads xr[iw0 + j], valid for j in [lo, hi) */
+        lo = lo < 0 ? 0 : (lo > n ? n : lo);
+        hi = hi > n ? n : (hi < lo ? lo : hi);
+        if (lo > 0) memset(dst, 0, (size_t)lo * sizeof(float));
+        if (hi > lo) memcpy(dst + lo, xr + iw0 + lo, (size_t)(hi - lo) * sizeof(float));
+        if (n > hi) memset(dst + hi, 0, (size_t)(n - hi) * sizeof(float));
+        return;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+        const int64_t iw = (ow0 + j) * SW + off;
+        dst[j] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
+    }
+}
+
+/* im2col into NR-column panels: row k = (c, kd, kh, kw), columns p in [n0, n0+nc). Each panel row
+ * is filled output row by output row, so stride-1 columns are plain copies. */
+static void om2_pack_b_im2col(const Om2Im2col *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                              float *restrict dst) {
+    const int64_t taps = g->KD * g->KH * g->KW;
+    const int64_t npanels = (nc + OM2_GEMM_NR - 1) / OM2_GEMM_NR;
+    const int64_t od0 = n0 / (g->OH * g->OW), oh0 = (n0 / g->OW) % g->OH, ow00 = n0 % g->OW;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+        const int64_t k = k0 + kk;
+        const int64_t c = k / taps, t = k % taps;
+        const int64_t kw = t % g->KW, kh = (t / g->KW) % g->KH, kd = t / (g->KW * g->KH);
+        const float *restrict xc = g->x + c * g->D * g->H * g->W;
+        const int64_t off = kw * g->DW - g->PL;
+        int64_t od = od0, oh = oh0, ow = ow00, left = nc;
+        for (int64_t q = 0; q < npanels; ++q) {
+            float *restrict row = dst + q * kc * OM2_GEMM_NR + kk * OM2_GEMM_NR;
+            int64_t j = 0;
+            while (j < OM2_GEMM_NR && left > 0) {
+                int64_t run = g->OW - ow;
+                if (run > OM2_GEMM_NR - j) run = OM2_GEMM_NR - j;
+                if (run > left) run = left;
+                const int64_t id = od * g->SD + kd * g->DD - g->PF, ih = oh * g->SH + kh * g->DH - g->PT;
+                const int valid_row = id >= 0 && id < g->D && ih >= 0 && ih < g->H;
+                om2_im2col_run(row + j, xc + (valid_row ? (id * g->H + ih) * g->W : 0), valid_row, ow, run, g->SW,
+                               off, g->W);
+                j += run;
+                left -= run;
+                ow += run;
+                if (ow == g->OW) {
+                    ow = 0;
+                    if (++oh == g->OH) {
+                        oh = 0;
+                        ++od;
+                    }
+                }
+            }
+            if (j < OM2_GEMM_NR) memset(row + j, 0, (size_t)(OM2_GEMM_NR - j) * sizeof(float));
+        }
+    }
+}
+
+/* Workspace floats one block needs for om2_gemm_rect with tiles of at most tile_m x tile_n. */
+static inline int64_t om2_gemm_workspace(int64_t tile_m, int64_t tile_n, int pack_a) {
+    const int64_t nc = tile_n < OM2_GEMM_NC ? tile_n : OM2_GEMM_NC;
+    const int64_t b = OM2_GEMM_KC * ((nc + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
+    const int64_t a = pack_a ? OM2_GEMM_KC * ((tile_m + OM2_GEMM_MR - 1) / OM2_GEMM_MR) * OM2_GEMM_MR : 0;
+    return a + b;
+}
+
+/* C[m0:m1, n0:n1] of one GEMM. m0 is a multiple of MR and n0 of NR (so packed constant panels line
+ * up); init says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], OM2_INIT_LOAD: C's current values). ws holds om2_gemm_workspace(m1 - m0, n1 - n0, A not packed) floats. */
+static void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
+                          const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                          float *ws) {
+    const int64_t ncmax = (n1 - n0) < OM2_GEMM_NC ? (n1 - n0) : OM2_GEMM_NC;
+    if (K == 0) {   /* an empty sum: C is just its start value */
+        for (int64_t i = m0; i < m1; ++i) {
+            for (int64_t j = n0; j < n1 && init != OM2_INIT_LOAD; ++j) {
+                C[i * ldc + j] = init == OM2_INIT_ROW_BIAS ? row_bias[i] : 0.0f;
+            }
+        }
+        return;
+    }
+    float *bpack = ws;
+    float *apack = ws + OM2_GEMM_KC * ((ncmax + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
+    for (int64_t nb = n0; nb < n1; nb += OM2_GEMM_NC) {
+        const int64_t nc = (n1 - nb) < OM2_GEMM_NC ? (n1 - nb) : OM2_GEMM_NC;
+        for (int64_t kb = 0; kb < K; kb += OM2_GEMM_KC) {
+            const int64_t kc = (K - kb) < OM2_GEMM_KC ? (K - kb) : OM2_GEMM_KC;
+            const float *bp;
+            int64_t b_panel_stride;
+            if (B->kind == OM2_OPERAND_PACKED) {
+                bp = B->ptr + (nb / OM2_GEMM_NR) * K * OM2_GEMM_NR + kb * OM2_GEMM_NR;
+                b_panel_stride = K * OM2_GEMM_NR;
+            } else {
+                if (B->kind == OM2_OPERAND_IM2COL) {
+                    om2_pack_b_im2col(B->conv, kb, kc, nb, nc, bpack);
+                } else {
+                    om2_pack_b_strided(B, kb, kc, nb, nc, bpack);
+                }
+                bp = bpack;
+                b_panel_stride = kc * OM2_GEMM_NR;
+            }
+            const float *ap;
+            int64_t a_panel_stride;
+            if (A->kind == OM2_OPERAND_PACKED) {
+                ap = A->ptr + (m0 / OM2_GEMM_MR) * K * OM2_GEMM_MR + kb * OM2_GEMM_MR;
+                a_panel_stride = K * OM2_GEMM_MR;
+            } else {
+                om2_pack_a_strided(A, m0, m1 - m0, kb, kc, apack);
+                ap = apack;
+                a_panel_stride = kc * OM2_GEMM_MR;
+            }
+            const int tile_init = kb > 0 ? OM2_INIT_LOAD : init;
+            for (int64_t j = 0; j < nc; j += OM2_GEMM_NR) {
+                const int64_t nr = (nc - j) < OM2_GEMM_NR ? (nc - j) : OM2_GEMM_NR;
+                const float *bj = bp + (j / OM2_GEMM_NR) * b_panel_stride;
+                for (int64_t i = m0; i < m1; i += OM2_GEMM_MR) {
+                    const int64_t mr = (m1 - i) < OM2_GEMM_MR ? (m1 - i) : OM2_GEMM_MR;
+                    om2_gemm_tile_any(kc, ap + ((i - m0) / OM2_GEMM_MR) * a_panel_stride, bj, C + i * ldc + nb + j,
+                                      ldc, mr, nr, tile_init, row_bias ? row_bias + i : NULL);
+                }
+            }
+        }
+    }
+}
+
+#endif /* OM2_OM2_GEMM_H */

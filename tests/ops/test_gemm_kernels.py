@@ -1,0 +1,92 @@
+"""The packed GEMM behind Conv, MatMul and Gemm (om2/om2_gemm.h, om2gen/ops/gemm_pack.py): every
+target this machine runs, edge tiles (M, N not multiples of the register tile), K blocking,
+multi-tile SPMD splits, run-time packing of either operand, grouped and 3-D convolutions."""
+import numpy as np
+import pytest
+from helpers import check_model, make_model, rand
+from onnx import helper
+
+from om2gen.ops import gemm_pack
+from om2gen.toolchain import targets
+
+COVERS: set = set()   # Conv, MatMul and Gemm are covered by test_conv.py / test_gemm.py
+
+RUNNABLE = [name for name, t in targets.TARGETS.items() if not targets.missing_features(t.arch, t.isa_features)]
+
+
+def run_node(op_type, inputs: dict, consts: dict, attrs: dict, tmp_path, target, order=None):
+    node = helper.make_node(op_type, order or list(inputs) + list(consts), ["y"], **attrs)
+    model = make_model([node], inputs, ["y"], consts)
+    check_model(model, inputs, tmp_path, target=target)
+
+
+CONV_CASES = {
+    # M, N = OH*OW and K = C*KH*KW off the register tile; K > KC (256) so C accumulates over k blocks
+    "edges_kblocks": dict(x=(2, 37, 9, 11), w=(21, 37, 3, 3), attrs={"pads": [1, 1, 1, 1]}),
+    # several column tiles (SPMD blocks), stride 2 im2col
+    "column_tiles": dict(x=(1, 32, 80, 80), w=(40, 32, 3, 3), attrs={"strides": [2, 2], "pads": [1, 0, 1, 2]}),
+    # several row tiles over a short image: each packs the same columns
+    "row_tiles": dict(x=(1, 256, 7, 7), w=(300, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]}),
+    "pointwise_groups": dict(x=(1, 12, 10, 10), w=(18, 4, 1, 1), attrs={"group": 3}),
+    "dilated_3d": dict(x=(1, 3, 6, 7, 8), w=(5, 3, 2, 3, 2), attrs={"dilations": [2, 1, 2], "pads": [1, 1, 0, 0, 1, 1]}),
+}
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_conv_gemm(case, target, tmp_path):
+    c = CONV_CASES[case]
+    consts = {"w": rand(*c["w"], seed=2), "b": rand(c["w"][0], seed=3)}
+    run_node("Conv", {"x": rand(*c["x"], seed=1)}, consts, c["attrs"], tmp_path, target)
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+def test_conv_gemm_weights_as_input(target, tmp_path):
+    run_node("Conv", {"x": rand(1, 6, 9, 9), "w": rand(10, 3, 3, 3, seed=4)}, {}, {"group": 2, "pads": [1, 1, 1, 1]},
+             tmp_path, target)
+
+
+MATMUL_CASES = {
+    "gemv": ((1, 300), (300, 37), True),
+    "edges_kblocks": ((19, 700), (700, 45), True),
+    "tiles_dynamic": ((2, 200, 64), (2, 64, 300), False),
+    "batch_broadcast_const": ((3, 1, 5, 20), (2, 20, 9), True),
+}
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", sorted(MATMUL_CASES))
+def test_matmul_gemm(case, target, tmp_path):
+    sa, sb, b_const = MATMUL_CASES[case]
+    a, b = rand(*sa, seed=1), rand(*sb, seed=2)
+    if b_const:
+        run_node("MatMul", {"a": a}, {"b": b}, {}, tmp_path, target)
+    else:
+        run_node("MatMul", {"a": a, "b": b}, {}, {}, tmp_path, target)
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+def test_gemm_const_a_transposed(target, tmp_path):
+    """A constant (packed at compile time, transposed), B an input, alpha/beta epilogue."""
+    run_node("Gemm", {"b": rand(33, 18, seed=2)}, {"a": rand(33, 21, seed=1), "c": rand(21, 1, seed=3)},
+             {"transA": 1, "alpha": 0.5, "beta": -1.5}, tmp_path, target, order=["a", "b", "c"])
+
+
+def test_pack_layouts():
+    a = np.arange(5 * 3, dtype=np.float32).reshape(5, 3)
+    pa = gemm_pack.pack_a(a, 4)                 # [panels, K, MR]
+    assert pa.shape == (2, 3, 4)
+    assert pa[1, 2, 0] == a[4, 2] and pa[1, 2, 1] == 0.0
+    b = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
+    pb = gemm_pack.pack_b(b, 4)                 # [panels, K, NR]
+    assert pb.shape == (2, 3, 4)
+    assert pb[1, 2, 0] == b[2, 4] and pb[1, 2, 3] == 0.0
+
+
+def test_split_prefers_columns_and_keeps_row_tiles_large():
+    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    wide = gemm_pack.split(64, 3136, 576, bl)
+    assert wide.tiles_m == 1 and wide.tiles_n > 1 and wide.tile_n % bl.nr == 0
+    tall = gemm_pack.split(512, 49, 4608, bl)
+    assert tall.tiles_n == 1 and tall.tile_m >= gemm_pack.MIN_TILE_M and tall.tile_m % bl.mr == 0
+    assert gemm_pack.split(4, 4, 4, bl) == gemm_pack.Tiles(16, 16, 1, 1)
