@@ -1,10 +1,15 @@
-"""Custom-operator libraries at compile time (the counterpart of ASCEND_CUSTOM_OPP_PATH).
+"""Custom-operator libraries (the counterpart of ASCEND_CUSTOM_OPP_PATH), at compile and load time.
 
 A library is given with --custom-op-lib (or found in the directory $OM2GEN_CUSTOM_OP_PATH), ELF-
-checked for the target, loaded into this process from memory (its REG_AUTO_MAPPING_OP
-registrations land in the runtime's factory) and remembered by content: a library is loaded once
-per process and stays resident, as the seed requires. While a model compiles, the op types of
-its libraries are "active": nodes of those types compile as custom operators.
+checked, loaded into this process from memory and remembered by content: a library is loaded once
+per process and stays resident, as the seed requires. Its REG_AUTO_MAPPING_OP registrations land
+in a registry owned by that library (om2/om2_so_in_om.h), not in a process-wide factory.
+
+Which registries a lookup sees is a *scope* on the calling thread (`scope(libraries)`): while a
+model compiles, its libraries are active (`activated`) -- nodes of their op types compile as
+custom operators, and the factory calls made for them see those libraries only; while a model
+loads, the executor activates the libraries packed in that model (so_loader.PackedSos). Two
+models whose libraries register the same op type differently therefore each get their own.
 """
 from __future__ import annotations
 
@@ -12,11 +17,11 @@ import contextlib
 import contextvars
 import hashlib
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CompileError, UnsupportedOpError
-from .toolchain import elfcheck
 
 ENV_PATH = "OM2GEN_CUSTOM_OP_PATH"
 REGISTER_SYMBOL = "Om2RegisterCustomOpCreator"
@@ -28,6 +33,7 @@ class CustomOpLibrary:
     data: bytes
     sha256: str
     op_types: tuple[str, ...]
+    registry: object = field(default=None, compare=False, repr=False)   # the library's registry (cffi void *)
 
     @property
     def archive_name(self) -> str:
@@ -36,19 +42,22 @@ class CustomOpLibrary:
 
 
 _loaded: dict[str, CustomOpLibrary] = {}      # sha256 -> library (resident for the process)
+_lock = threading.Lock()
 _active: contextvars.ContextVar[dict[str, CustomOpLibrary]] = contextvars.ContextVar("om2gen_custom_ops", default={})
 
 
-def _registered() -> set[str]:
+def _registered(registry) -> tuple[str, ...]:
     from .executor.native import ffi, lib
-    n = lib.Om2ListCustomOps(ffi.NULL, 0)
+    n = lib.om2x_custom_library_ops(registry, ffi.NULL, 0)
     names = ffi.new("const char *[]", max(n, 1))
-    lib.Om2ListCustomOps(names, n)
-    return {ffi.string(names[i]).decode() for i in range(n)}
+    n = min(n, lib.om2x_custom_library_ops(registry, names, n))
+    return tuple(ffi.string(names[i]).decode() for i in range(n))
 
 
 def load_library(path: Path, target) -> CustomOpLibrary:
-    """Compile time: read, ELF-check and load a library given by path."""
+    """Compile time: read, ELF-check and load a library given by path. `target` is the machine
+    the library runs on here: when cross-compiling, the host (the target's own build is packed
+    from the op package, so_providers)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -61,45 +70,38 @@ def load_library(path: Path, target) -> CustomOpLibrary:
 
 
 def load_bytes(data, name: str, error=CompileError, digest: str | None = None) -> CustomOpLibrary:
-    """Loads a library from memory (memfd + dlopen, never from disk) unless a library with the
-    same content is already resident; libraries are never unloaded (their creators stay in the
-    factory). `data` may be a view into a mapped archive."""
+    """Loads a library from memory (memfd + dlopen, never from disk) into a registry of its own,
+    unless a library with the same content is already resident; libraries are never unloaded
+    (live instances use their code). `data` may be a view into a mapped archive."""
     digest = digest or hashlib.sha256(data).hexdigest()
-    if digest in _loaded:
-        return _loaded[digest]
-    from .executor.native import ffi, lib, recent_runtime_error
-    before = _registered()
-    handle = ffi.new("void **")
-    buf = ffi.from_buffer(data)
-    try:
-        if lib.om2rtLoadSharedObjectFromMemory(buf, len(data), 0, handle) != 0:
-            raise error(f"custom-op library {name}: loading it failed: {recent_runtime_error()}")
-    finally:
-        ffi.release(buf)
-    ops = tuple(sorted(_registered() - before))
-    if not ops:
-        raise error(f"custom-op library {name} registered no operator (does it use REG_AUTO_MAPPING_OP?)")
-    library = CustomOpLibrary(name, bytes(data), digest, ops)
-    _loaded[digest] = library
-    return library
+    with _lock:
+        if digest in _loaded:
+            return _loaded[digest]
+        from .executor.native import ffi, lib, string
+        handle, registry = ffi.new("void **"), ffi.new("void **")
+        err = ffi.new("char[]", 1024)
+        buf = ffi.from_buffer(data)
+        try:
+            if lib.om2x_custom_library_load(buf, len(data), handle, registry, err, 1024) != 0:
+                raise error(f"custom-op library {name}: {string(err)}")
+        finally:
+            ffi.release(buf)
+        ops = _registered(registry[0])
+        if not ops:
+            raise error(f"custom-op library {name} registered no operator (does it use REG_AUTO_MAPPING_OP?)")
+        library = CustomOpLibrary(name, bytes(data), digest, ops, registry[0])
+        _loaded[digest] = library
+        return library
 
 
 def check(data: bytes, name: str, target) -> None:
-    """An ELF shared object for the target that imports the registration entry point."""
-    try:
-        info = elfcheck.describe(data)
-    except Exception as exc:
-        raise CompileError(f"custom-op library {name} is not an ELF shared object ({exc})") from None
-    problems = []
-    if info["type"] != "ET_DYN":
-        problems.append(f"it is {info['type']}, not a shared object")
-    if info["machine"] != target.elf_machine or info["class"] != 64:
-        problems.append(f"it is built for {info['machine']} ({info['class']}-bit), the target {target.name} needs "
-                        f"{target.elf_machine} (64-bit)")
-    if REGISTER_SYMBOL not in info["imported"]:
-        problems.append(f"it does not call {REGISTER_SYMBOL} (no REG_AUTO_MAPPING_OP registration)")
-    if problems:
-        raise CompileError(f"custom-op library {name}: {'; '.join(problems)}")
+    """An ELF shared object for the target, loadable by its runtime, that imports the
+    registration entry point."""
+    from .so_check import check as check_elf
+    summary = check_elf(data, f"custom-op library {name}", target.arch)
+    if REGISTER_SYMBOL not in summary.imported:
+        raise CompileError(f"custom-op library {name}: it does not call {REGISTER_SYMBOL} "
+                           f"(no REG_AUTO_MAPPING_OP registration)")
 
 
 def find_libraries(paths) -> list[Path]:
@@ -114,14 +116,32 @@ def find_libraries(paths) -> list[Path]:
 
 
 @contextlib.contextmanager
+def scope(libraries: list[CustomOpLibrary]):
+    """On this thread, the runtime's custom-op factory sees exactly `libraries` (the first one
+    registering an op type wins; none at all for an empty list) until the block ends."""
+    from .executor.native import ffi, lib
+    registries = ffi.new("void *[]", [library.registry for library in libraries] or [ffi.NULL])
+    token = ffi.new("void **")
+    if lib.om2x_custom_scope_enter(registries, len(libraries), token) != 0:
+        raise MemoryError("om2x_custom_scope_enter failed")
+    try:
+        yield
+    finally:
+        lib.om2x_custom_scope_leave(token[0])
+
+
+@contextlib.contextmanager
 def activated(libraries: list[CustomOpLibrary]):
+    """Compile time: `libraries` provide the custom operators (first library wins per op type),
+    for the op registry (library_for) and for the factory (scope)."""
     ops: dict[str, CustomOpLibrary] = {}
     for library in libraries:
         for op in library.op_types:
             ops.setdefault(op, library)
     token = _active.set(ops)
     try:
-        yield ops
+        with scope(libraries):
+            yield ops
     finally:
         _active.reset(token)
 

@@ -9,8 +9,13 @@ the major when an older executor must refuse the archive (it checks the major).
 from __future__ import annotations
 
 FORMAT = "om2"
-FORMAT_VERSION = "1.0"
-EXECUTOR_VERSION = "1.0"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
+FORMAT_VERSION = "1.1"            # 1.1: data/so_bins/, manifest so_in_om_info, model_meta so_bins
+EXECUTOR_VERSION = "1.1"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
+BASE_EXECUTOR_VERSION = "1.0"     # required by archives that use no 1.1 feature
+# compatibility.used_features: a feature an executor must know -> the executor version it needs.
+# Packed SOs other than custom-op libraries must reach their consumers (an executor 1.0 would
+# ignore data/so_bins/), so an archive holding them requires executor 1.1.
+SO_IN_OM_FEATURE = "so_in_om"
 ALIGNMENT = 64                    # STORED entries start at a multiple of this offset (mmap-able)
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -19,6 +24,9 @@ DATA = "data/"
 CONSTANTS_DIR = "data/constants/"
 CUSTOM_OPS_DIR = "data/custom_ops/"
 SO_BINS_DIR = "data/so_bins/"
+# The OpSoStore of every shared object the model packs (om2gen/om/so_store.py): byte-identical
+# to the classic OM's SO_BINS partition. Written only when the model packs SOs.
+SO_STORE = f"{SO_BINS_DIR}op_so_store.bin"
 
 
 def model_dir(index: int) -> str:
@@ -101,4 +109,4 @@ def is_stored(name: str) -> bool:
 
 # Entries the executor hashes before it trusts them (code it will dlopen or execute).
 def is_code(name: str) -> bool:
-    return name.endswith((".so", ".o"))
+    return name.endswith((".so", ".o")) or name.startswith(SO_BINS_DIR)

@@ -111,6 +111,15 @@ size_t Om2ListCustomOps(const char **op_types, size_t capacity);
 uint64_t om2x_custom_launch_count(void);
 aclError om2rtLoadSharedObjectFromMemory(const void *data, size_t length, int global, void **handle);
 
+/* om2/om2_so_in_om.h: custom-op registries per library and per model, symbols of packed SOs */
+int32_t om2x_custom_library_load(const void *data, size_t size, void **dl_handle, void **library,
+                                 char *err, size_t err_len);
+size_t om2x_custom_library_ops(const void *library, const char **op_types, size_t capacity);
+int32_t om2x_custom_scope_enter(void *const *libraries, size_t n, void **token);
+int32_t om2x_custom_scope_leave(void *token);
+void *om2x_custom_scope_current(void);
+void *om2x_so_symbol(void *handle, const char *name);
+
 /* om2/om2_model_tables.h: what a model is made of, built in memory by the classic-OM executor */
 typedef enum { OM2_ARG_INPUT = 0, OM2_ARG_OUTPUT = 1, OM2_ARG_WORKSPACE = 2, OM2_ARG_CONSTANT = 7 } Om2ArgKind;
 typedef enum { OM2_DISPATCH_AICORE = 0, OM2_DISPATCH_END_GRAPH = 6, OM2_DISPATCH_LABEL_SET = 7,
@@ -185,7 +194,8 @@ ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "om2gen._native",
     '#include "om2/om2_executor.h"\n#include "om2/om2_cpu_runtime.h"\n#include "om2/om2_kernel.h"\n'
-    '#include "om2/custom_op.h"\n#include "om2/om2_model_tables.h"\nusing namespace om2;\n'
+    '#include "om2/custom_op.h"\n#include "om2/om2_model_tables.h"\n#include "om2/om2_so_in_om.h"\n'
+    'using namespace om2;\n'
     'extern "C" int32_t om2x_tables_model_load(const void *, const GertModelLoadConfig *, GertModelHandle *);\n'
     'extern "C" void om2x_tables_entry_points(Om2xEntryPoints *);\n'
     'extern "C" int32_t om2x_custom_prepare(const char *, const char *, const Om2CustomTensorDesc *, size_t,\n'

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .. import dtypes
+from .. import dtypes, so_in_om
 from ..task_types import ArgKind, CcKernelType, ModelTaskType
 from ..version import GENERATOR
 from . import kernel_store, proto, so_store
@@ -27,7 +27,6 @@ FEATURE_BASE = 0x1_0000_0000     # task_gen_base_addr: logical base of feature-m
 WEIGHT_BASE = 0x100_0000_0000    # task_gen_weight_addr: logical base of the weights
 VARIABLE_BASE = 0x200_0000_0000  # task_gen_variable_addr (om2gen models have no variables)
 IO_ALIGN = 512                   # alignment of each model input/output in feature-map memory
-CUSTOM_SO_VENDOR = "vendors/customize"
 TVM_MAGIC = "RT_DEV_BINARY_MAGIC_ELF"
 
 _LABEL_OP_TYPES = {
@@ -251,8 +250,12 @@ def _fill_addresses(op, task, mem: MemoryPlan) -> None:
 # ---------------------------------------------------------------------------------------------
 # the OM
 
-def om_partitions(program, graph_json: dict, target) -> tuple[list[Partition], dict]:
-    """The partitions (in table order) and the header fields of the OM of `program`."""
+def om_partitions(program, graph_json: dict, target, so_pack=None) -> tuple[list[Partition], dict]:
+    """The partitions (in table order) and the header fields of the OM of `program`. `so_pack`
+    (so_providers.SoPack): the shared objects the model packs; None asks the SO providers."""
+    if so_pack is None:
+        from ..so_providers import pack
+        so_pack = pack(program, target)
     mem = MemoryPlan(program)
     gb = _GraphBuilder(program, graph_json, mem)
     gb.build()
@@ -295,7 +298,7 @@ def om_partitions(program, graph_json: dict, target) -> tuple[list[Partition], d
                 c = program.custom_ops[task.label_ref]
                 kd.context.kernel_type = int(CcKernelType.CUSTOMIZED)
                 kd.kernel_name = c["op_type"]
-                kd.so_name = c["library"].archive_name
+                kd.so_name = so_pack.custom_names[c["library"].sha256]
                 op.attr["_custom_op_item"].CopyFrom(_a_i(task.label_ref))
             td.kernel.CopyFrom(kd)
             _fill_addresses(op, task, mem)
@@ -309,17 +312,12 @@ def om_partitions(program, graph_json: dict, target) -> tuple[list[Partition], d
         blob[c.offset:c.offset + c.nbytes] = c.array.tobytes()
     weights = bytes(blob)
 
-    # --- SO_BINS, CUSTOM_OPS
-    so_bins = custom = b""
-    so_flag = 0
+    # --- SO_BINS (every SO the model packs, so_providers), CUSTOM_OPS
+    so_bins, so_flag = so_pack.store, so_pack.flag
+    custom = b""
     if program.custom_ops:
-        libs = {c["library"].sha256: c["library"] for c in program.custom_ops}
-        so_bins = so_store.build(
-            so_store.OpSoBin(lib.archive_name, CUSTOM_SO_VENDOR, so_store.SoBinType.kCustomOp, lib.data)
-            for lib in sorted(libs.values(), key=lambda x: x.archive_name))
         custom = so_store.build_custom_ops(so_store.CustomOpKernel(c["op_type"], c["blob"])
                                            for c in program.custom_ops)
-        so_flag = so_store.flags_of([so_store.SoBinType.kCustomOp])
 
     # --- MODEL_DEF
     md = proto.ModelDef(name=program.name, version=1, custom_version=GENERATOR)
@@ -334,7 +332,8 @@ def om_partitions(program, graph_json: dict, target) -> tuple[list[Partition], d
     for k, v in attrs.items():
         md.attr[k].CopyFrom(_a_i(v))
     md.attr["soc_version"].CopyFrom(_a_s(target.name))
-    md.attr["compiler_version"].CopyFrom(_a_s(GENERATOR))
+    for field, key in so_in_om.MODEL_DEF_ATTRS.items():   # SoInOmInfo (compiler_version = GENERATOR)
+        md.attr[key].CopyFrom(_a_s(getattr(so_in_om.info(target), field)))
     md.attr["om_info_list"].CopyFrom(_a_list_i([len(weights), len(tbe), 0, len(task_info), len(so_bins)]))
     if so_flag:
         md.attr["so_in_om_flag"].CopyFrom(_a_i(so_flag))
@@ -345,17 +344,19 @@ def om_partitions(program, graph_json: dict, target) -> tuple[list[Partition], d
              Partition(PT.TASK_INFO, task_info)]
     name = program.name.encode("utf-8")[:31].decode("utf-8", "ignore")
     header = {"name": name, "platform_version": target.arch.encode()[:19], "userdefineinfo": b"om2gen",
-              "genmode": 0, "is_unknow_model": 0}
+              "genmode": 0, "is_unknow_model": 0,
+              # GE: host infer-shape/tiling SOs are host code, so the loader must check the OS/CPU
+              "need_check_os_cpu_info": int(bool(so_pack.of_type(so_store.SoBinType.kSpaceRegistry)))}
     return [p for p in parts if p.data], header
 
 
-def om_bytes(program, graph_json: dict, target) -> bytes:
+def om_bytes(program, graph_json: dict, target, so_pack=None) -> bytes:
     """The classic OM file of a compiled program (kernel binaries filled in)."""
-    parts, header = om_partitions(program, graph_json, target)
+    parts, header = om_partitions(program, graph_json, target, so_pack)
     return write_om(None, parts, **header)
 
 
-def write(path, program, graph_json: dict, target) -> bytes:
+def write(path, program, graph_json: dict, target, so_pack=None) -> bytes:
     """Write the OM atomically (container.write_om) and return its bytes."""
-    parts, header = om_partitions(program, graph_json, target)
+    parts, header = om_partitions(program, graph_json, target, so_pack)
     return write_om(Path(path), parts, **header)

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import CompileError
 from ..resources import include_dir
 from . import elfcheck
-from .targets import Target
+from .targets import Target, host_arch
 
 COMMON_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--build-id=sha1")
 KERNEL_FLAGS = ("-std=c11", "-O3", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra", "-Werror")
@@ -71,9 +71,22 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def compiler_identity(cxx: bool = False) -> str:
-    cc = _tool("CXX", ("c++", "g++")) if cxx else _tool("CC", ("cc", "gcc"))
-    return _version(cc)
+def _compiler(cxx: bool, target: Target | None = None) -> str:
+    """$CC/$CXX (else cc/c++) for this machine's CPU; for another CPU, Debian's cross compiler
+    <arch>-linux-gnu-gcc/g++ (packages gcc-<arch>-linux-gnu, g++-<arch>-linux-gnu)."""
+    if target is None or target.arch == host_arch():
+        return _tool("CXX", ("c++", "g++")) if cxx else _tool("CC", ("cc", "gcc"))
+    name = f"{target.arch}-linux-gnu-{'g++' if cxx else 'gcc'}"
+    path = shutil.which(name)
+    if path is None:
+        raise CompileError(f"cross-compiling for --target {target.name} needs {name}, which is not installed; "
+                           f"install Debian's cross toolchain: apt-get install gcc-{target.arch}-linux-gnu "
+                           f"g++-{target.arch}-linux-gnu")
+    return path
+
+
+def compiler_identity(cxx: bool = False, target: Target | None = None) -> str:
+    return _version(_compiler(cxx, target))
 
 
 def _run(real: list[str], cwd: str, what: str) -> None:
@@ -108,7 +121,7 @@ def _shown(cc: str, args: list[str]) -> list[str]:
 def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs: tuple[str, ...],
            what: str, exports: tuple[str, ...], target: Target) -> BuildResult:
     """One source file straight to a shared object."""
-    cc = _tool("CXX", ("c++", "g++")) if cxx else _tool("CC", ("cc", "gcc"))
+    cc = _compiler(cxx, target)
     args = [*flags, *target.march_flags, *COMMON_FLAGS, "-I", str(include_dir()), "-o", "out.so", file_name, *libs]
 
     def produce() -> bytes:
@@ -136,7 +149,7 @@ MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLo
 def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
     """Compiles each C++ source to an object (cached by content: the load-and-run source is the
     same for every model, so only the tables compile per model), then links the library."""
-    cxx = _tool("CXX", ("c++", "g++"))
+    cxx = _compiler(True, target)
     commands, objects = [], []
     any_built = False
     for name, text in sorted(sources.items()):

@@ -1,0 +1,225 @@
+"""SO in OM: what om2gen records about the platform of the shared objects a model packs, the four
+kinds of packed SO, and the load-side entry points.
+
+- ``info(target)``: the SoInOmInfo recorded at compile time (GE's ``SoInOmInfo``: CPU
+  architecture, OS, runtime/operator-package version, compiler version), written to the OM2
+  manifest (``so_in_om_info``) and to the OM's MODEL_DEF attrs (``host_env_cpu``,
+  ``host_env_os``, ``opp_version``, ``compiler_version``).
+- ``check(recorded, where, allow_mismatch)``: the load-time comparison with this machine and
+  this om2gen; a difference is an AbiError naming each differing field and the override
+  (``allow_platform_mismatch=True`` / ``--allow-platform-mismatch``).
+- ``KINDS``: one row per SoBinType -- the op-package directory it is collected from, the
+  exported symbol prefixes through which such a .so declares the op types it serves, and its
+  load-time consumer (om2gen/so_providers.py collects, om2gen/so_loader.py consumes).
+- ``load_packed(bins, where)``: hands packed SOs to their consumers; ``bins_from_archive`` and
+  ``bins_from_model_def`` read them from an OM2 archive or an OM file.
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass
+
+from .errors import AbiError, ArchiveError
+from .om.so_store import OpSoBin, SoBinType
+from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION, __version__
+
+OVERRIDE_PY = "allow_platform_mismatch=True"
+OVERRIDE_CLI = "--allow-platform-mismatch"
+# MODEL_DEF attr keys (GE: host_env_os / host_env_cpu, opp_version, compiler_version)
+MODEL_DEF_ATTRS = {"cpu_info": "host_env_cpu", "os_info": "host_env_os", "opp_version": "opp_version",
+                   "compiler_version": "compiler_version"}
+CUSTOM_OP_API_VERSION = 1   # om2/custom_op.h OM2_CUSTOM_OP_API_VERSION
+
+
+@dataclass(frozen=True)
+class SoInOmInfo:
+    cpu_info: str           # CPU architecture the model's native code is for (`uname -m` spelling)
+    os_info: str            # "linux"
+    opp_version: str        # the runtime/operator package: om2gen's model, kernel and custom-op ABIs
+    compiler_version: str   # the om2gen that compiled the model ("om2gen X.Y.Z")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value, where: str) -> SoInOmInfo:
+        fields = tuple(cls.__dataclass_fields__)
+        if not isinstance(value, dict) or any(not isinstance(value.get(f), str) for f in fields):
+            raise ArchiveError(f"{where}: so_in_om_info must be an object with string fields "
+                               f"{', '.join(fields)}; the model is corrupt")
+        return cls(**{f: value[f] for f in fields})
+
+
+def opp_version() -> str:
+    """This runtime's operator-package version: what packed code and generated code link against."""
+    return f"om2gen-runtime model-abi {MODEL_ABI_VERSION} kernel-abi {KERNEL_ABI_VERSION} " \
+           f"custom-op-api {CUSTOM_OP_API_VERSION}"
+
+
+def host_os() -> str:
+    return platform.system().lower()
+
+
+def info(target) -> SoInOmInfo:
+    """What a model compiled for `target` records (the target's OS is Linux, om2gen's only one)."""
+    return SoInOmInfo(cpu_info=target.arch, os_info="linux", opp_version=opp_version(), compiler_version=GENERATOR)
+
+
+def host_info() -> SoInOmInfo:
+    """This machine and this om2gen, in the same terms."""
+    return SoInOmInfo(cpu_info=platform.machine(), os_info=host_os(), opp_version=opp_version(),
+                      compiler_version=GENERATOR)
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """The part of "om2gen X.Y.Z" that must match: X, or X.Y while X is 0 (semantic versioning)."""
+    name, _, number = version.partition(" ")
+    parts = number.split(".")
+    if name != "om2gen" or len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    major, minor = int(parts[0]), int(parts[1])
+    return (major,) if major else (major, minor)
+
+
+def differences(recorded: SoInOmInfo, here: SoInOmInfo | None = None) -> list[str]:
+    """Each field of `recorded` that this machine cannot honour, as "field: recorded (this machine: x)"."""
+    here = here or host_info()
+    out = []
+    for field, label in (("cpu_info", "CPU architecture"), ("os_info", "OS"),
+                         ("opp_version", "runtime/operator package version")):
+        if getattr(recorded, field) != getattr(here, field):
+            out.append(f"{label} {field}={getattr(recorded, field)!r} (this machine: {getattr(here, field)!r})")
+    want, have = _release(recorded.compiler_version), _release(here.compiler_version)
+    if want is None or want != have:
+        out.append(f"compiler version compiler_version={recorded.compiler_version!r} (this om2gen: "
+                   f"{here.compiler_version!r}; the release {'.'.join(map(str, have or ()))}.x must match)")
+    return out
+
+
+def check(recorded: SoInOmInfo | None, where: str, allow_mismatch: bool = False) -> list[str]:
+    """Compares the recorded SoInOmInfo with this machine. Returns the differences (empty when
+    everything matches, or when the model records none: models from before this record).
+    A difference is an AbiError unless allow_mismatch, in which case the caller goes on at its
+    own risk (other checks, e.g. the ELF machine of every packed .so, still apply)."""
+    if recorded is None:
+        return []
+    diffs = differences(recorded)
+    if diffs and not allow_mismatch:
+        raise AbiError(f"{where} was compiled for another platform: {'; '.join(diffs)}. Recompile the model "
+                       f"for this machine (om2gen {__version__}, --target for {platform.machine()}), or load it "
+                       f"anyway with {OVERRIDE_PY} (CLI: om2gen run {OVERRIDE_CLI})")
+    return diffs
+
+
+def from_model_def(model_def, where: str) -> SoInOmInfo | None:
+    """The SoInOmInfo in a ge.proto.ModelDef's attrs; None if it records none (a GE-written OM
+    without SOs, for example). Partially present or non-string attrs are corrupt."""
+    present = {f: model_def.attr[k] for f, k in MODEL_DEF_ATTRS.items() if k in model_def.attr}
+    if not present or set(present) == {"compiler_version"}:
+        return None
+    missing = [MODEL_DEF_ATTRS[f] for f in MODEL_DEF_ATTRS if f not in present]
+    if missing:
+        raise ArchiveError(f"{where}: MODEL_DEF records the platform only partly (no {', '.join(missing)}); "
+                           f"the model is corrupt")
+    values = {}
+    for f, a in present.items():
+        if a.WhichOneof("value") != "s":
+            raise ArchiveError(f"{where}: MODEL_DEF attr {MODEL_DEF_ATTRS[f]} is not a string; the model is corrupt")
+        values[f] = a.s.decode("utf-8", "replace")
+    return SoInOmInfo(**values)
+
+
+# --- the four kinds ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SoKind:
+    bin_type: SoBinType
+    opp_dir: str                   # $OM2GEN_OPP_PATH/<arch>/<vendor>/<opp_dir>/*.so
+    prefixes: tuple[str, ...]      # exported `<prefix><OpType>` symbols declare the served op types
+    consumer: str                  # what takes it at load (so_loader)
+
+
+KINDS = {k.bin_type: k for k in (
+    SoKind(SoBinType.kSpaceRegistry, "op_host", ("Om2InferShape_", "Om2Tiling_"),
+           "the model's SpaceRegistry: host infer-shape / tiling functions by op type"),
+    SoKind(SoBinType.kOpMasterDevice, "op_master_device", ("Om2DeviceTiling_",),
+           "the process-wide op-master cache (built-in by name, custom by content)"),
+    SoKind(SoBinType.kAutofuse, "autofuse", ("Om2FusedKernel_",),
+           "the model's autofuse store: guard_check.so bytes, fused-kernel libraries loaded on demand"),
+    SoKind(SoBinType.kCustomOp, "custom_ops", (),
+           "the model's custom-op registry (REG_AUTO_MAPPING_OP registrations of the library)"),
+)}
+GUARD_CHECK = "guard_check.so"       # GE's name for the autofuse guard-check library
+GUARD_CHECK_SYMBOL = "Om2GuardCheck"
+
+
+def served_op_types(bin_type: SoBinType, exported) -> set[str]:
+    """The op types a .so of this kind declares through its exported symbols."""
+    prefixes = KINDS[SoBinType(bin_type)].prefixes
+    return {s[len(p):] for s in exported for p in prefixes if s.startswith(p) and len(s) > len(p)}
+
+
+def host_library_suffix(os_name: str, arch: str) -> str:
+    """kSpaceRegistry libraries run on the host side: their names end with _<os>_<cpu>.so."""
+    return f"_{os_name}_{arch}.so"
+
+
+# --- load side ----------------------------------------------------------------------------------
+
+def load_packed(bins: list[OpSoBin], where: str):
+    """ELF-checks every packed SO against this machine and hands each to its consumer (memfd
+    loads, never from disk). Returns a so_loader.PackedSos: use ``.activated()`` around the
+    model's load (its custom-op scope) and ``.close()`` with the model."""
+    from . import so_loader
+    return so_loader.load_packed(bins, where)
+
+
+def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
+    """The SOs an OM2 archive packs: the OpSoStore in data/so_bins/ (digest-checked), whose
+    kCustomOp items must be exactly the data/custom_ops/shared_libs/ entries; archives written
+    before data/so_bins/ existed give their shared_libs as kCustomOp items."""
+    from .om import so_store
+    where = str(archive.path)
+    shared = list((meta.get("custom_ops") or {}).get("shared_libs", []))
+    info = meta.get("so_bins")
+    if info is None:
+        return [OpSoBin(name.rsplit("/", 1)[1], "vendors/customize", SoBinType.kCustomOp, archive.view(name))
+                for name in shared]
+    if not isinstance(info, dict) or not isinstance(info.get("store"), str) or \
+            not isinstance(info.get("so_in_om_flag"), int):
+        raise ArchiveError(f"{where}: model_meta so_bins must name the store and its so_in_om_flag; the archive is "
+                           f"corrupt")
+    archive.verify(info["store"])
+    bins = so_store.load(archive.view(info["store"]))
+    check_flag(bins, info["so_in_om_flag"], where)
+    import hashlib
+    custom = {hashlib.sha256(b.data).hexdigest() for b in bins if b.bin_type == SoBinType.kCustomOp}
+    listed = {archive.entries.get(n, {}).get("sha256") for n in shared}
+    if custom != listed:
+        raise ArchiveError(f"{where}: the kCustomOp libraries in {info['store']} differ from "
+                           f"data/custom_ops/shared_libs/; the archive is inconsistent, recompile it")
+    return bins
+
+
+def bins_from_model_def(so_bins_partition, model_def, where: str) -> list[OpSoBin]:
+    """The SOs of a classic OM: its SO_BINS partition (bytes, possibly empty), checked against
+    MODEL_DEF's so_in_om_flag."""
+    from .om import so_store
+    bins = so_store.load(so_bins_partition)
+    check_flag(bins, model_def, where)
+    return bins
+
+
+def check_flag(bins: list[OpSoBin], flag, where: str) -> None:
+    """The so_in_om_flag (an int, or a ModelDef whose attr holds it) must declare exactly the
+    packed types: a flag without its SOs, or SOs the flag hides, is a corrupt model."""
+    from .om import so_store
+    if hasattr(flag, "attr"):
+        flag = flag.attr["so_in_om_flag"].i if "so_in_om_flag" in flag.attr else 0
+    declared = set(so_store.types_of(flag))
+    packed = {b.bin_type for b in bins}
+    if declared != packed:
+        def names(types):
+            return ", ".join(t.name for t in sorted(types)) or "none"
+        raise ArchiveError(f"{where}: so_in_om_flag 0x{flag:04X} declares {names(declared)}, but the packed SOs are "
+                           f"{names(packed)}; the model is corrupt")
