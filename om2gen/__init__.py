@@ -10,10 +10,15 @@ from .errors import (AbiError, ArchiveError, CompileError, InputError, ModelErro
 from .version import __version__
 
 
-def load(path, threads=None):
-    """Loads an .om2 archive; returns a Model with .inputs, .outputs, .run(feeds) and .close()."""
+def load(source, threads=None, *, allow_platform_mismatch=False):
+    """Loads an .om2 archive or a classic .om file (a path, or the file's bytes; the format is read
+    from the content). Returns a Model with .inputs, .outputs, .format, .run(feeds),
+    .execute_raw(input_addresses, output_addresses), .load_phases and .close().
+
+    allow_platform_mismatch: load even if the platform recorded at compile time (SoInOmInfo: CPU,
+    OS, runtime and compiler versions) differs from this one."""
     from .executor.model import load as _load
-    return _load(path, threads)
+    return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch)
 
 
 __all__ = ["compile", "load", "__version__", "Om2Error", "ModelError", "UnsupportedOpError", "ShapeError",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import custom_ops, dtypes
+from . import custom_ops, dtypes, so_in_om, so_providers
 from .archive import layout, writer
 from .archive.writer import Entry, json_bytes
 from .codegen import model_cpp
@@ -19,6 +19,7 @@ from .errors import ModelError, Om2Error
 from .frontend.onnx_import import import_onnx
 from .lower.lowering import LowerContext, lower_graph
 from .lower.program import Program
+from .om.so_store import SoBinType
 from .passes import dce
 from .toolchain import compiler, targets
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
@@ -62,7 +63,10 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     tgt = targets.get_target(opts.target)
     report = _Progress(opts.progress)
 
-    libraries = [custom_ops.load_library(p, tgt) for p in custom_ops.find_libraries(opts.custom_op_libs)]
+    # custom-op libraries run here (InferShape, Compile, Serialize): when cross-compiling they are
+    # the host's builds, and the target's builds are packed from $OM2GEN_OPP_PATH (so_providers)
+    host = tgt if tgt.arch == targets.host_arch() else targets.default_target()
+    libraries = [custom_ops.load_library(p, host) for p in custom_ops.find_libraries(opts.custom_op_libs)]
     with custom_ops.activated(libraries):
         graph = _import_graph(model, opts, frontend)
         graph.verify("import")
@@ -71,6 +75,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         report.stage(f"imported {len(graph.nodes)} nodes")
         program = lower_graph(graph, LowerContext(tgt, GENERATOR))
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    so_pack = so_providers.pack(program, tgt, libraries)   # the shared objects this model needs
 
     builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
     for k, b in zip(program.kernels, builds):
@@ -78,17 +83,26 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
 
     if format == "om":
         from .om import writer as om_writer
-        om_writer.write(out, program, program.graph_json, tgt)
+        om_writer.write(out, program, program.graph_json, tgt, so_pack=so_pack)
         report.stage(f"wrote {out}")
         return out
 
+    commands = {k.entry: b.commands[0] for k, b in zip(program.kernels, builds)}
+    return write_archive(out, program, tgt, opts, commands, so_pack, graph.producer, report)
+
+
+def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_commands: dict, so_pack, producer: str,
+                  report) -> Path:
+    """The OM2 archive of a program whose kernel binaries are built: generate and build the model
+    library, then write every entry. kernel_commands: {kernel entry: its build command, or a note
+    saying where the binary came from}."""
     stem = f"{c_identifier(program.name)}_{_model_hash(program)}"
-    sources = model_cpp.render_sources(program, stem, tgt.arch, graph.producer)
+    sources = model_cpp.render_sources(program, stem, tgt.arch, producer)
     lib = compiler.build_model_library(sources, tgt)
     report.stage("built the model library")
 
-    entries = _entries(program, tgt, stem, sources, lib, builds, opts)
-    writer.write(out, [_manifest(entries, program, tgt, opts)] + entries)
+    entries = _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack)
+    writer.write(out, [_manifest(entries, program, tgt, opts, so_pack)] + entries)
     report.stage(f"wrote {out}")
     return out
 
@@ -144,7 +158,7 @@ def _io_json(d, index):
             "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
 
 
-def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
+def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -> list[Entry]:
     idx = 0
     lib_name = layout.model_library(idx, stem)
     meta = {
@@ -161,13 +175,15 @@ def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
         "kernels": [layout.kernel_binary(tgt.arch, k.file_name) for k in program.kernels],
         "constants_config": layout.constants_config(idx),
         "custom_ops": {
-            "shared_libs": sorted({layout.custom_op_library(c["library"].archive_name) for c in program.custom_ops}),
+            "shared_libs": sorted(layout.custom_op_library(b.name) for b in so_pack.of_type(SoBinType.kCustomOp)),
             "binaries": sorted({layout.custom_op_binary(tgt.arch, c["bin_name"]) for c in program.custom_ops}),
             "op_types": sorted({c["op_type"] for c in program.custom_ops}),
         },
         "stats": {"tasks": len(program.tasks), "kernels": len(program.kernels),
                   "constants_bytes": program.constants_size},
     }
+    if so_pack.bins:
+        meta["so_bins"] = _so_bins_json(so_pack)
     consts = {
         "internal_weight_size": program.constants_size,
         "consts": {c.name: {"index": i, "type": "INTERNAL", "file_name": layout.constants_blob(idx).rsplit("/", 1)[1],
@@ -179,7 +195,7 @@ def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
     for c in program.constants:
         blob[c.offset:c.offset + c.nbytes] = c.array.tobytes()
     build_cmds = {"model_library": {"sources": sorted(sources), "commands": lib.commands},
-                  "kernels": {k.entry: b.commands[0] for k, b in zip(program.kernels, builds)},
+                  "kernels": kernel_commands,
                   "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}
     op_attr = {n["name"]: n["attrs"] for n in program.graph_json["nodes"] if n["attrs"]}
     entries = [
@@ -190,11 +206,13 @@ def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
         Entry(lib_name, lib.binary),
     ]
     for k in program.kernels:
-        entries.append(Entry(layout.kernel_source(idx, k.entry), k.source.encode()))
+        if k.source:   # kernels converted from an OM file come without their source
+            entries.append(Entry(layout.kernel_source(idx, k.entry), k.source.encode()))
         entries.append(Entry(layout.kernel_binary(tgt.arch, k.file_name), k.binary))
-    libs = {c["library"].sha256: c["library"] for c in program.custom_ops}
-    for library in sorted(libs.values(), key=lambda x: x.archive_name):
-        entries.append(Entry(layout.custom_op_library(library.archive_name), library.data))
+    for b in so_pack.of_type(SoBinType.kCustomOp):   # the target's builds (the same bytes as in the store)
+        entries.append(Entry(layout.custom_op_library(b.name), b.data))
+    if so_pack.bins:
+        entries.append(Entry(layout.SO_STORE, so_pack.store))
     for c in {c["bin_name"]: c for c in program.custom_ops}.values():
         entries.append(Entry(layout.custom_op_binary(tgt.arch, c["bin_name"]), c["blob"]))
     entries.append(Entry(layout.constants_config(idx), json_bytes(consts)))
@@ -203,6 +221,13 @@ def _entries(program, tgt, stem, sources, lib, builds, opts) -> list[Entry]:
         entries.append(Entry(layout.ge_model_json(idx), json_bytes(program.graph_json)))
         entries.append(Entry(layout.task_info_json(idx), json_bytes(task_info(program))))
     return sorted(entries, key=lambda e: e.name)
+
+
+def _so_bins_json(so_pack) -> dict:
+    """model_meta.so_bins: where the OpSoStore is, its flag, and what it holds (for inspect)."""
+    return {"store": layout.SO_STORE, "so_in_om_flag": so_pack.flag,
+            "items": [{"name": b.name, "vendor": b.vendor, "type": b.bin_type.name, "size": len(b.data),
+                       "sha256": hashlib.sha256(b.data).hexdigest()} for b in so_pack.bins]}
 
 
 def task_info(program: Program) -> dict:
@@ -217,18 +242,24 @@ def task_info(program: Program) -> dict:
         "work_size": program.work_size, "args_size": program.args_size}
 
 
-def _manifest(entries: list[Entry], program: Program, tgt, opts: Options) -> Entry:
+def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pack) -> Entry:
+    features = {}
+    if any(b.bin_type != SoBinType.kCustomOp for b in so_pack.bins):
+        features[layout.SO_IN_OM_FEATURE] = layout.EXECUTOR_VERSION
     manifest = {
         "format": layout.FORMAT,
         "format_version": layout.FORMAT_VERSION,
         "generator": GENERATOR,
         "model_num": 1,
         "compatibility": {"compiler_version": layout.FORMAT_VERSION,
-                          "required_executor_version": layout.EXECUTOR_VERSION, "used_features": {}},
+                          "required_executor_version": layout.EXECUTOR_VERSION if features
+                          else layout.BASE_EXECUTOR_VERSION,
+                          "used_features": features},
+        "so_in_om_info": so_in_om.info(tgt).to_json(),
         "abi_version": MODEL_ABI_VERSION,
         "kernel_abi_version": KERNEL_ABI_VERSION,
         "target": {"name": tgt.name, "arch": tgt.arch, "isa_features": list(tgt.isa_features)},
-        "compiler": {"c": compiler.compiler_identity(cxx=False), "cxx": compiler.compiler_identity(cxx=True)},
+        "compiler": {"c": compiler.compiler_identity(False, tgt), "cxx": compiler.compiler_identity(True, tgt)},
         "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
                     "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
                     "target": tgt.name, "debug": opts.debug,

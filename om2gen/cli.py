@@ -51,7 +51,7 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import load
-    with load(args.model, threads=args.threads) as model:
+    with load(args.model, threads=args.threads, allow_platform_mismatch=args.allow_platform_mismatch) as model:
         feeds = {}
         for name, path in args.input or []:
             try:
@@ -66,6 +66,13 @@ def cmd_run(args) -> int:
         path = out_dir / f"{safe}.npy"
         np.save(path, arr)
         print(f"{name}: {arr.dtype}{list(arr.shape)} -> {path}")
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from .convert import convert
+    out = convert(args.model, args.output, progress=not args.quiet)
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
 
@@ -88,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("model", help="the .onnx file (or a GE IR graph, see --frontend)")
     c.add_argument("-o", "--output", required=True, help="the .om2 (or, with --format om, .om) file to write")
     c.add_argument("--format", choices=("om2", "om"), default="om2",
-                   help="om2: OM2 archive (default, runnable); om: classic Ascend GE OM file (inspect only)")
+                   help="om2: OM2 archive (default); om: classic Ascend GE OM file (both run with om2gen run)")
     c.add_argument("--frontend", choices=("onnx", "ge"), default=None,
                    help="input model kind: onnx, or ge (GE IR graph: ge.proto.ModelDef, binary or text); "
                         "default: .pb/.pbtxt/.txt/.prototxt/.ge files are GE graphs, others ONNX")
@@ -105,12 +112,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     c.set_defaults(func=cmd_compile)
 
-    r = sub.add_parser("run", help="run an .om2 archive on .npy inputs")
-    r.add_argument("model", help="the .om2 file")
+    r = sub.add_parser("run", help="run an .om2 archive or .om file on .npy inputs")
+    r.add_argument("model", help="the .om2 or .om file (the format is read from its content)")
     r.add_argument("--input", action="append", type=_input_arg, metavar="NAME=FILE.npy", help="one per input")
     r.add_argument("--output-dir", default=".", help="where to write one .npy per output (default: .)")
     r.add_argument("--threads", type=int, help="worker threads (default: all cores)")
+    r.add_argument("--allow-platform-mismatch", action="store_true",
+                   help="load even if the model was compiled for another platform (CPU, OS, runtime or compiler "
+                        "version recorded at compile time); at your own risk")
     r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("convert", help="turn a classic .om file into an .om2 archive (same kernels and weights)")
+    v.add_argument("model", help="the .om file")
+    v.add_argument("-o", "--output", required=True, help="the .om2 file to write")
+    v.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    v.set_defaults(func=cmd_convert)
 
     i = sub.add_parser("inspect", help="show what an .om2 archive or .om file holds")
     i.add_argument("model", help="the .om2 or .om file")

@@ -59,7 +59,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         first_tiling += len(words)
     m = {
         "file_name": file_name, "model_name": program.name, "generator": GENERATOR,
-        "source_digest": program.source_digest, "producer": producer,
+        "source_digest": program.source_digest, "source_format": program.source_format, "producer": producer,
         "opsets": ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(program.opsets.items())),
         "inputs": [io(d) for d in program.inputs], "outputs": [io(d) for d in program.outputs],
         "kernels": program.kernels, "tasks": tasks, "arch": arch,

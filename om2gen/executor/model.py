@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import custom_ops, dtypes
+from .. import custom_ops, dtypes, so_in_om
 from ..archive import layout
 from ..archive.reader import ZIP_MAGIC, Archive
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
@@ -100,6 +100,7 @@ class Model:
         self.path = "<model in memory>" if in_memory else str(source)
         self._archive = None
         self._om = None
+        self._sos = None   # so_loader.PackedSos: the model's packed shared objects
         self._handle = None
         self._lib = None
         self._keep = []
@@ -138,6 +139,9 @@ class Model:
             raise AbiError(f"{self.path}: kernels built for kernel ABI {m.get('kernel_abi_version')}, this runtime runs "
                            f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
         target = m.get("target", {})
+        if "so_in_om_info" in m:   # archives before format 1.1 record none
+            so_in_om.check(so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], self.path), self.path,
+                           self.allow_platform_mismatch)
         check_target(self.path, target.get("name"), target.get("arch", "?"), target.get("isa_features", []))
         models = m.get("models") or []
         if len(models) != 1:
@@ -152,12 +156,13 @@ class Model:
             a.verify(name)
         clock("check digests")
 
-        # custom-op libraries first (the seed's order): their registrations must exist before the
-        # model library captures; same content is loaded once per process and stays resident
-        libraries = [custom_ops.load_bytes(a.view(name), name.rsplit("/", 1)[1], RuntimeFailure,
-                                           digest=a.entries[name]["sha256"]) for name in custom_libs]
-        if custom_libs:
-            clock("load custom-op libraries")
+        # packed shared objects first (the seed's order), each handed to its consumer; custom-op
+        # libraries register into registries of their own, resident for the process (so_loader)
+        packed = so_in_om.bins_from_archive(a, meta)
+        self._sos = so_in_om.load_packed(packed, self.path)
+        libraries = self._sos.custom_libraries
+        if packed:
+            clock("load packed shared objects")
 
         # the model library, from memory
         so = a.view(meta["library"])
@@ -211,7 +216,8 @@ class Model:
         cfg.instance_handle = self._instance
         cfg.callbacks = self._callbacks
         model = ffi.new("GertModelHandle *")
-        rc = clock.native(lambda: load(cfg, model))
+        with custom_ops.scope(list(custom_libraries)):
+            rc = clock.native(lambda: load(cfg, model))
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelLoad failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
         self._handle = model[0]
@@ -331,6 +337,9 @@ class Model:
         if self._om is not None:   # after the unload: the captured tasks read its weights
             self._om.close()
             self._om = None
+        if self._sos is not None:  # after the unload: its instances used the packed SOs
+            self._sos.close()
+            self._sos = None
         for k in self._keep:
             if isinstance(k, ffi.CData) and ffi.typeof(k).kind == "array" and ffi.typeof(k).item.cname == "char":
                 try:

@@ -143,3 +143,4 @@ class Program:
     label_num: int = 0
     label_lists: list[list[int]] = field(default_factory=list)
     custom_ops: list = field(default_factory=list)        # [{op_type, bin_name, blob, library, descs}]
+    source_format: str = "ONNX"                            # what source_digest is the digest of

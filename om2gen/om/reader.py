@@ -180,7 +180,7 @@ def read(om: OmFile, where: str, stages=None) -> OmModel:
         name=md.name or graph.name, inputs=[d for _, d in inputs], outputs=[d for _, d in outputs],
         kernels=kernels, tasks=[], constants=[], constants_size=len(weights), work_size=amap.work_size,
         args_size=0, source_digest=hashlib.sha256(bytes(om.partition(PT.MODEL_DEF))).hexdigest(), opsets={},
-        label_num=_attr_int(md, "label_num", 0))
+        label_num=_attr_int(md, "label_num", 0), source_format="classic OM (MODEL_DEF partition)")
     if len(weights):
         program.constants.append(Constant("WEIGHTS_DATA", np.frombuffer(weights, np.uint8), 0))
     model = OmModel(program, md, weights, so_bins, custom_items)

@@ -1,0 +1,44 @@
+"""om2gen convert: a classic OM file → an OM2 archive of the same model.
+
+Nothing is recompiled from a graph: the OM's tasks (TASK_INFO, decoded by om/reader.py into the
+Program the OM was written from), its kernel binaries (TBE_KERNELS), weights (WEIGHTS_DATA) and
+packed shared objects (SO_BINS, CUSTOM_OPS) go into the archive as they are; only the model
+library — the tables as C++ plus the load-and-run code — is generated and built. So the OM2
+runs exactly the kernels the OM runs, with the load work moved to compile time.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .build import Options, _Progress, write_archive
+from .errors import ArchiveError, Om2Error
+from .om import reader
+from .om.container import read_om
+from .toolchain import targets
+
+
+def convert(source, output, *, progress: bool = False) -> Path:
+    """Converts the OM file `source` (path) into the OM2 archive `output`; returns its path."""
+    from .so_providers import SoPack
+    out = Path(output)
+    if out.is_dir():
+        raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
+    if not out.parent.is_dir():
+        raise Om2Error(f"output directory {out.parent} does not exist")
+    report = _Progress(progress)
+    om = read_om(source)
+    where = str(source)
+    parsed = reader.read(om, where)
+    md = parsed.model_def
+    soc = md.attr["soc_version"].s.decode("utf-8", "replace") if "soc_version" in md.attr else ""
+    if soc not in targets.TARGETS:
+        raise ArchiveError(f"{where}: built for soc_version {soc!r}, which is not an om2gen target "
+                           f"({', '.join(targets.TARGETS)}); only OM files written by om2gen convert")
+    tgt = targets.TARGETS[soc]
+    program = parsed.program
+    report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    flag = int(md.attr["so_in_om_flag"].i) if "so_in_om_flag" in md.attr else 0
+    so_pack = SoPack(tuple(parsed.so_bins), flag, {})
+    commands = {k.entry: f"taken from the TBE_KERNELS partition of {Path(where).name}" for k in program.kernels}
+    return write_archive(out, program, tgt, Options(target=tgt.name), commands, so_pack,
+                         f"om2gen convert {Path(where).name}", report)
