@@ -1,0 +1,272 @@
+"""acl.mdl: load, run and unload models; model descriptions; datasets. pyACL's signatures.
+
+    model_id, ret = acl.mdl.load_from_file(path)          # .om2 archive or classic .om, by content
+    desc = acl.mdl.create_desc(); ret = acl.mdl.get_desc(desc, model_id)
+    ret = acl.mdl.execute(model_id, input_dataset, output_dataset)
+
+Failures return an aclError (om2gen.acl.constants) and leave a message for
+acl.get_recent_err_msg(); see docs/acl-api.md for the mapping and the differences.
+"""
+from __future__ import annotations
+
+from .. import dtypes
+from . import constants as C
+from ._errors import AclFail, address_arg, entry, integer, size_arg
+from ._handles import DataBuffer, Dataset, ModelDesc, registry
+from ._models import check_model_file, dataset_addresses, load, models
+from ._native import ffi
+
+_EMPTY_DIMS = {"name": "", "dimCount": 0, "dims": []}
+
+
+def _ret(code):
+    return code
+
+
+def _id_ret(code):
+    return 0, code
+
+
+def _dims_ret(code):
+    return dict(_EMPTY_DIMS, dims=[]), code
+
+
+# ---- loading ----
+
+@entry("acl.mdl.load_from_file", _id_ret)
+def load_from_file(model_path):
+    """model_id, ret = load_from_file(model_path): an .om2 archive or a classic .om file."""
+    path = check_model_file(model_path)
+    return load(path), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.load_from_mem", _id_ret)
+def load_from_mem(model, model_size):
+    """model_id, ret = load_from_mem(model, model_size): the model's bytes at address `model`.
+    The bytes are copied; the caller may free them once this returns."""
+    addr, size = address_arg(model, "model"), size_arg(model_size, "model_size")
+    if addr == 0:
+        raise AclFail(C.ACL_ERROR_INVALID_PARAM, "model is NULL")
+    if size == 0:
+        raise AclFail(C.ACL_ERROR_INVALID_PARAM, "model_size is 0")
+    data = bytes(ffi.buffer(ffi.cast("const char *", addr), size))
+    return load(data), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.unload", _ret)
+def unload(model_id):
+    """ret = unload(model_id): waits for the model's queued asynchronous runs first."""
+    models.remove(model_id).close()
+    return C.ACL_SUCCESS
+
+
+# ---- running ----
+
+@entry("acl.mdl.execute", _ret)
+def execute(model_id, input, output):  # noqa: A002 - pyACL's parameter names
+    """ret = execute(model_id, input_dataset, output_dataset): runs once, synchronously. An output
+    data buffer with a NULL address gets device memory of the output's size (the caller frees it)."""
+    loaded = models.get(model_id)
+    m = loaded.model
+    ins = dataset_addresses(input, m.inputs, "input")
+    loaded.run(ins, dataset_addresses(output, m.outputs, "output", allocate=True))
+    return C.ACL_SUCCESS
+
+
+@entry("acl.mdl.execute_async", _ret)
+def execute_async(model_id, input, output, stream):  # noqa: A002
+    """ret = execute_async(model_id, input_dataset, output_dataset, stream): queues one run on
+    `stream`; acl.rt.synchronize_stream(stream) waits for it and reports its failure."""
+    loaded = models.get(model_id)
+    m = loaded.model
+    loaded.run_async(dataset_addresses(input, m.inputs, "input"), dataset_addresses(output, m.outputs, "output"),
+                     address_arg(stream, "stream"))
+    return C.ACL_SUCCESS
+
+
+# ---- model descriptions ----
+
+def create_desc():
+    """desc = create_desc(): an empty description, filled by get_desc."""
+    return registry.add(ModelDesc())
+
+
+@entry("acl.mdl.destroy_desc", _ret)
+def destroy_desc(model_desc):
+    registry.remove(model_desc, ModelDesc, "model_desc")
+    return C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_desc", _ret)
+def get_desc(model_desc, model_id):
+    """ret = get_desc(model_desc, model_id): copies the loaded model's descriptions into the desc."""
+    desc = registry.get(model_desc, ModelDesc, "model_desc")
+    m = models.get(model_id).model
+    desc.model_id, desc.inputs, desc.outputs, desc.filled = integer(model_id, "model_id"), list(m.inputs), \
+        list(m.outputs), True
+    return C.ACL_SUCCESS
+
+
+def _filled(model_desc) -> ModelDesc:
+    desc = registry.get(model_desc, ModelDesc, "model_desc")
+    if not desc.filled:
+        raise AclFail(C.ACL_ERROR_INVALID_PARAM, "model_desc is empty; fill it with acl.mdl.get_desc first")
+    return desc
+
+
+def _tensor(model_desc, index, role: str):
+    desc = _filled(model_desc)
+    infos = desc.inputs if role == "input" else desc.outputs
+    i = integer(index, "index")
+    if not 0 <= i < len(infos):
+        raise AclFail(C.ACL_ERROR_INVALID_PARAM, f"{role} index {i} is out of range: model {desc.model_id} has "
+                                                 f"{len(infos)} {role}(s)")
+    return infos[i]
+
+
+def _dims(info) -> dict:
+    return {"name": info.name, "dimCount": len(info.shape), "dims": list(info.shape)}
+
+
+def _index_by_name(model_desc, name, role: str) -> int:
+    desc = _filled(model_desc)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    infos = desc.inputs if role == "input" else desc.outputs
+    for i, info in enumerate(infos):
+        if info.name == name:
+            return i
+    raise AclFail(C.ACL_ERROR_INVALID_PARAM, f"model {desc.model_id} has no {role} named {name!r}; its {role}s "
+                                             f"are {', '.join(repr(t.name) for t in infos)}")
+
+
+@entry("acl.mdl.get_num_inputs", lambda code: 0)
+def get_num_inputs(model_desc):
+    return len(_filled(model_desc).inputs)
+
+
+@entry("acl.mdl.get_num_outputs", lambda code: 0)
+def get_num_outputs(model_desc):
+    return len(_filled(model_desc).outputs)
+
+
+@entry("acl.mdl.get_input_size_by_index", lambda code: 0)
+def get_input_size_by_index(model_desc, index):
+    """size in bytes of input `index` (0 when the desc or index is invalid)."""
+    return _tensor(model_desc, index, "input").nbytes
+
+
+@entry("acl.mdl.get_output_size_by_index", lambda code: 0)
+def get_output_size_by_index(model_desc, index):
+    return _tensor(model_desc, index, "output").nbytes
+
+
+@entry("acl.mdl.get_input_dims", _dims_ret)
+def get_input_dims(model_desc, index):
+    """dims, ret = get_input_dims(desc, index); dims = {"name", "dimCount", "dims"}."""
+    return _dims(_tensor(model_desc, index, "input")), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_input_dims_v2", _dims_ret)
+def get_input_dims_v2(model_desc, index):
+    """As get_input_dims: without AIPP the two agree."""
+    return _dims(_tensor(model_desc, index, "input")), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_output_dims", _dims_ret)
+def get_output_dims(model_desc, index):
+    return _dims(_tensor(model_desc, index, "output")), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_cur_output_dims", _dims_ret)
+def get_cur_output_dims(model_desc, index):
+    """As get_output_dims: shapes are static, so the current dims are the compiled ones."""
+    return _dims(_tensor(model_desc, index, "output")), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_input_name_by_index", lambda code: "")
+def get_input_name_by_index(model_desc, index):
+    return _tensor(model_desc, index, "input").name
+
+
+@entry("acl.mdl.get_output_name_by_index", lambda code: "")
+def get_output_name_by_index(model_desc, index):
+    return _tensor(model_desc, index, "output").name
+
+
+@entry("acl.mdl.get_input_index_by_name", _id_ret)
+def get_input_index_by_name(model_desc, name):
+    """index, ret = get_input_index_by_name(desc, name)"""
+    return _index_by_name(model_desc, name, "input"), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_output_index_by_name", _id_ret)
+def get_output_index_by_name(model_desc, name):
+    return _index_by_name(model_desc, name, "output"), C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_input_data_type", lambda code: C.ACL_DT_UNDEFINED)
+def get_input_data_type(model_desc, index):
+    """the aclDataType of input `index` (ACL_DT_UNDEFINED, -1, when invalid)."""
+    return dtypes.from_numpy(_tensor(model_desc, index, "input").dtype).acl
+
+
+@entry("acl.mdl.get_output_data_type", lambda code: C.ACL_DT_UNDEFINED)
+def get_output_data_type(model_desc, index):
+    return dtypes.from_numpy(_tensor(model_desc, index, "output").dtype).acl
+
+
+@entry("acl.mdl.get_input_format", lambda code: C.ACL_FORMAT_UNDEFINED)
+def get_input_format(model_desc, index):
+    """ACL_FORMAT_ND: om2gen keeps tensors in their ONNX layout, and records ND in .om files too."""
+    _tensor(model_desc, index, "input")
+    return C.ACL_FORMAT_ND
+
+
+@entry("acl.mdl.get_output_format", lambda code: C.ACL_FORMAT_UNDEFINED)
+def get_output_format(model_desc, index):
+    _tensor(model_desc, index, "output")
+    return C.ACL_FORMAT_ND
+
+
+# ---- datasets ----
+
+def create_dataset():
+    """dataset = create_dataset(): an empty aclmdlDataset."""
+    return registry.add(Dataset())
+
+
+@entry("acl.mdl.destroy_dataset", _ret)
+def destroy_dataset(dataset):
+    """ret = destroy_dataset(dataset); its data buffers stay alive (destroy them separately)."""
+    registry.remove(dataset, Dataset, "dataset")
+    return C.ACL_SUCCESS
+
+
+def add_dataset_buffer(dataset, data_buffer):
+    """dataset, ret = add_dataset_buffer(dataset, data_buffer)"""
+    return dataset, _add_dataset_buffer(dataset, data_buffer)
+
+
+@entry("acl.mdl.add_dataset_buffer", _ret)
+def _add_dataset_buffer(dataset, data_buffer):
+    ds = registry.get(dataset, Dataset, "dataset")
+    registry.get(data_buffer, DataBuffer, "data_buffer")
+    ds.buffers.append(integer(data_buffer, "data_buffer"))
+    return C.ACL_SUCCESS
+
+
+@entry("acl.mdl.get_dataset_num_buffers", lambda code: 0)
+def get_dataset_num_buffers(dataset):
+    return len(registry.get(dataset, Dataset, "dataset").buffers)
+
+
+@entry("acl.mdl.get_dataset_buffer", lambda code: 0)
+def get_dataset_buffer(dataset, index):
+    """data_buffer = get_dataset_buffer(dataset, index) (0 when invalid)."""
+    ds = registry.get(dataset, Dataset, "dataset")
+    i = integer(index, "index")
+    if not 0 <= i < len(ds.buffers):
+        raise AclFail(C.ACL_ERROR_INVALID_PARAM, f"index {i} is out of range: the dataset holds "
+                                                 f"{len(ds.buffers)} data buffer(s)")
+    return ds.buffers[i]
