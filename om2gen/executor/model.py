@@ -126,6 +126,7 @@ class Model:
         self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in inputs]
         self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in outputs]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
+        self._input_names = self._input_index.keys()
 
     # ---- loading an OM2 archive ----
     def _load_om2(self, source, clock):
@@ -252,12 +253,43 @@ class Model:
 
     # ---- running ----
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
-        """Runs the model once; returns {output name: array}."""
+        """Runs the model once; returns {output name: array}.
+
+        The common case (a dict with exactly the model's inputs, C-contiguous arrays of the right
+        dtype and shape) takes a fast path: per input one pointer, per output one np.empty."""
         if self._handle is None:
             raise RuntimeFailure(f"{self.path}: the model is closed")
+        if type(feeds) is not dict or feeds.keys() != self._input_names:
+            self._check_feed_names(feeds)
+        keep = []
+        in_t = self._in_t
+        for i, t in enumerate(self.inputs):
+            arr = feeds[t.name]
+            if type(arr) is not np.ndarray or arr.dtype is not t.dtype or arr.shape != t.shape:
+                arr = self._convert_input(t, arr)
+            try:
+                buf = ffi.from_buffer(arr)
+            except (BufferError, ValueError, TypeError):   # not C-contiguous
+                buf = ffi.from_buffer(np.ascontiguousarray(arr))
+            keep.append(buf)
+            in_t[i].data = buf
+        results = {}
+        out_t = self._out_t
+        for i, t in enumerate(self.outputs):
+            arr = np.empty(t.shape, t.dtype)
+            buf = ffi.from_buffer(arr)
+            keep.append(buf)
+            out_t[i].data = buf
+            results[t.name] = arr
+        rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
+        if rc != 0:
+            raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
+        return results
+
+    def _check_feed_names(self, feeds) -> None:
         if not isinstance(feeds, dict):
             raise InputError("run() takes a dict {input name: array}")
-        if len(feeds) != len(self.inputs) or any(k not in self._input_index for k in feeds):
+        if feeds.keys() != self._input_names:
             unknown = [k for k in feeds if k not in self._input_index]
             missing = [t.name for t in self.inputs if t.name not in feeds]
             parts = []
@@ -267,34 +299,20 @@ class Model:
                 parts.append(f"missing input(s) {', '.join(map(repr, missing))}")
             raise InputError(f"{'; '.join(parts)}; the model's inputs are "
                              f"{', '.join(f'{t.name} {t.dtype}{list(t.shape)}' for t in self.inputs)}")
-        keep = []
-        for i, t in enumerate(self.inputs):
-            arr = feeds[t.name]
-            if not isinstance(arr, np.ndarray):
-                arr = np.asarray(arr)
-            if arr.dtype != t.dtype:
-                raise InputError(f"input {t.name!r} is {arr.dtype}, the model expects {t.dtype}; "
-                                 f"convert it with .astype(np.{t.dtype})")
-            if arr.shape != t.shape:
-                raise InputError(f"input {t.name!r} has shape {list(arr.shape)}, the model was compiled for "
-                                 f"{list(t.shape)}; recompile with --input-shape {t.name}:"
-                                 f"{','.join(map(str, arr.shape))} to change it")
-            if not arr.flags.c_contiguous:
-                arr = np.ascontiguousarray(arr)
-            buf = ffi.from_buffer(arr)
-            keep.append(buf)
-            self._in_t[i].data = buf
-        results = {}
-        for i, t in enumerate(self.outputs):
-            arr = np.empty(t.shape, t.dtype)
-            buf = ffi.from_buffer(arr)
-            keep.append(buf)
-            self._out_t[i].data = buf
-            results[t.name] = arr
-        rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
-        if rc != 0:
-            raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
-        return results
+
+    @staticmethod
+    def _convert_input(t: TensorInfo, arr) -> np.ndarray:
+        """The slow path of run(): array-likes, and the errors for a wrong dtype or shape."""
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr)
+        if arr.dtype != t.dtype:
+            raise InputError(f"input {t.name!r} is {arr.dtype}, the model expects {t.dtype}; "
+                             f"convert it with .astype(np.{t.dtype})")
+        if arr.shape != t.shape:
+            raise InputError(f"input {t.name!r} has shape {list(arr.shape)}, the model was compiled for "
+                             f"{list(t.shape)}; recompile with --input-shape {t.name}:"
+                             f"{','.join(map(str, arr.shape))} to change it")
+        return arr
 
     def _bind_raw(self, input_ptrs, output_ptrs) -> None:
         if self._handle is None:

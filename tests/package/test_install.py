@@ -27,7 +27,12 @@ def test_install_into_fresh_venv_and_compile(tmp_path):
         f"om2gen.compile({str(ROOT / 'samples/cnn/model.onnx')!r}, 'x.om2', input_shapes={{'image': (1, 3, 32, 32)}});"
         "m = om2gen.load('x.om2');"
         "p = m.run({'image': np.zeros((1, 3, 32, 32), np.float32)})['probs'];"
-        "assert abs(float(p.sum()) - 1) < 1e-5; print('ok')"
+        "assert abs(float(p.sum()) - 1) < 1e-5;"
+        "import om2gen.acl as acl;"
+        f"om2gen.compile({str(ROOT / 'samples/cnn/model.onnx')!r}, 'x.om', input_shapes={{'image': (1, 3, 32, 32)}},"
+        " format='om');"
+        "mid, ret = acl.mdl.load_from_file('x.om'); assert ret == 0, acl.get_recent_err_msg();"
+        "assert acl.mdl.unload(mid) == 0; print('ok')"
     )
     proc = subprocess.run([str(py), "-c", script], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
