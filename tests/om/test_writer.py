@@ -232,3 +232,10 @@ def test_archive_reader_explains_a_classic_om_file(cnn):
     from om2gen.archive.reader import Archive
     with pytest.raises(om2gen.ArchiveError, match="classic OM file.*om2gen.load.*decide by content"):
         Archive(cnn["om"])
+
+
+def test_compiled_om_round_trips_to_identical_bytes(cnn, custom):
+    for path in (cnn["om"], custom["om"]):
+        data = path.read_bytes()
+        assert read_om(data).write() == data
+        assert read_om(data, copy=False).write() == data
