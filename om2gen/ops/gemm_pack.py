@@ -37,8 +37,9 @@ BLOCKING = {
 # Below this many multiply-adds per tile a launch is not split further.
 MIN_MACS_PER_TILE = 1 << 21
 MAX_TILES = 8
-MIN_TILE_N = 128
+MIN_TILE_N = 48
 MIN_TILE_M = 128
+ENOUGH_TILES = 4        # column tiles that keep the cores busy without splitting rows too
 
 
 def blocking(target) -> Blocking:
@@ -76,11 +77,12 @@ class Tiles:
 def split(m: int, n: int, k: int, bl: Blocking, items: int = 1) -> Tiles:
     """Tiles of an M x N output (sides multiples of MR and NR) so that `items` independent GEMMs of
     this size give the cores enough blocks. Columns split first (every tile packs its own columns of
-    B); rows only down to MIN_TILE_M, since each row tile packs the same B again."""
+    B); rows only when there are few column tiles, and only down to MIN_TILE_M, since each row
+    tile packs the same columns of B again."""
     macs = m * n * max(k, 1)
     want = max(1, min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE) // items)
     tiles_n = max(1, min(want, n // MIN_TILE_N))
-    tiles_m = max(1, min(_ceil(want, tiles_n), m // MIN_TILE_M))
+    tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(want, tiles_n), m // MIN_TILE_M))
     tile_n = _ceil(_ceil(n, tiles_n), bl.nr) * bl.nr
     tile_m = _ceil(_ceil(m, tiles_m), bl.mr) * bl.mr
     return Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))

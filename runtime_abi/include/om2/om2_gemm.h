@@ -74,6 +74,24 @@ OM2_ALWAYS_INLINE om2_vf om2_v_set1(float x) { return (om2_vf){x, x, x, x}; }
 #define om2_v_fma(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* dst[0:n] = src[0:n], or zeros when src is NULL: the short runs of im2col packing, inline (a libc
+ * call per run of a few floats costs more than the copy). The tail uses masked accesses, which
+ * never touch memory past the run. */
+OM2_ALWAYS_INLINE void om2_copy_run(float *restrict dst, const float *restrict src, int64_t n) {
+    int64_t j = 0;
+    for (; j + OM2_VL <= n; j += OM2_VL) om2_v_store(dst + j, src ? om2_v_load(src + j) : om2_v_zero());
+    if (j == n) return;
+#if defined(__AVX512F__)
+    const __mmask16 m = (__mmask16)((1u << (n - j)) - 1u);
+    _mm512_mask_storeu_ps(dst + j, m, src ? _mm512_maskz_loadu_ps(m, src + j) : _mm512_setzero_ps());
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(dst + j, m, src ? _mm256_maskload_ps(src + j, m) : _mm256_setzero_ps());
+#else
+    for (; j < n; ++j) dst[j] = src ? src[j] : 0.0f;
+#endif
+}
+
 #if OM2_GEMM_NR % OM2_VL != 0
 #error "OM2_GEMM_NR must be a multiple of the vector length"
 #endif
@@ -102,7 +120,7 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *re
     int64_t lds = ldc;
     if (init == OM2_INIT_LOAD && !full) {
         memset(edge, 0, sizeof edge);
-        for (int64_t i = 0; i < mr; ++i) memcpy(edge + i * OM2_GEMM_NR, c + i * ldc, (size_t)nr * sizeof(float));
+        for (int64_t i = 0; i < mr; ++i) om2_copy_run(edge + i * OM2_GEMM_NR, c + i * ldc, nr);
         src = edge;
         lds = OM2_GEMM_NR;
     }
@@ -145,7 +163,7 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *re
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) om2_v_store(edge + i * OM2_GEMM_NR + v * OM2_VL, acc[i][v]);
     }
-    for (int64_t i = 0; i < mr; ++i) memcpy(c + i * ldc, edge + i * OM2_GEMM_NR, (size_t)nr * sizeof(float));
+    for (int64_t i = 0; i < mr; ++i) om2_copy_run(c + i * ldc, edge + i * OM2_GEMM_NR, nr);
 }
 
 /* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
@@ -214,11 +232,11 @@ static void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t kc, int
             const float *restrict s = op->ptr + (k0 + k) * op->rs + (n0 + q) * op->cs;
             float *restrict row = d + k * OM2_GEMM_NR;
             if (op->cs == 1) {
-                memcpy(row, s, (size_t)cols * sizeof(float));
+                om2_copy_run(row, s, cols);
             } else {
                 for (int64_t j = 0; j < cols; ++j) row[j] = s[j * op->cs];
             }
-            for (int64_t j = cols; j < OM2_GEMM_NR; ++j) row[j] = 0.0f;
+            om2_copy_run(row + cols, NULL, OM2_GEMM_NR - cols);
         }
     }
 }
@@ -228,7 +246,7 @@ static void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t kc, int
 OM2_ALWAYS_INLINE void om2_im2col_run(float *restrict dst, const float *restrict xr, int valid_row, int64_t ow0,
                                       int64_t n, int64_t SW, int64_t off, int64_t W) {
     if (!valid_row) {
-        memset(dst, 0, (size_t)n * sizeof(float));
+        om2_copy_run(dst, NULL, n);
         return;
     }
     if (SW == 1) {
@@ -236,9 +254,13 @@ OM2_ALWAYS_INLINE void om2_im2col_run(float *restrict dst, const float *restrict
         int64_t lo = -iw0, hi = W - iw0;        /* dst[j] reads xr[iw0 + j], valid for j in [lo, hi) */
         lo = lo < 0 ? 0 : (lo > n ? n : lo);
         hi = hi > n ? n : (hi < lo ? lo : hi);
-        if (lo > 0) memset(dst, 0, (size_t)lo * sizeof(float));
-        if (hi > lo) memcpy(dst + lo, xr + iw0 + lo, (size_t)(hi - lo) * sizeof(float));
-        if (n > hi) memset(dst + hi, 0, (size_t)(n - hi) * sizeof(float));
+        if (lo == 0 && hi == n) {
+            om2_copy_run(dst, xr + iw0, n);
+            return;
+        }
+        om2_copy_run(dst, NULL, lo);
+        om2_copy_run(dst + lo, xr + iw0 + lo, hi - lo);
+        om2_copy_run(dst + hi, NULL, n - hi);
         return;
     }
     for (int64_t j = 0; j < n; ++j) {
@@ -283,7 +305,7 @@ static void om2_pack_b_im2col(const Om2Im2col *g, int64_t k0, int64_t kc, int64_
                     }
                 }
             }
-            if (j < OM2_GEMM_NR) memset(row + j, 0, (size_t)(OM2_GEMM_NR - j) * sizeof(float));
+            if (j < OM2_GEMM_NR) om2_copy_run(row + j, NULL, OM2_GEMM_NR - j);
         }
     }
 }
