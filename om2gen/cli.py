@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.set_defaults(func=cmd_inspect)
 
+    from .bench import add_parser as add_bench_parser
+    add_bench_parser(sub, _input_arg)
+
     o = sub.add_parser("compile-op", help="compile one operator (ONNX or GE op type) into an .om2 archive or .om file")
     o.add_argument("op", help="op type: ONNX (Conv, MatMul, Softmax, ...), GE (Conv2D, MatMulV2, ...) or custom")
     o.add_argument("--input", dest="operands", action="append", type=lambda t: ("input", t),

@@ -1,0 +1,345 @@
+"""The benchmark suite: a fixed set of models, om2gen next to ONNX Runtime with 1 and 2 threads,
+as one markdown table (docs/performance.md explains every figure).
+
+    python benchmarks/suite.py [--out FILE.md] [--quick] [--threads 1 2] [--models NAME ...]
+                               [--runs K] [--json FILE] [--no-phases] [--no-peak]
+
+Models: ResNet-50 and the other real models of the real-model tier (samples/real_models/
+catalog.py fetches and pins them), MobileNetV2, a 4-layer BERT-base encoder, an MLP and a
+single-Add model (benchmarks/models/ builds those with seeded weights). Each is compiled once
+and the archive cached under $OM2GEN_CACHE_DIR/bench/archives, keyed by the model, the compile
+options and a digest of om2gen's code, so a changed kernel template recompiles it and nothing
+else does. Every measurement is `om2gen bench`'s (om2gen/bench.py): the engines alternate in
+the same process and the figures are medians. Also reported: ResNet-50's achieved GFLOP/s
+against this CPU's FMA peak (benchmarks/fma_peak.c), and with the full set the load phases of
+ResNet-50 and the BERT encoder as OM2 archive and as classic OM file, side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "samples" / "real_models"))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+import catalog  # noqa: E402
+import om2gen  # noqa: E402
+from benchmarks import flops, fma_peak, models  # noqa: E402
+from benchmarks.models import bert_base  # noqa: E402
+from om2gen import bench  # noqa: E402
+from om2gen.toolchain.compiler import cache_dir  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    what: str
+    onnx: object                     # () -> Path of the .onnx
+    input_shapes: dict = field(default_factory=dict)
+    input_values: dict = field(default_factory=dict)
+    feeds: object = None             # () -> {name: array} for both engines (incl. frozen inputs); None: random
+
+
+def _real(name: str) -> Case:
+    m = catalog.BY_NAME[name]
+    return Case(name, m.what, lambda: catalog.fetch(m), m.input_shapes, m.input_values,
+                lambda: {**catalog.inputs_for(m), **_frozen_arrays(catalog.fetch(m), m.input_values)})
+
+
+def _built(name: str, make_inputs=None) -> Case:
+    feeds = (lambda: make_inputs(np.random.default_rng(0))) if make_inputs else None
+    return Case(name, models.BUILDERS[name][1], lambda: models.path(name), feeds=feeds)
+
+
+def _frozen_arrays(onnx_path, values: dict) -> dict:
+    """The values of inputs frozen at compile time, typed as the ONNX graph declares them (ORT
+    still takes them as inputs)."""
+    if not values:
+        return {}
+    declared = {i.name: i for i in onnx.load(str(onnx_path), load_external_data=False).graph.input}
+    return {k: np.array(v, dtype=onnx.helper.tensor_dtype_to_np_dtype(declared[k].type.tensor_type.elem_type))
+            for k, v in values.items()}
+
+
+CASES = {c.name: c for c in [
+    _real("resnet50"),
+    _built("mobilenet_v2"),
+    _built("bert_base_4l", bert_base.make_inputs),
+    _built("mlp"),
+    _built("add"),
+    *[_real(m.name) for m in catalog.MODELS if m.name != "resnet50"],
+]}
+QUICK = ["add", "mlp", "squeezenet", "mobilenet_v2"]
+PHASE_MODELS = ["resnet50", "bert_base_4l"]
+
+
+# ---- compiling (cached) -----------------------------------------------------------------------
+
+def _code_digest() -> str:
+    """om2gen's Python code, kernel/model templates and runtime headers: what an archive depends on."""
+    h = hashlib.sha256(om2gen.__version__.encode())
+    for base in ("om2gen", "templates", "runtime_abi/include"):
+        for path in sorted((ROOT / base).rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".j2", ".h", ".hpp", ".cpp", ".c", ".json"):
+                h.update(path.relative_to(ROOT).as_posix().encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def compiled(case: Case, fmt: str, code: str, log) -> Path:
+    """The case's archive (fmt "om2") or classic OM file ("om"), compiled on first use."""
+    src = Path(case.onnx())
+    key = hashlib.sha256(json.dumps([_file_digest(src), case.input_shapes, case.input_values, fmt, code],
+                                    sort_keys=True, default=str).encode()).hexdigest()[:16]
+    out = cache_dir() / "bench" / "archives" / f"{case.name}-{key}.{fmt}"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f"{out.stem}.{os.getpid()}.tmp.{fmt}")
+    t0 = time.perf_counter()
+    try:
+        om2gen.compile(src, partial, input_shapes=case.input_shapes, input_values=case.input_values, format=fmt)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    log(f"  compiled {case.name}.{fmt} in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+def run_suite(names, threads_list, runs, warmup, loads, budget, log) -> dict:
+    code = _code_digest()
+    rows = []
+    for name in names:
+        case = CASES[name]
+        log(f"{name}: {case.what}")
+        try:
+            archive = compiled(case, "om2", code, log)
+            feeds = case.feeds() if case.feeds else None
+        except Exception as exc:   # one broken model must not stop the suite: its row says why
+            rows += [{"model": name, "threads": t, "error": _error(exc)} for t in threads_list]
+            log(f"  FAILED: {_error(exc)}")
+            continue
+        for t in threads_list:
+            try:
+                r = bench.measure(archive, case.onnx(), threads=t, runs=runs, warmup=warmup, loads=loads,
+                                  feeds=feeds, max_seconds=budget)
+                rows.append({"model": name, "threads": t, "result": r})
+                log(f"  {t} thread(s): run {r['run']['om2gen']['median_ms']:.3f} ms vs ORT "
+                    f"{r['run']['onnxruntime']['median_ms']:.3f} ms, load {r['load']['om2gen']['median_ms']:.2f} ms "
+                    f"vs ORT {r['load']['onnxruntime']['median_ms']:.2f} ms")
+            except Exception as exc:
+                rows.append({"model": name, "threads": t, "error": _error(exc)})
+                log(f"  {t} thread(s) FAILED: {_error(exc)}")
+    return {"rows": rows, "code_digest": code}
+
+
+def _error(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if os.environ.get("OM2_DEBUG"):
+        traceback.print_exc()
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+def gflops_report(rows, peaks) -> list[dict]:
+    """ResNet-50's achieved GFLOP/s (om2gen and ORT) against the FMA peak for its thread count."""
+    out = []
+    counted = flops.count(onnx.load(str(CASES["resnet50"].onnx())), CASES["resnet50"].input_shapes)
+    isa = "avx512" if "avx512" in peaks else next(iter(peaks), None)
+    for row in rows:
+        if row["model"] != "resnet50" or "result" not in row:
+            continue
+        r, t = row["result"], row["threads"]
+        peak = peaks.get(isa, {}).get(t) if isa else None
+        entry = {"threads": t, "gflop": counted["flops"] / 1e9, "isa": isa, "peak_gflops": peak}
+        for engine in ("om2gen", "onnxruntime"):
+            achieved = counted["flops"] / (r["run"][engine]["median_ms"] / 1e3) / 1e9
+            entry[engine] = {"gflops": achieved, "of_peak": achieved / peak if peak else None}
+        out.append(entry)
+    return out
+
+
+def phases_report(code, loads, threads, log) -> list[dict]:
+    out = []
+    for name in PHASE_MODELS:
+        case = CASES[name]
+        try:
+            paths = [compiled(case, "om2", code, log), compiled(case, "om", code, log)]
+            r = bench.measure_phases(paths, loads, threads)
+            for m, fmt in zip(r["models"], ("om2", "om")):
+                m["label"] = f"{name}.{fmt}"
+            r["onnxruntime_session_ms"] = bench.measure_loads(paths[0], case.onnx(), r["threads"], loads,
+                                                              om2=False)["onnxruntime"]["median_ms"]
+            out.append({"model": name, "result": r})
+        except Exception as exc:
+            out.append({"model": name, "error": _error(exc)})
+            log(f"  phases of {name} FAILED: {_error(exc)}")
+    return out
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+def _f(v, digits=None) -> str:
+    """About four significant digits (a fixed number of decimals with `digits`)."""
+    if v is None:
+        return "-"
+    if digits is not None:
+        return f"{v:.{digits}f}"
+    return f"{v:.1f}" if v >= 100 else f"{v:.2f}" if v >= 10 else f"{v:.3f}" if v >= 1 else f"{v:.4f}"
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return f"{head}{' (with uncommitted changes)' if dirty else ''}" if head else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def cpu_times() -> dict:
+    """Load average and the cumulative busy / steal jiffies of all CPUs (/proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        with open("/proc/loadavg") as f:
+            load = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return {}
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    steal = fields[7] if len(fields) > 7 else 0
+    return {"load": load, "total": sum(fields[:8]), "idle": idle, "steal": steal}
+
+
+def machine_load(before: dict, after: dict) -> str:
+    """How busy the machine was: other processes and the hypervisor (steal) skew the figures."""
+    if not before or not after or after["total"] <= before["total"]:
+        return "unknown"
+    total = after["total"] - before["total"]
+    steal = (after["steal"] - before["steal"]) / total
+    return (f"1-min load average {before['load']:.2f} at the start, {after['load']:.2f} at the end; "
+            f"CPU time stolen by the hypervisor {steal * 100:.1f}%")
+
+
+def render(report: dict) -> str:
+    mi = report["machine"]
+    lines = [f"Command: `{report['command']}`  ",
+             f"Machine: {mi['cpu']}, {mi['cores']} cores, {mi['arch']} ({mi['isa']}); Python {mi['python']}, "
+             f"ONNX Runtime {mi['onnxruntime']} (CPU EP, default optimisations, intra-op threads = threads), "
+             f"om2gen {mi['om2gen']} at {report['commit']}  ",
+             f"Machine load while measuring: {report['machine_load']}  ",
+             f"Each row: {report['settings']}; times in ms, ratios om2gen / ORT (below 1: om2gen is faster).", "",
+             "| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run ratio |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios = {}
+    for row in report["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['model']} | {row['threads']} | {row['error']} ||||||")
+            continue
+        r = row["result"]
+        lo, ru = r["load"], r["run"]
+        ratios.setdefault(row["threads"], []).append(r["ratio"]["run_median"])
+        lines.append(f"| {row['model']} | {row['threads']} | {_f(lo['om2gen']['median_ms'])} | "
+                     f"{_f(lo['onnxruntime']['median_ms'])} | {_f(r['ratio']['load'], 2)} | "
+                     f"{_f(ru['om2gen']['median_ms'])} | {_f(ru['onnxruntime']['median_ms'])} | "
+                     f"{_f(r['ratio']['run_median'], 2)} |")
+    all_ratios = [x for v in ratios.values() for x in v]
+    lines += ["", f"Geometric mean of the run ratios: **{_f(geomean(all_ratios), 2)}** over {len(all_ratios)} rows"
+              + "".join(f"; {t} thread(s): {_f(geomean(v), 2)}" for t, v in sorted(ratios.items())) + "."]
+    for row in report["rows"]:
+        if row["model"] == "add" and "result" in row:
+            ov = row["result"]["overhead"]
+            lines.append(f"Per-run overhead, single-Add model, {row['threads']} thread(s): Python run to result "
+                         f"{_f(ov['om2gen']['run_call_us'], 1)} us vs ORT session.run "
+                         f"{_f(ov['onnxruntime']['run_call_us'], 1)} us (ratio "
+                         f"{_f(ov['om2gen']['run_call_us'] / ov['onnxruntime']['run_call_us'], 2)}).")
+    if report.get("peaks"):
+        lines += ["", "FMA peak of this CPU (benchmarks/fma_peak.c, float32, best of 7 rounds): "
+                  + "; ".join(f"{isa} {t} thread(s) {g:.1f} GFLOP/s" for isa, by in report["peaks"].items()
+                              for t, g in sorted(by.items())) + "."]
+    for g in report.get("gflops", []):
+        o, x = g["om2gen"], g["onnxruntime"]
+        pct = (lambda e: f" ({e['of_peak'] * 100:.0f}% of the {g['isa']} peak)" if e["of_peak"] else "")
+        lines.append(f"ResNet-50 ({g['gflop']:.2f} GFLOP per inference), {g['threads']} thread(s): om2gen "
+                     f"{o['gflops']:.1f} GFLOP/s{pct(o)}, ORT {x['gflops']:.1f} GFLOP/s{pct(x)}.")
+    for p in report.get("phases", []):
+        lines += ["", f"Load phases of {p['model']}, OM2 archive and classic OM file:", ""]
+        if "error" in p:
+            lines.append(f"failed: {p['error']}")
+            continue
+        lines += ["```", bench.render_phases(p["result"], p["result"].get("onnxruntime_session_ms")), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", help="also write the markdown report to this file")
+    p.add_argument("--json", help="write the raw results (every figure of every row) to this file")
+    p.add_argument("--quick", action="store_true", help=f"a smaller set ({', '.join(QUICK)}), fewer runs, "
+                                                       "no load phases")
+    p.add_argument("--models", nargs="+", choices=sorted(CASES), help="only these models")
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts (default: 1 2)")
+    p.add_argument("--runs", type=int, help="timed runs per engine and row (default: 30; quick: 15)")
+    p.add_argument("--budget", type=float, default=5.0,
+                   help="seconds a row's run (and load) measurement may take before it stops early (default: 5)")
+    p.add_argument("--no-phases", action="store_true", help="skip the OM2 vs OM load phases")
+    p.add_argument("--no-peak", action="store_true", help="skip the FMA peak and GFLOP/s")
+    args = p.parse_args(argv)
+
+    names = args.models or (QUICK if args.quick else list(CASES))
+    runs = args.runs or (15 if args.quick else 30)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    t0, before = time.perf_counter(), cpu_times()
+    report = run_suite(names, args.threads, runs, 3, 5 if args.quick else 10, args.budget, log)
+    report.update(machine=bench.machine_info(), commit=_git_commit(), machine_load=machine_load(before, cpu_times()),
+                  command="python benchmarks/suite.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  settings=f"median of up to {runs} runs after 3 warm-up and of up to {5 if args.quick else 10} "
+                           f"loads per engine (fewer when a row exceeds {args.budget:g} s), engines alternating")
+    if not args.no_peak and "resnet50" in names:
+        log("FMA peak ...")
+        report["peaks"] = fma_peak.measure(max(args.threads))
+        report["gflops"] = gflops_report(report["rows"], report["peaks"])
+    if not (args.no_phases or args.quick):
+        log("load phases ...")
+        report["phases"] = phases_report(report["code_digest"], 10, max(args.threads), log)
+    text = render(report)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    log(f"suite done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""`om2gen bench` and the benchmark suite's pieces on tiny models. Timings are never asserted:
+only that the command runs, measures what it says and prints every field."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from helpers import make_model
+from onnx import helper
+
+import om2gen
+from om2gen import bench
+from om2gen.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ["--runs", "3", "--warmup", "1", "--loads", "2", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """An Add + Relu model: its .onnx, .om2 and classic .om."""
+    d = tmp_path_factory.mktemp("bench")
+    x = np.zeros((1, 8), np.float32)
+    model = make_model([helper.make_node("Add", ["x", "y"], ["s"]), helper.make_node("Relu", ["s"], ["z"])],
+                       {"x": x, "y": x}, ["z"])
+    onnx.save(model, d / "tiny.onnx")
+    om2gen.compile(d / "tiny.onnx", d / "tiny.om2")
+    om2gen.compile(d / "tiny.onnx", d / "tiny.om", format="om")
+    return d
+
+
+def test_bench_prints_every_figure_next_to_onnxruntime(tiny, capsys):
+    assert main(["bench", str(tiny / "tiny.om2"), "--onnx", str(tiny / "tiny.onnx"), *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "(OM2)" in out and "ONNX Runtime" in out and "1 thread(s)" in out
+    assert "x float32[1, 8] (random, seed 0)" in out
+    for row in ("load, median", "load, first in process", "run, median", "run, p90", "run, min",
+                "per-run overhead (us)", "Python run call (us)", "engine call, bound buffers (us)"):
+        line = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith(row))
+        assert len(line[len(row):].split()) >= 2, line   # om2gen, ORT (and the ratio)
+    assert "om2gen/ORT" in out
+
+
+def test_bench_json_has_the_measurements(tiny, capsys):
+    assert main(["bench", str(tiny / "tiny.om2"), "--onnx", str(tiny / "tiny.onnx"), "--json", *RUN]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["format"] == "OM2" and r["threads"] == 1 and r["runs"] == 3
+    for engine in ("om2gen", "onnxruntime"):
+        assert r["load"][engine]["n"] == 2 and r["load"][engine]["median_ms"] > 0 and r["load"][engine]["first_ms"] > 0
+        run = r["run"][engine]
+        assert run["n"] == 3 and 0 < run["min_ms"] <= run["median_ms"] <= run["p90_ms"]
+        ov = r["overhead"][engine]
+        assert ov["run_call_us"] > 0 and ov["engine_call_us"] > 0
+        assert ov["overhead_us"] == pytest.approx(ov["run_call_us"] - ov["engine_call_us"])
+    assert r["ratio"]["run_median"] == pytest.approx(r["run"]["om2gen"]["median_ms"] / r["run"]["onnxruntime"]["median_ms"])
+    assert set(r["ratio"]) == {"load", "run_median", "run_p90", "run_min", "overhead"}
+    assert r["machine"]["onnxruntime"] and r["machine"]["cores"] >= 1
+
+
+def test_bench_without_onnx_and_of_a_classic_om_file(tiny, capsys):
+    assert main(["bench", str(tiny / "tiny.om"), *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "(OM)" in out and "ORT" not in out and "run, median" in out
+
+
+def test_bench_phases_side_by_side(tiny, capsys):
+    assert main(["bench", str(tiny / "tiny.om2"), "--phases", "--compare", str(tiny / "tiny.om"), "--loads", "2",
+                 "--onnx", str(tiny / "tiny.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "tiny.om2 (OM2)" in out and "tiny.om (OM)" in out
+    rows = {ln[:38].strip(): ln[38:].split() for ln in out.splitlines()}
+    assert rows["open and map the archive"][1] == "-"    # OM2 only
+    assert rows["parse the partition table"][0] == "-"   # OM only
+    for common in ("register kernels", "capture tasks", "total of the stages", "om2gen.load wall time"):
+        assert len(rows[common]) == 2 and all(v != "-" for v in rows[common]), common
+    assert "ONNX Runtime session creation" in out
+
+
+def test_bench_phases_json(tiny, capsys):
+    assert main(["bench", str(tiny / "tiny.om"), str(tiny / "tiny.om2"), "--phases", "--loads", "2", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert [m["format"] for m in r["models"]] == ["OM", "OM2"]
+    for m in r["models"]:
+        assert m["stages"] and m["total_ms"] == pytest.approx(m["total_ms"]) and m["wall_ms"] >= m["total_ms"] * 0.5
+        assert all(s["median_ms"] >= 0 for s in m["stages"])
+
+
+def test_bench_given_inputs(tiny, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones((1, 8), np.float32))
+    assert main(["bench", str(tiny / "tiny.om2"), "--input", f"x={tmp_path / 'x.npy'}", "--json", *RUN]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert {i["name"]: i["data"] for i in r["inputs"]} == {"x": "given", "y": "random, seed 0"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["MODEL", "MODEL"], "two (or --compare) only with --phases"),
+    (["MODEL", "--onnx", "missing.onnx"], "--onnx missing.onnx: no such file"),
+    (["MODEL", "--input", "nope=X.npy"], "nope"),
+    (["MISSING.om2"], "cannot open"),
+])
+def test_bench_errors_are_typed(tiny, tmp_path, capsys, argv, message):
+    np.save(tmp_path / "X.npy", np.ones((1, 8), np.float32))
+    argv = [a.replace("MODEL", str(tiny / "tiny.om2")).replace("X.npy", str(tmp_path / "X.npy"))
+            .replace("MISSING", str(tmp_path / "missing")) for a in argv]
+    assert main(["bench", *argv, *RUN]) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_bench_needs_frozen_inputs_for_onnxruntime(tmp_path, capsys):
+    """An input frozen at compile time (--input-value) is still an ORT input: bench says how to give it."""
+    x = np.zeros((1, 4), np.float32)
+    model = make_model([helper.make_node("Mul", ["x", "k"], ["z"])], {"x": x, "k": x}, ["z"])
+    onnx.save(model, tmp_path / "m.onnx")
+    om2gen.compile(tmp_path / "m.onnx", tmp_path / "m.om2", input_values={"k": [2.0] * 4})
+    assert main(["bench", str(tmp_path / "m.om2"), "--onnx", str(tmp_path / "m.onnx"), *RUN]) == 8
+    assert "needs input 'k'" in capsys.readouterr().err
+    np.save(tmp_path / "k.npy", np.full((1, 4), 2.0, np.float32))
+    assert main(["bench", str(tmp_path / "m.om2"), "--onnx", str(tmp_path / "m.onnx"), "--input",
+                 f"k={tmp_path / 'k.npy'}", *RUN]) == 0
+
+
+def test_summary_and_stage_order():
+    s = bench.summary([0.003, 0.001, 0.002, 0.010])
+    assert s == {"median_ms": pytest.approx(2.5), "p90_ms": pytest.approx(10.0), "min_ms": pytest.approx(1.0), "n": 4}
+    assert bench.merge_stage_order([["open", "digests", "kernels", "register", "capture"],
+                                    ["read", "parse", "kernels", "weights", "register", "capture"]]) == \
+        ["open", "digests", "read", "parse", "kernels", "weights", "register", "capture"]
+    assert bench.merge_stage_order([["a", "b"]]) == ["a", "b"]
+
+
+def test_flop_count_of_conv_gemm_matmul():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import flops
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    w = np.zeros((4, 3, 3, 3), np.float32)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Flatten", ["c"], ["f"]),
+                        helper.make_node("Gemm", ["f", "g"], ["y"], transB=1),
+                        helper.make_node("MatMul", ["y", "m"], ["z"])],
+                       {"x": x}, ["z"], {"w": w, "g": np.zeros((10, 256), np.float32),
+                                         "m": np.zeros((10, 5), np.float32)})
+    got = flops.count(model)
+    assert got["by_op"] == {"Conv": 2 * 4 * 8 * 8 * 3 * 9, "Gemm": 2 * 10 * 256, "MatMul": 2 * 5 * 10}
+    assert got["flops"] == sum(got["by_op"].values()) and got["unknown"] == []
+
+
+def test_benchmark_models_are_deterministic_and_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("OM2GEN_CACHE_DIR", str(tmp_path))
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import models
+    a = models.path("mlp")
+    data = a.read_bytes()
+    a.unlink()
+    assert models.path("mlp").read_bytes() == data
+    om2gen.compile(models.path("add"), tmp_path / "add.om2")
+    with om2gen.load(tmp_path / "add.om2") as m:
+        x, y = np.ones((1, 128), np.float32), np.full((1, 128), 2.0, np.float32)
+        assert np.array_equal(m.run({"x": x, "y": y})["z"], x + y)
+
+
+def test_fma_peak_measures_positive_gflops():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import fma_peak
+    peaks = fma_peak.measure(threads=1, seconds=0.01)
+    assert peaks and all(g > 0 for by in peaks.values() for g in by.values())
+    assert all(set(by) == {1} for by in peaks.values())
