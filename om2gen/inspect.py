@@ -34,7 +34,7 @@ def _inspect_om2(path) -> dict:
             entry = {"index": model["index"], "name": meta["name"], "inputs": meta["inputs"],
                      "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
                      "library": meta["library"], "stats": meta.get("stats", {}),
-                     "custom_ops": meta.get("custom_ops") or {}}
+                     "custom_ops": meta.get("custom_ops") or {}, "so_bins": meta.get("so_bins")}
             tinfo = layout.task_info_json(model["index"])
             if tinfo in a.entries:
                 entry["tasks"] = a.read_json(tinfo)["tasks"]
@@ -70,6 +70,10 @@ def render_text(info: dict) -> str:
     lines = [f"{info['path']}: {m.get('format')} {m.get('format_version')} by {m.get('generator')}",
              f"target {m['target']['name']} ({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
              f"model ABI {m.get('abi_version')}, kernel ABI {m.get('kernel_abi_version')}"]
+    if isinstance(m.get("so_in_om_info"), dict):
+        p = m["so_in_om_info"]
+        lines.append(f"platform (SoInOmInfo): {p.get('cpu_info')} {p.get('os_info')}, {p.get('opp_version')}, "
+                     f"compiled by {p.get('compiler_version')}")
     for model in info["models"]:
         lines.append(f"model {model['index']}: {model['name']}  workspace {model['work_size']} bytes, "
                      f"{model['stats'].get('tasks', '?')} tasks, {len(model['kernels'])} kernels")
@@ -82,6 +86,12 @@ def render_text(info: dict) -> str:
         if custom.get("op_types"):
             lines.append(f"  custom operators: {', '.join(custom['op_types'])} from "
                          f"{', '.join(n.rsplit('/', 1)[1] for n in custom['shared_libs'])}")
+        so_bins = model.get("so_bins")
+        if isinstance(so_bins, dict):
+            lines.append(f"  packed SOs ({so_bins.get('store')}, so_in_om_flag 0x{so_bins.get('so_in_om_flag', 0):04X}):")
+            for b in so_bins.get("items", []):
+                lines.append(f"    {b['type']:<16} {(b['vendor'] + '/' if b['vendor'] else '') + b['name']}  "
+                             f"{b['size']} bytes")
         for t in model["tasks"]:
             lines.append(f"  task {t['label']:<28} {t['op_type']:<20} node {t['op_name']!r} -> {t['kernel']} "
                          f"(block_dim {t['block_dim']})")

@@ -106,7 +106,7 @@ def check(recorded: SoInOmInfo | None, where: str, allow_mismatch: bool = False)
     diffs = differences(recorded)
     if diffs and not allow_mismatch:
         raise AbiError(f"{where} was compiled for another platform: {'; '.join(diffs)}. Recompile the model "
-                       f"for this machine (om2gen {__version__}, --target for {platform.machine()}), or load it "
+                       f"with om2gen {__version__} for this machine ({platform.machine()}, {host_os()}), or load it "
                        f"anyway with {OVERRIDE_PY} (CLI: om2gen run {OVERRIDE_CLI})")
     return diffs
 

@@ -10,15 +10,14 @@ load-and-run code every OM2 model library carries — registers, captures and ru
 """
 from __future__ import annotations
 
-import hashlib
 import mmap
 
-from .. import custom_ops
+from .. import so_in_om
 from ..errors import ArchiveError, RuntimeFailure
 from ..executor.native import ffi, lib, string
 from ..executor.tables import Tables
 from ..toolchain import targets
-from . import reader, so_store
+from . import reader
 from .container import read_om
 
 
@@ -86,24 +85,24 @@ def load_om(model, source, clock) -> None:
         raise ArchiveError(str(e).replace("OM data", where, 1)) from None
     clock("parse the partition table")
     parsed = reader.read(om, where, clock)
+    so_in_om.check(so_in_om.from_model_def(parsed.model_def, where), where, model.allow_platform_mismatch)
     _target(parsed, where)
     program = parsed.program
     model.meta = {"name": program.name, "format": "om"}
     model._set_io([{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs],
                   [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.outputs])
 
-    # custom-operator libraries from SO_BINS, before the model captures (the seed's order)
-    libraries = {}
-    for b in parsed.so_bins:
-        if b.bin_type == so_store.SoBinType.kCustomOp:
-            digest = hashlib.sha256(b.data).hexdigest()
-            libraries[b.name] = custom_ops.load_bytes(b.data, b.name, RuntimeFailure, digest=digest)
+    # SO_BINS before the model captures (the seed's order): each packed SO to its consumer;
+    # custom-op libraries register into registries of their own (so_loader)
+    so_in_om.check_flag(parsed.so_bins, parsed.model_def, where)
+    model._sos = so_in_om.load_packed(parsed.so_bins, where)
+    libraries = model._sos.custom_by_name
     for c, so_name in zip(program.custom_ops, parsed.custom_op_refs):
         if so_name not in libraries:
             raise ArchiveError(f"{where}: custom operator {c['op_type']} needs {so_name!r}, which SO_BINS does not hold")
         c["library"] = libraries[so_name]
-    if libraries:
-        clock("load custom-op libraries")
+    if parsed.so_bins:
+        clock("load packed shared objects")
 
     # WEIGHTS_DATA → device memory
     size = max(len(parsed.weights), 64)
@@ -126,4 +125,4 @@ def load_om(model, source, clock) -> None:
     clock("build the model tables")
     tables = res.tables.ptr
     model._native_load(lambda cfg, out: lib.om2x_tables_model_load(tables, cfg, out), bins, res.weights, clock,
-                       list(libraries.values()))
+                       model._sos.custom_libraries)

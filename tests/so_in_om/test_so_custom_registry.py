@@ -1,0 +1,127 @@
+"""Custom-op registrations land in a registry owned by the library being loaded, and a model sees
+only the libraries packed in it -- never a process-global fallback (GE_BEHAVIOURS A6)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sobuild import model, rewrite_archive, twin_so
+
+import om2gen
+from om2gen import custom_ops
+from om2gen.errors import RuntimeFailure
+from om2gen.executor.native import ffi, lib
+from om2gen.om import so_store
+from om2gen.om.container import Partition, read_om, write_om
+from om2gen.om.layout import ModelPartitionType as PT
+
+pytestmark = pytest.mark.needs_cc
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    d = tmp_path_factory.mktemp("twins")
+    a = twin_so(d / "a" / "libtwin.so", 2.0)
+    b = twin_so(d / "b" / "libtwin.so", 3.0)    # same file name and op type, other behaviour
+    assert a.read_bytes() != b.read_bytes()
+    return a, b
+
+
+def visible() -> list[str]:
+    n = lib.Om2ListCustomOps(ffi.NULL, 0)
+    names = ffi.new("const char *[]", max(n, 1))
+    lib.Om2ListCustomOps(names, n)
+    return [ffi.string(names[i]).decode() for i in range(n)]
+
+
+def test_registrations_land_in_the_library_registry(twins):
+    a = custom_ops.load_bytes(twins[0].read_bytes(), "libtwin.so")
+    b = custom_ops.load_bytes(twins[1].read_bytes(), "libtwin.so")
+    assert a.registry != b.registry and a.op_types == b.op_types == ("Twin",)
+    assert custom_ops.load_bytes(twins[0].read_bytes(), "other_name.so") is a   # one per content
+    assert "Twin" not in visible()                        # nothing went to the process registry
+    with custom_ops.scope([a]):
+        assert visible() == ["Twin"]
+        with custom_ops.scope([]):                         # a model without custom-op libraries
+            assert visible() == []
+            assert lib.om2x_custom_scope_current() != ffi.NULL
+        with custom_ops.scope([b, a]):
+            assert visible() == ["Twin"]
+    assert lib.om2x_custom_scope_current() == ffi.NULL
+    assert "Twin" not in visible()
+
+
+def test_scopes_are_left_innermost_first(twins):
+    a = custom_ops.load_bytes(twins[0].read_bytes(), "libtwin.so")
+    outer, inner = ffi.new("void **"), ffi.new("void **")
+    regs = ffi.new("void *[]", [a.registry])
+    assert lib.om2x_custom_scope_enter(regs, 1, outer) == 0
+    assert lib.om2x_custom_scope_enter(regs, 0, inner) == 0
+    assert lib.om2x_custom_scope_leave(outer[0]) == -1    # not the innermost: refused, nothing changes
+    assert lib.om2x_custom_scope_current() == inner[0]
+    assert lib.om2x_custom_scope_leave(inner[0]) == 0
+    assert lib.om2x_custom_scope_leave(outer[0]) == 0
+    assert lib.om2x_custom_scope_current() == ffi.NULL
+    assert lib.om2x_custom_scope_enter(ffi.NULL, 1, outer) == -1
+
+
+@pytest.fixture(scope="module")
+def twin_models(twins, tmp_path_factory):
+    d = tmp_path_factory.mktemp("twin_models")
+    onnx_path = model(d / "twin.onnx", ops=(), twin=True)
+    out = {}
+    for key, library in zip("ab", twins):
+        for fmt in ("om2", "om"):
+            out[key, fmt] = om2gen.compile(onnx_path, d / f"{key}.{fmt}", custom_op_libs=[library], format=fmt)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["om2", "om"])
+def test_two_models_with_the_same_op_type_each_get_their_own(twin_models, fmt):
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    with om2gen.load(twin_models["a", fmt]) as a, om2gen.load(twin_models["b", fmt]) as b:
+        ya, yb = a.run({"x": x})["z"], b.run({"x": x})["z"]
+        assert np.all(ya == 2.0) and np.all(yb == 3.0)
+        assert np.all(a.run({"x": x})["z"] == 2.0)       # replays keep their own kernels' results
+    # the other load order
+    with om2gen.load(twin_models["b", fmt]) as b, om2gen.load(twin_models["a", fmt]) as a:
+        assert np.all(b.run({"x": x})["z"] == 3.0) and np.all(a.run({"x": x})["z"] == 2.0)
+
+
+def packed_library(path) -> so_store.OpSoBin:
+    (item,) = so_store.load(read_om(path).partition(PT.SO_BINS))
+    return item
+
+
+def test_a_model_uses_its_packed_library_not_a_resident_one(twin_models, tmp_path):
+    """Model a's library is resident after a load; a copy of model a whose SO_BINS holds b's
+    library (under a's name) must run b's Twin."""
+    with om2gen.load(twin_models["a", "om"]) as a:
+        assert np.all(a.run({"x": np.zeros((2, 8), np.float32)})["z"] == 2.0)
+    om = read_om(twin_models["a", "om"])
+    item, other = packed_library(twin_models["a", "om"]), packed_library(twin_models["b", "om"])
+    store = so_store.build([so_store.OpSoBin(item.name, item.vendor, item.bin_type, other.data)])
+    parts = [Partition(PT.SO_BINS, store) if p.type == PT.SO_BINS else p for p in om.partitions]
+    swapped = tmp_path / "swapped.om"
+    write_om(swapped, parts, header=om.header)
+    with om2gen.load(swapped) as m:
+        assert np.all(m.run({"x": np.zeros((2, 8), np.float32)})["z"] == 3.0)
+
+
+def test_a_model_without_the_library_fails_instead_of_using_a_resident_one(twin_models, tmp_path):
+    with om2gen.load(twin_models["a", "om2"]):                # a's library now resident
+        pass
+
+    def drop_store(name, data):   # an archive of before data/so_bins/, its shared_libs entry removed
+        if name.startswith("data/so_bins/") or "/shared_libs/" in name:
+            return None
+        if name == "data/model_0/model_meta.json":
+            meta = json.loads(data)
+            meta.pop("so_bins")
+            meta["custom_ops"]["shared_libs"] = []
+            return json.dumps(meta).encode()
+        return data
+    broken = rewrite_archive(twin_models["a", "om2"], tmp_path / "nolib.om2", drop_store)
+    with pytest.raises(RuntimeFailure, match="custom operator Twin is not registered"):
+        om2gen.load(broken)

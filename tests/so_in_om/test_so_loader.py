@@ -1,0 +1,157 @@
+"""Load-time dispatch of packed SOs (om2gen/so_loader.py): each SoBinType reaches its consumer,
+loaded from a memfd (never from disk); op-master SOs are deduplicated across models (built-in by
+name, custom by content); wrong SOs are typed errors and release what was already loaded."""
+from __future__ import annotations
+
+import pytest
+from sobuild import HOST, call_int, kind_so, mapping_of, twin_so
+
+from om2gen import so_in_om, so_loader
+from om2gen.errors import AbiError, ArchiveError
+from om2gen.om import so_store
+from om2gen.om.so_store import OpSoBin, SoBinType
+
+pytestmark = pytest.mark.needs_cc
+SUFFIX = so_in_om.host_library_suffix(so_in_om.host_os(), HOST)
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kinds")
+    return {
+        "space": kind_so(d / "space.so", ["Om2Tiling_Relu", "Om2InferShape_Relu"], tag=11).read_bytes(),
+        "master": kind_so(d / "master.so", ["Om2DeviceTiling_Relu"], tag=21).read_bytes(),
+        "master2": kind_so(d / "master2.so", ["Om2DeviceTiling_Relu"], tag=22).read_bytes(),
+        "fused": kind_so(d / "fused.so", ["Om2FusedKernel_Relu"], tag=31).read_bytes(),
+        "guard": kind_so(d / "guard.so", ["Om2GuardCheck"], tag=41).read_bytes(),
+        "twin": twin_so(d / "libtwin_loader.so", 5.0).read_bytes(),
+    }
+
+
+def all_four(libs) -> list[OpSoBin]:
+    return [
+        OpSoBin(f"libophost{SUFFIX}", "vendors/acme", SoBinType.kSpaceRegistry, libs["space"]),
+        OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master"]),
+        OpSoBin("libfused.so", "vendors/acme", SoBinType.kAutofuse, libs["fused"]),
+        OpSoBin(so_in_om.GUARD_CHECK, "", SoBinType.kAutofuse, libs["guard"]),
+        OpSoBin("libtwin_loader.so", "vendors/customize", SoBinType.kCustomOp, libs["twin"]),
+    ]
+
+
+@pytest.fixture(autouse=True)
+def nothing_leaks():
+    yield
+    assert not so_loader.SPACE_REGISTRY_CACHE.loaded()
+    assert so_loader.op_master_loaded() == {"built-in": [], "custom": []}
+
+
+def test_each_type_reaches_its_consumer_from_a_memfd(libs):
+    packed = so_in_om.load_packed(all_four(libs), "model.om2")
+    try:
+        # kSpaceRegistry: host infer-shape/tiling functions by op type; its constructor ran
+        tiling = packed.space_registry.function("Relu")
+        assert call_int(tiling) == 11 and call_int(packed.space_registry.function("Relu", "InferShape")) == 11
+        assert packed.space_registry.function("Softmax") == 0
+        assert packed.space_registry.op_types() == {"Relu"}
+        so = packed.space_registry.libraries[0]
+        assert call_int(so.symbol("om2test_ctor_ran")) == 1
+        assert "memfd:" in mapping_of(tiling)          # loaded from memory, never from a file
+        # kOpMasterDevice
+        assert call_int(packed.op_master.function("Relu")) == 21
+        assert packed.op_master.unique_names == {"built-in/Ascend-V1-libopmaster.so": "Ascend-V1-libopmaster.so"}
+        assert "memfd:" in mapping_of(packed.op_master.function("Relu"))
+        # kAutofuse: guard_check.so kept as bytes, fused-kernel libraries loaded on demand
+        assert packed.autofuse.guard_check == libs["guard"]
+        assert set(packed.autofuse.buffers) == {"vendors/acme/libfused.so"}
+        assert packed.autofuse.loaded == {}
+        fused = packed.autofuse.function("vendors/acme/libfused.so", "Om2FusedKernel_Relu")
+        assert call_int(fused) == 31 and "memfd:" in mapping_of(fused)
+        with pytest.raises(Exception, match="no packed autofuse library 'x/y.so'.*vendors/acme/libfused.so"):
+            packed.autofuse.load("x/y.so")
+        # kCustomOp: the library's own registry, the model's scope
+        assert [lib.op_types for lib in packed.custom_libraries] == [("Twin",)]
+        assert packed.custom_by_name["libtwin_loader.so"] is packed.custom_libraries[0]
+    finally:
+        packed.close()
+    packed.close()   # idempotent
+
+
+def test_op_master_dedup_built_in_by_name_custom_by_content(libs):
+    first = so_in_om.load_packed([
+        OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master"]),
+        OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice, libs["master"])], "a.om")
+    second = so_in_om.load_packed([
+        # same built-in name, other bytes: the first loaded wins (GE: name + version identify it)
+        OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master2"]),
+        # other vendor and name, same bytes: reuses the loaded one
+        OpSoBin("libother_name.so", "vendors/cust-1", SoBinType.kOpMasterDevice, libs["master"])], "b.om")
+    try:
+        loaded = so_loader.op_master_loaded()
+        assert loaded["built-in"] == ["Ascend-V1-libopmaster.so"]
+        assert len(loaded["custom"]) == 1 and loaded["custom"][0].endswith("_vendors_cust-0_libcust_master.so")
+        assert second.op_master.unique_names["vendors/cust-1/libother_name.so"] == loaded["custom"][0]
+        assert call_int(second.op_master.function("Relu")) == 21      # the first built-in's code
+        first.close()
+        assert so_loader.op_master_loaded()["built-in"] == ["Ascend-V1-libopmaster.so"]   # still leased by b
+        # different content under a custom vendor: a second library
+        third = so_in_om.load_packed([OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice,
+                                              libs["master2"])], "c.om")
+        assert len(so_loader.op_master_loaded()["custom"]) == 2
+        third.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_space_registry_shared_by_content_and_released_with_the_last_model(libs):
+    bins = [OpSoBin(f"libophost{SUFFIX}", "built-in", SoBinType.kSpaceRegistry, libs["space"])]
+    a = so_in_om.load_packed(bins, "a.om2")
+    b = so_in_om.load_packed(bins, "b.om2")
+    assert a.space_registry.libraries[0] is b.space_registry.libraries[0]
+    assert a.space_registry.libraries[0].refs == 2
+    a.close()
+    assert len(so_loader.SPACE_REGISTRY_CACHE.loaded()) == 1
+    assert call_int(b.space_registry.function("Relu")) == 11
+    b.close()
+
+
+def test_space_registry_for_another_platform_is_refused(libs):
+    other = "linux_aarch64" if HOST != "aarch64" else "linux_x86_64"
+    bins = [OpSoBin(f"libophost_{other}.so", "built-in", SoBinType.kSpaceRegistry, libs["space"])]
+    with pytest.raises(AbiError, match=f"libophost_{other}.so is host code for another platform; this machine "
+                                       f"needs \\*{SUFFIX}"):
+        so_in_om.load_packed(bins, "m.om")
+
+
+def test_wrong_sos_are_typed_errors_and_release_what_was_loaded(libs):
+    good = [OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master"])]
+    foreign = bytearray(libs["fused"])
+    foreign[18:20] = (183 if HOST != "aarch64" else 62).to_bytes(2, "little")
+    cases = [
+        (OpSoBin("libjunk.so", "built-in", SoBinType.kAutofuse, b"\x00garbage"), ArchiveError, "is not an ELF file"),
+        (OpSoBin("libforeign.so", "built-in", SoBinType.kAutofuse, bytes(foreign)), AbiError, "it is built for EM_"),
+    ]
+    for bad, error, pattern in cases:
+        with pytest.raises(error, match=f"m.om: packed kAutofuse built-in/lib.*{pattern}"):
+            so_in_om.load_packed(good + [bad], "m.om")
+        assert so_loader.op_master_loaded()["built-in"] == []   # checked before anything loads
+    # a consumer failing half-way releases the earlier leases
+    with pytest.raises(AbiError, match="host code for another platform"):
+        so_in_om.load_packed(good + [OpSoBin("libophost.so", "", SoBinType.kSpaceRegistry, libs["space"])], "m.om")
+
+
+def test_unknown_so_bin_type_in_a_store_is_an_archive_error(libs):
+    store = bytearray(so_store.build([OpSoBin("libfused.so", "v", SoBinType.kAutofuse, libs["fused"])]))
+    store[4 + 6:4 + 8] = (9).to_bytes(2, "little")
+    with pytest.raises(ArchiveError, match="so_bin_type 9 is not a known SoBinType"):
+        so_store.load(bytes(store))
+
+
+def test_flag_must_declare_exactly_the_packed_types(libs):
+    bins = all_four(libs)
+    so_in_om.check_flag(bins, 0xF000, "m.om")
+    with pytest.raises(ArchiveError, match="0x1000 declares kCustomOp, but the packed SOs are kSpaceRegistry, "
+                                           "kOpMasterDevice, kAutofuse, kCustomOp"):
+        so_in_om.check_flag(bins, 0x1000, "m.om")
+    with pytest.raises(ArchiveError, match="declares kAutofuse, but the packed SOs are none"):
+        so_in_om.check_flag([], 0x2000, "m.om")

@@ -1,0 +1,130 @@
+"""SoInOmInfo: recorded at compile time (OM2 manifest, OM MODEL_DEF attrs), checked at load; a
+mismatch is an AbiError naming what differs and the override, which then lets the model load."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from sobuild import HOST, archive_json, edit_manifest, model
+
+import om2gen
+from om2gen import cli, so_in_om
+from om2gen.errors import AbiError, ArchiveError
+from om2gen.om import proto
+from om2gen.om.container import Partition, read_om, write_om
+from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.toolchain import targets
+from om2gen.version import GENERATOR
+
+HERE = so_in_om.host_info()
+
+
+def test_info_records_the_target_and_this_om2gen():
+    info = so_in_om.info(targets.TARGETS["aarch64"])
+    assert info == so_in_om.SoInOmInfo("aarch64", "linux", so_in_om.opp_version(), GENERATOR)
+    assert "model-abi" in info.opp_version and "kernel-abi" in info.opp_version
+    assert so_in_om.info(targets.default_target()) == HERE
+    assert so_in_om.check(HERE, "m.om2") == []
+    assert so_in_om.check(None, "m.om2") == []          # models from before the record
+
+
+@pytest.mark.parametrize("field, value, label", [
+    ("cpu_info", "aarch64" if HOST != "aarch64" else "x86_64", "CPU architecture cpu_info="),
+    ("os_info", "windows", "OS os_info='windows'"),
+    ("opp_version", "om2gen-runtime model-abi 1", "runtime/operator package version opp_version="),
+    ("compiler_version", "om2gen 7.0.0", "compiler version compiler_version='om2gen 7.0.0'"),
+    ("compiler_version", "gcc 12", "compiler version compiler_version='gcc 12'"),
+])
+def test_each_difference_is_named_with_the_override(field, value, label):
+    recorded = dataclasses.replace(HERE, **{field: value})
+    with pytest.raises(AbiError) as info:
+        so_in_om.check(recorded, "m.om2")
+    message = str(info.value)
+    assert message.startswith("m.om2 was compiled for another platform: ") and label in message
+    assert f"this machine: {getattr(HERE, field)!r}" in message or "this om2gen" in message
+    assert "allow_platform_mismatch=True" in message and "--allow-platform-mismatch" in message
+    assert so_in_om.check(recorded, "m.om2", allow_mismatch=True) == so_in_om.differences(recorded)
+
+
+def test_compiler_release_rule():
+    for same in ("om2gen 0.1.0", "om2gen 0.1.99"):
+        assert not so_in_om.differences(dataclasses.replace(HERE, compiler_version=same))
+    assert so_in_om.differences(dataclasses.replace(HERE, compiler_version="om2gen 0.2.0"))
+    assert len(so_in_om.differences(so_in_om.SoInOmInfo("mips", "plan9", "x", "y"))) == 4
+
+
+def test_malformed_records_are_archive_errors():
+    with pytest.raises(ArchiveError, match="so_in_om_info must be an object with string fields"):
+        so_in_om.SoInOmInfo.from_json({"cpu_info": "x86_64"}, "m.om2")
+    md = proto.ModelDef()
+    assert so_in_om.from_model_def(md, "m.om") is None
+    md.attr["compiler_version"].s = b"om2gen 0.1.0"           # GE-written OMs carry only this one
+    assert so_in_om.from_model_def(md, "m.om") is None
+    md.attr["host_env_cpu"].s = b"x86_64"
+    with pytest.raises(ArchiveError, match="records the platform only partly .no host_env_os, opp_version"):
+        so_in_om.from_model_def(md, "m.om")
+    for key in ("host_env_os", "opp_version"):
+        md.attr[key].s = b"x"
+    md.attr["opp_version"].i = 3
+    with pytest.raises(ArchiveError, match="attr opp_version is not a string"):
+        so_in_om.from_model_def(md, "m.om")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("platform")
+    onnx_path = model(d / "m.onnx")
+    return {fmt: om2gen.compile(onnx_path, d / f"m.{fmt}", format=fmt) for fmt in ("om2", "om")}
+
+
+def expected(x):
+    return np.maximum(x, 0) + x
+
+
+def test_om2_records_it_in_the_manifest(compiled):
+    m = archive_json(compiled["om2"], "manifest.json")
+    assert so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], "m") == HERE
+    assert m["format_version"] == "1.1"
+
+
+def test_om_records_it_in_model_def(compiled):
+    md = proto.ModelDef.FromString(read_om(compiled["om"]).partition(PT.MODEL_DEF))
+    assert so_in_om.from_model_def(md, "m.om") == HERE
+    assert md.attr["host_env_cpu"].s.decode() == HOST and md.attr["host_env_os"].s == b"linux"
+    assert md.attr["compiler_version"].s.decode() == GENERATOR
+
+
+@pytest.mark.needs_cc
+def test_om2_mismatch_refused_then_overridden(compiled, tmp_path, capsys):
+    def change(m):
+        m["so_in_om_info"]["opp_version"] = "om2gen-runtime model-abi 0"
+    other = edit_manifest(compiled["om2"], tmp_path / "other.om2", change)
+    with pytest.raises(AbiError, match="opp_version='om2gen-runtime model-abi 0'.*--allow-platform-mismatch"):
+        om2gen.load(other)
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    with om2gen.load(other, allow_platform_mismatch=True) as m:
+        np.testing.assert_allclose(m.run({"x": x})["z"], expected(x), rtol=1e-6)
+    # the CLI: refused (AbiError's exit code), then run with --allow-platform-mismatch
+    np.save(tmp_path / "x.npy", x)
+    args = ["run", str(other), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path)]
+    assert cli.main(args) == AbiError.exit_code
+    assert "--allow-platform-mismatch" in capsys.readouterr().err
+    assert cli.main(args + ["--allow-platform-mismatch"]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "z.npy"), expected(x), rtol=1e-6)
+
+
+@pytest.mark.needs_cc
+def test_om_mismatch_refused_then_overridden(compiled, tmp_path):
+    om = read_om(compiled["om"])
+    md = proto.ModelDef.FromString(om.partition(PT.MODEL_DEF))
+    md.attr["compiler_version"].s = b"om2gen 9.0.0"
+    parts = [Partition(PT.MODEL_DEF, md.SerializeToString(deterministic=True)) if p.type == PT.MODEL_DEF else p
+             for p in om.partitions]
+    other = tmp_path / "other.om"
+    write_om(other, parts, header=om.header)
+    with pytest.raises(AbiError, match="compiler_version='om2gen 9.0.0'.*allow_platform_mismatch=True"):
+        om2gen.load(other)
+    x = np.ones((2, 8), np.float32)
+    with om2gen.load(other, allow_platform_mismatch=True) as m:
+        np.testing.assert_allclose(m.run({"x": x})["z"], expected(x))
