@@ -72,10 +72,11 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         graph.verify("import")
         dce.run(graph)
         graph.verify("dead-code removal")
+        op_types = so_providers.graph_op_types(graph)   # what the model is made of, before fusion
         report.stage(f"imported {len(graph.nodes)} nodes")
         program = lower_graph(graph, LowerContext(tgt, GENERATOR))
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
-    so_pack = so_providers.pack(program, tgt, libraries)   # the shared objects this model needs
+    so_pack = so_providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
     builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
     for k, b in zip(program.kernels, builds):

@@ -79,11 +79,15 @@ class _SharedCache:
         self.lock = threading.Lock()
         self.by_key: dict[object, LoadedSo] = {}
 
-    def acquire(self, key, b: OpSoBin, where: str, exports: frozenset[str], digest: str) -> LoadedSo:
+    def acquire(self, key, b: OpSoBin, where: str, exports: frozenset[str], digest: str, rename=None) -> LoadedSo:
+        """The loaded SO for key, loading b if none is; rename(count) names a new one."""
         with self.lock:
             so = self.by_key.get(key)
             if so is None:
-                so = self.by_key[key] = _dlopen(b, where, exports, digest)
+                so = _dlopen(b, where, exports, digest)
+                if rename is not None:
+                    so.name = rename(len(self.by_key))
+                self.by_key[key] = so
             so.refs += 1
             return so
 
@@ -230,13 +234,14 @@ def _space_registry(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None
 def _op_master(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None:
     key = f"{b.vendor}/{b.name}"
     if BUILT_IN_MARK in b.vendor.replace("_", "-"):
-        cache, cache_key = OP_MASTER_BUILT_IN, b.name
+        so = OP_MASTER_BUILT_IN.acquire(b.name, b, packed.where, exports, digest)
+        cache = OP_MASTER_BUILT_IN
     else:
-        cache, cache_key = OP_MASTER_CUSTOM, digest
         # GE's unique name of a custom op-master SO: <n>_vendors_<vendor>_<so>
-        b = OpSoBin(f"{len(OP_MASTER_CUSTOM.by_key)}_{b.vendor.replace('/', '_')}_{b.name}", b.vendor, b.bin_type,
-                    b.data)
-    so = cache.acquire(cache_key, b, packed.where, exports, digest)
+        vendor = b.vendor.replace("/", "_")
+        so = OP_MASTER_CUSTOM.acquire(digest, b, packed.where, exports, digest,
+                                      rename=lambda n: f"{n}_{vendor}_{b.name}")
+        cache = OP_MASTER_CUSTOM
     packed.op_master.leases.append((cache, so))
     packed.op_master.unique_names[key] = so.name
 

@@ -53,6 +53,7 @@ class PackContext:
     program: object                       # lower.program.Program
     target: object                        # toolchain.targets.Target
     libraries: list = field(default_factory=list)   # custom_ops.CustomOpLibrary, in the compile's priority order
+    model_op_types: frozenset | None = None         # the model's op types (graph_op_types), before fusion
 
     @property
     def cross(self) -> bool:
@@ -61,6 +62,8 @@ class PackContext:
 
     @property
     def op_types(self) -> frozenset[str]:
+        if self.model_op_types is not None:
+            return self.model_op_types
         return frozenset(n["op_type"] for n in self.program.graph_json["nodes"])
 
     def used_libraries(self) -> list:
@@ -94,9 +97,23 @@ def provider(cls):
     return cls
 
 
-def pack(program, target, libraries=()) -> SoPack:
-    """The SOs `program` needs, from every provider, checked for `target`."""
-    ctx = PackContext(program, target, list(libraries))
+def graph_op_types(graph) -> frozenset[str]:
+    """Every op type of an ir.Graph, If/Loop regions included: what the model is made of, taken
+    before fusion passes replace groups of nodes by om2gen's own fused op types."""
+    from .ops.control import REGIONS
+    found, todo = set(), list(graph.nodes)
+    while todo:
+        node = todo.pop()
+        found.add(node.op_type)
+        for nodes, _ in (node.attrs.get(REGIONS) or {}).values():
+            todo.extend(nodes)
+    return frozenset(found)
+
+
+def pack(program, target, libraries=(), op_types=None) -> SoPack:
+    """The SOs `program` needs, from every provider, checked for `target`. `op_types`: the
+    model's op types (graph_op_types before fusion); default: the compiled graph's node types."""
+    ctx = PackContext(program, target, list(libraries), None if op_types is None else frozenset(op_types))
     bins: list[OpSoBin] = []
     for p in PROVIDERS:
         for b in p.collect(ctx):

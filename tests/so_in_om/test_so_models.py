@@ -5,16 +5,18 @@ consumer (constructors ran, symbols callable) for both formats."""
 from __future__ import annotations
 
 import hashlib
+import json
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from sobuild import HOST, archive_bytes, archive_json, call_int, kind_so, model, twin_so
+from sobuild import HOST, archive_bytes, archive_json, call_int, kind_so, model, rewrite_archive, twin_so
 
 import om2gen
 from om2gen import so_in_om, so_loader, so_providers
 from om2gen.archive import layout
-from om2gen.errors import CompileError
+from om2gen.errors import AbiError, ArchiveError, CompileError
+from om2gen.inspect import inspect_archive, render_text
 from om2gen.om import proto, so_store
 from om2gen.om.container import read_om
 from om2gen.om.layout import ModelPartitionType as PT
@@ -77,7 +79,6 @@ def test_only_what_the_model_needs_is_packed(compiled, opp):
     store = archive_bytes(compiled["om2"], layout.SO_STORE)
     assert listed[layout.SO_STORE]["sha256"] == hashlib.sha256(store).hexdigest()
     assert listed[layout.SO_STORE]["compression"] == "stored"
-    from om2gen.inspect import inspect_archive, render_text
     text = render_text(inspect_archive(compiled["om2"]))
     assert "packed SOs (data/so_bins/op_so_store.bin, so_in_om_flag 0xF000):" in text
     assert f"kSpaceRegistry   vendors/acme/libacme_tiling{SUFFIX}" in text
@@ -167,3 +168,48 @@ def test_bad_op_package_contents_are_compile_errors(opp, tmp_path, monkeypatch):
     monkeypatch.setenv(so_providers.ENV_OPP, str(tmp_path / "missing"))
     with pytest.raises(CompileError, match="OM2GEN_OPP_PATH=.*missing is not a directory"):
         so_providers.pack(fake_program(["Relu"]), target)
+
+
+def _store_edit(change):
+    def edit(name, data):
+        if name == layout.SO_STORE:
+            return change(bytearray(data))
+        return data
+    return edit
+
+
+def test_wrong_sos_in_an_archive_are_typed_errors(compiled, tmp_path):
+    bins = so_store.load(archive_bytes(compiled["om2"], layout.SO_STORE))
+
+    def restore(replace):
+        return lambda data: bytes(so_store.build([replace(b) for b in bins]))
+
+    def unknown_type(data):
+        data[4 + 6:4 + 8] = (7).to_bytes(2, "little")     # the first item's so_bin_type
+        return bytes(data)
+    cases = [
+        (_store_edit(unknown_type), ArchiveError, "so_bin_type 7 is not a known SoBinType"),
+        (_store_edit(restore(lambda b: so_store.OpSoBin(b.name, b.vendor, b.bin_type, b"junk")
+                             if b.bin_type == T.kAutofuse else b)), ArchiveError, "packed kAutofuse .* is not an ELF"),
+        (_store_edit(restore(lambda b: so_store.OpSoBin(b.name, b.vendor, b.bin_type,
+                                                        b.data[:18] + (183).to_bytes(2, "little") + b.data[20:])
+                             if b.bin_type == T.kOpMasterDevice else b)), AbiError, "built for EM_AARCH64"),
+        (_store_edit(restore(lambda b: so_store.OpSoBin(b.name, b.vendor, b.bin_type, b.data + b"x")
+                             if b.bin_type == T.kCustomOp else b)), ArchiveError,
+         "kCustomOp libraries in data/so_bins/op_so_store.bin differ from data/custom_ops/shared_libs/"),
+    ]
+    for i, (edit, error, pattern) in enumerate(cases):
+        broken = rewrite_archive(compiled["om2"], tmp_path / f"broken{i}.om2", edit)
+        with pytest.raises(error, match=pattern):
+            om2gen.load(broken)
+
+    def lie_about_the_flag(name, data):
+        if name == "data/model_0/model_meta.json":
+            meta = json.loads(data)
+            meta["so_bins"]["so_in_om_flag"] = 0x1000
+            return json.dumps(meta).encode()
+        return data
+    with pytest.raises(ArchiveError, match="so_in_om_flag 0x1000 declares kCustomOp, but the packed SOs are"):
+        om2gen.load(rewrite_archive(compiled["om2"], tmp_path / "flag.om2", lie_about_the_flag))
+    assert so_loader.op_master_loaded() == {"built-in": [], "custom": []}
+    assert not so_loader.SPACE_REGISTRY_CACHE.loaded()
