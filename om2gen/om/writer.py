@@ -1,7 +1,7 @@
 """A compiled Program → classic Ascend GE OM (v1) file bytes (docs/om-format.md).
 
-Partitions, in GE's save order (GE_FACTS §1.6): SO_BINS and CUSTOM_OPS (custom operators only),
-MODEL_DEF (ge.proto.ModelDef), WEIGHTS_DATA (the constants blob, if any), TBE_KERNELS
+Partitions, in GE's save order (GE_FACTS §1.6): SO_BINS (the shared objects the model packs,
+so_providers; docs/so-in-om.md) and CUSTOM_OPS (custom operators only), MODEL_DEF (ge.proto.ModelDef), WEIGHTS_DATA (the constants blob, if any), TBE_KERNELS
 (KernelStore of the kernel ELF objects), TASK_INFO (domi.ModelTaskDef).
 
 Addresses are GE-style *logical* addresses (GE_FACTS §1.7): feature-map memory (scratch,

@@ -106,3 +106,14 @@ def test_an_x86_library_in_the_aarch64_package_is_refused(cross, tmp_path, monke
                                            "EM_AARCH64"):
         om2gen.compile(model(tmp_path / "m.onnx"), tmp_path / "x.om2", target="aarch64")
     assert not (tmp_path / "x.om2").exists()
+
+
+def test_a_missing_cross_compiler_is_named_with_the_package(monkeypatch):
+    """Needs no toolchain: the cross compiler is looked up on PATH and reported when absent."""
+    from om2gen.toolchain import compiler, targets
+    real = compiler.shutil.which
+    monkeypatch.setattr(compiler.shutil, "which", lambda name: None if name.startswith("aarch64-") else real(name))
+    with pytest.raises(CompileError, match="--target aarch64 needs aarch64-linux-gnu-g\\+\\+, which is not installed; "
+                                           "install Debian's cross toolchain: apt-get install gcc-aarch64-linux-gnu "
+                                           "g\\+\\+-aarch64-linux-gnu"):
+        compiler.compiler_identity(True, targets.TARGETS["aarch64"])
