@@ -149,28 +149,39 @@ class Conv(Op):
         bl = gemm_pack.blocking(ctx.target)
         k = g["CG"] * g["KD"] * g["KH"] * g["KW"]
         p = g["OD"] * g["OH"] * g["OW"]
-        tiles = gemm_pack.split(g["MG"], p, k, bl, items=g["N"] * g["G"])
-        items = g["N"] * g["G"] * tiles.tiles_m * tiles.tiles_n
         w = ins[1]
         packed_w = w.is_const
-        ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
-        tiling = dict(N=g["N"], G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
-                      **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
-                                           "DD", "DH", "DW", "PF", "PT", "PL")},
-                      tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
-                      a_group_stride=-(-g["MG"] // bl.mr) * bl.mr * k, ws_floats=ws)
+        # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
+        transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
+        items = g["N"] * g["G"]
+        if transposed:
+            tiles = gemm_pack.split(p, g["MG"], k, bl, items=items, first="m")
+            ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True)
+        else:
+            tiles = gemm_pack.split(g["MG"], p, k, bl, items=items, first="n")
+            ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
+        items *= tiles.tiles_m * tiles.tiles_n
         inputs = [ins[0].name]
         if packed_w:
-            inputs.append(gemm_pack.pack_a(np.asarray(w.const, np.float32).reshape(g["G"], g["MG"], k), bl.mr))
+            wg = np.asarray(w.const, np.float32).reshape(g["G"], g["MG"], k)
+            packed = gemm_pack.pack_b(wg.swapaxes(1, 2), bl.nr) if transposed else gemm_pack.pack_a(wg, bl.mr)
+            inputs.append(packed)
         else:
             inputs.append(w.name)
         if bias:
             inputs.append(ins[2].name)
+        tiling = dict(N=g["N"], G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
+                      **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
+                                           "DD", "DH", "DW", "PF", "PT", "PL")},
+                      tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
+                      w_group_stride=int(np.prod(packed.shape[1:])) if packed_w else 0, ws_floats=ws)
         # Nothing shape-specific goes into the source (shapes are tiling data), so every Conv of a
         # model with the same operand kinds shares one binary.
         params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"
-                              f"{', bias' if bias else ''}); shapes from the tiling data",
-                      bias=bias, packed_w=packed_w, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling))
+                              f"{', bias' if bias else ''}{', transposed' if transposed else ''}); shapes from "
+                              "the tiling data",
+                      bias=bias, packed_w=packed_w, transposed=transposed, y_slot=len(inputs), gemm=bl.defines(),
+                      fields=list(tiling))
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=list(tiling.values()), workspace=block_dim * ws * 4)

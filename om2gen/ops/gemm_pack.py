@@ -36,7 +36,7 @@ BLOCKING = {
 
 # Below this many multiply-adds per tile a launch is not split further.
 MIN_MACS_PER_TILE = 1 << 21
-MAX_TILES = 8
+MAX_TILES = 4
 MIN_TILE_N = 48
 MIN_TILE_M = 128
 ENOUGH_TILES = 4        # column tiles that keep the cores busy without splitting rows too
@@ -74,18 +74,31 @@ class Tiles:
     tiles_n: int
 
 
-def split(m: int, n: int, k: int, bl: Blocking, items: int = 1) -> Tiles:
+def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, first: str = "n") -> Tiles:
     """Tiles of an M x N output (sides multiples of MR and NR) so that `items` independent GEMMs of
-    this size give the cores enough blocks. Columns split first (every tile packs its own columns of
-    B); rows only when there are few column tiles, and only down to MIN_TILE_M, since each row
-    tile packs the same columns of B again."""
+    this size give the cores enough blocks. `first` is the side that splits without repacking: "n"
+    when B is packed at run time (each column tile packs only its columns, while every row tile
+    would pack them again), "m" when only A is. The other side splits only when the first gives
+    few tiles, and only down to MIN_TILE_M / MIN_TILE_N."""
     macs = m * n * max(k, 1)
     want = max(1, min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE) // items)
-    tiles_n = max(1, min(want, n // MIN_TILE_N))
-    tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(want, tiles_n), m // MIN_TILE_M))
+    if first == "n":
+        tiles_n = max(1, min(want, n // MIN_TILE_N))
+        tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(want, tiles_n), m // MIN_TILE_M))
+    else:
+        tiles_m = max(1, min(want, _ceil(m, 2 * bl.mr)))
+        tiles_n = 1 if tiles_m >= ENOUGH_TILES else max(1, min(_ceil(want, tiles_m), n // MIN_TILE_N))
     tile_n = _ceil(_ceil(n, tiles_n), bl.nr) * bl.nr
     tile_m = _ceil(_ceil(m, tiles_m), bl.mr) * bl.mr
     return Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))
+
+
+def transposed_pays(rows: int, cols: int, bl: Blocking) -> bool:
+    """Whether C^T = B^T A^T wastes less of the register tile than C = A B when C has `rows` x `cols`:
+    columns are padded to whole NR-wide vectors, while a short last row panel runs a short kernel."""
+    waste = _ceil(cols, bl.nr) * bl.nr / cols
+    waste_t = _ceil(rows, bl.nr) * bl.nr / rows
+    return waste > 1.1 and waste_t < waste
 
 
 def workspace_floats(t: Tiles, bl: Blocking, pack_a_at_run_time: bool) -> int:

@@ -45,6 +45,7 @@ typedef __m512 om2_vf;
 #define om2_v_set1(x) _mm512_set1_ps(x)
 #define om2_v_zero() _mm512_setzero_ps()
 #define om2_v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define om2_v_add(a, b) _mm512_add_ps((a), (b))
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 typedef __m256 om2_vf;
@@ -54,6 +55,7 @@ typedef __m256 om2_vf;
 #define om2_v_set1(x) _mm256_set1_ps(x)
 #define om2_v_zero() _mm256_setzero_ps()
 #define om2_v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define om2_v_add(a, b) _mm256_add_ps((a), (b))
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
 typedef float32x4_t om2_vf;
@@ -63,6 +65,7 @@ typedef float32x4_t om2_vf;
 #define om2_v_set1(x) vdupq_n_f32(x)
 #define om2_v_zero() vdupq_n_f32(0.0f)
 #define om2_v_fma(a, b, c) vfmaq_f32((c), (a), (b))
+#define om2_v_add(a, b) vaddq_f32((a), (b))
 #else
 /* Portable: GCC vector extensions (SSE2 on baseline x86-64). No FMA here, so a multiply and an add. */
 typedef float om2_vf __attribute__((vector_size(16), aligned(4)));
@@ -72,6 +75,7 @@ OM2_ALWAYS_INLINE void om2_v_store(float *p, om2_vf v) { memcpy(p, &v, sizeof v)
 OM2_ALWAYS_INLINE om2_vf om2_v_set1(float x) { return (om2_vf){x, x, x, x}; }
 #define om2_v_zero() om2_v_set1(0.0f)
 #define om2_v_fma(a, b, c) ((a) * (b) + (c))
+#define om2_v_add(a, b) ((a) + (b))
 #endif
 
 /* dst[0:n] = src[0:n], or zeros when src is NULL: the short runs of im2col packing, inline (a libc
@@ -108,21 +112,34 @@ OM2_ALWAYS_INLINE void om2_copy_run(float *restrict dst, const float *restrict s
 enum { OM2_INIT_ZERO = 0, OM2_INIT_ROW_BIAS = 1, OM2_INIT_LOAD = 2 };
 
 /* One tile of `rows` x NR (rows is a constant after inlining: MR, or fewer for short matrices):
- * c[0:mr, 0:nr] = init + sum_k a[k][i] * b[k][j], with mr <= rows. */
-OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *restrict a, const float *restrict b,
-                                     float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
-                                     const float *restrict bias) {
+ * c[0:mr, 0:nr] = init + sum_k a[k][i] * b[k][j], with mr <= rows. trans (a constant too) stores
+ * the tile transposed, element (i, j) at c[j * ldc + i], and takes the bias per column j. */
+OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc, const float *restrict a,
+                                     const float *restrict b, float *restrict c, int64_t ldc, int64_t mr, int64_t nr,
+                                     int init, const float *restrict bias) {
     om2_vf acc[OM2_GEMM_MR][OM2_GEMM_NV];
-    const int full = mr == rows && nr == OM2_GEMM_NR;
+    const int full = !trans && mr == rows && nr == OM2_GEMM_NR;
     float edge[OM2_GEMM_MR * OM2_GEMM_NR];
-    /* edge tiles go through a full-size buffer, so the vector code never touches bytes past C */
+    /* edge and transposed tiles go through a full-size buffer, so the vector code never touches
+     * bytes past C */
     const float *src = c;
     int64_t lds = ldc;
     if (init == OM2_INIT_LOAD && !full) {
         memset(edge, 0, sizeof edge);
-        for (int64_t i = 0; i < mr; ++i) om2_copy_run(edge + i * OM2_GEMM_NR, c + i * ldc, nr);
+        for (int64_t i = 0; i < mr; ++i) {
+            if (trans) {
+                for (int64_t j = 0; j < nr; ++j) edge[i * OM2_GEMM_NR + j] = c[j * ldc + i];
+            } else {
+                om2_copy_run(edge + i * OM2_GEMM_NR, c + i * ldc, nr);
+            }
+        }
         src = edge;
         lds = OM2_GEMM_NR;
+    }
+    float col_bias[OM2_GEMM_NR];
+    if (init == OM2_INIT_ROW_BIAS && trans) {
+        om2_copy_run(col_bias, bias, nr);
+        om2_copy_run(col_bias + nr, NULL, OM2_GEMM_NR - nr);
     }
 #pragma GCC unroll 32
     for (int i = 0; i < rows; ++i) {
@@ -130,6 +147,8 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *re
         for (int v = 0; v < OM2_GEMM_NV; ++v) {
             if (init == OM2_INIT_LOAD) {
                 acc[i][v] = om2_v_load(src + i * lds + v * OM2_VL);
+            } else if (init == OM2_INIT_ROW_BIAS && trans) {
+                acc[i][v] = om2_v_load(col_bias + v * OM2_VL);
             } else if (init == OM2_INIT_ROW_BIAS) {
                 acc[i][v] = om2_v_set1(i < mr ? bias[i] : 0.0f);
             } else {
@@ -137,7 +156,32 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *re
             }
         }
     }
-    for (int64_t k = 0; k < kc; ++k) {
+    int64_t k = 0;
+    if (rows == 1) {
+        /* one row: four independent chains over k, or every FMA would wait for the previous one */
+        om2_vf part[3][OM2_GEMM_NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < OM2_GEMM_NV; ++v) part[0][v] = part[1][v] = part[2][v] = om2_v_zero();
+        for (; k + 4 <= kc; k += 4) {
+#pragma GCC unroll 8
+            for (int v = 0; v < OM2_GEMM_NV; ++v) {
+                acc[0][v] = om2_v_fma(om2_v_set1(a[0]), om2_v_load(b + v * OM2_VL), acc[0][v]);
+                part[0][v] = om2_v_fma(om2_v_set1(a[OM2_GEMM_MR]), om2_v_load(b + OM2_GEMM_NR + v * OM2_VL),
+                                       part[0][v]);
+                part[1][v] = om2_v_fma(om2_v_set1(a[2 * OM2_GEMM_MR]),
+                                       om2_v_load(b + 2 * OM2_GEMM_NR + v * OM2_VL), part[1][v]);
+                part[2][v] = om2_v_fma(om2_v_set1(a[3 * OM2_GEMM_MR]),
+                                       om2_v_load(b + 3 * OM2_GEMM_NR + v * OM2_VL), part[2][v]);
+            }
+            a += 4 * OM2_GEMM_MR;
+            b += 4 * OM2_GEMM_NR;
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < OM2_GEMM_NV; ++v) {
+            acc[0][v] = om2_v_add(om2_v_add(acc[0][v], part[0][v]), om2_v_add(part[1][v], part[2][v]));
+        }
+    }
+    for (; k < kc; ++k) {
         om2_vf bv[OM2_GEMM_NV];
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) bv[v] = om2_v_load(b + v * OM2_VL);
@@ -163,21 +207,28 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, int64_t kc, const float *re
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) om2_v_store(edge + i * OM2_GEMM_NR + v * OM2_VL, acc[i][v]);
     }
+    if (trans) {
+        for (int64_t j = 0; j < nr; ++j) {
+            for (int64_t i = 0; i < mr; ++i) c[j * ldc + i] = edge[i * OM2_GEMM_NR + j];
+        }
+        return;
+    }
     for (int64_t i = 0; i < mr; ++i) om2_copy_run(c + i * ldc, edge + i * OM2_GEMM_NR, nr);
 }
 
 /* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
-static void om2_gemm_tile_any(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
-                              int64_t ldc, int64_t mr, int64_t nr, int init, const float *restrict bias) {
+OM2_ALWAYS_INLINE void om2_gemm_tile_any(const int trans, int64_t kc, const float *restrict a, const float *restrict b,
+                                         float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
+                                         const float *restrict bias) {
 #if OM2_GEMM_MR > 4
     if (mr == 1) {
-        om2_gemm_tile(1, kc, a, b, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile(1, trans, kc, a, b, c, ldc, mr, nr, init, bias);
     } else if (mr <= 4) {
-        om2_gemm_tile(4, kc, a, b, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile(4, trans, kc, a, b, c, ldc, mr, nr, init, bias);
     } else
 #endif
     {
-        om2_gemm_tile(OM2_GEMM_MR, kc, a, b, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile(OM2_GEMM_MR, trans, kc, a, b, c, ldc, mr, nr, init, bias);
     }
 }
 
@@ -196,11 +247,11 @@ typedef struct {
     int kind;
     const float *ptr;       /* PACKED: panels over the whole K; STRIDED: element [0][0] */
     int64_t rs, cs;         /* STRIDED: element (r, c) is ptr[r * rs + c * cs] */
-    const Om2Im2col *conv;  /* IM2COL (B only) */
+    const Om2Im2col *conv;  /* IM2COL */
 } Om2Operand;
 
 /* Packs A rows [m0, m0+mc) x k [k0, k0+kc) of a strided matrix into MR-row panels [kc][MR]. */
-static void om2_pack_a_strided(const Om2Operand *op, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+static inline void om2_pack_a_strided(const Om2Operand *op, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
                                float *restrict dst) {
     for (int64_t p = 0; p < mc; p += OM2_GEMM_MR) {
         const int64_t rows = mc - p < OM2_GEMM_MR ? mc - p : OM2_GEMM_MR;
@@ -223,7 +274,7 @@ static void om2_pack_a_strided(const Om2Operand *op, int64_t m0, int64_t mc, int
 }
 
 /* Packs B k [k0, k0+kc) x columns [n0, n0+nc) of a strided matrix into NR-column panels [kc][NR]. */
-static void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+static inline void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
                                float *restrict dst) {
     for (int64_t q = 0; q < nc; q += OM2_GEMM_NR) {
         const int64_t cols = nc - q < OM2_GEMM_NR ? nc - q : OM2_GEMM_NR;
@@ -269,12 +320,13 @@ OM2_ALWAYS_INLINE void om2_im2col_run(float *restrict dst, const float *restrict
     }
 }
 
-/* im2col into NR-column panels: row k = (c, kd, kh, kw), columns p in [n0, n0+nc). Each panel row
- * is filled output row by output row, so stride-1 columns are plain copies. */
-static void om2_pack_b_im2col(const Om2Im2col *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
-                              float *restrict dst) {
+/* im2col into panels of `width` columns (NR for B; MR when the image is the A operand of a
+ * transposed product): row k = (c, kd, kh, kw), columns p in [n0, n0+nc). Each panel row is
+ * filled output row by output row, so stride-1 columns are plain copies. */
+OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int64_t k0, int64_t kc, int64_t n0,
+                                       int64_t nc, float *restrict dst) {
     const int64_t taps = g->KD * g->KH * g->KW;
-    const int64_t npanels = (nc + OM2_GEMM_NR - 1) / OM2_GEMM_NR;
+    const int64_t npanels = (nc + width - 1) / width;
     const int64_t od0 = n0 / (g->OH * g->OW), oh0 = (n0 / g->OW) % g->OH, ow00 = n0 % g->OW;
     for (int64_t kk = 0; kk < kc; ++kk) {
         const int64_t k = k0 + kk;
@@ -284,11 +336,11 @@ static void om2_pack_b_im2col(const Om2Im2col *g, int64_t k0, int64_t kc, int64_
         const int64_t off = kw * g->DW - g->PL;
         int64_t od = od0, oh = oh0, ow = ow00, left = nc;
         for (int64_t q = 0; q < npanels; ++q) {
-            float *restrict row = dst + q * kc * OM2_GEMM_NR + kk * OM2_GEMM_NR;
+            float *restrict row = dst + q * kc * width + kk * width;
             int64_t j = 0;
-            while (j < OM2_GEMM_NR && left > 0) {
+            while (j < width && left > 0) {
                 int64_t run = g->OW - ow;
-                if (run > OM2_GEMM_NR - j) run = OM2_GEMM_NR - j;
+                if (run > width - j) run = width - j;
                 if (run > left) run = left;
                 const int64_t id = od * g->SD + kd * g->DD - g->PF, ih = oh * g->SH + kh * g->DH - g->PT;
                 const int valid_row = id >= 0 && id < g->D && ih >= 0 && ih < g->H;
@@ -305,7 +357,7 @@ static void om2_pack_b_im2col(const Om2Im2col *g, int64_t k0, int64_t kc, int64_
                     }
                 }
             }
-            if (j < OM2_GEMM_NR) om2_copy_run(row + j, NULL, OM2_GEMM_NR - j);
+            if (j < width) om2_copy_run(row + j, NULL, width - j);
         }
     }
 }
@@ -318,24 +370,29 @@ static inline int64_t om2_gemm_workspace(int64_t tile_m, int64_t tile_n, int pac
     return a + b;
 }
 
-/* C[m0:m1, n0:n1] of one GEMM. m0 is a multiple of MR and n0 of NR (so packed constant panels line
- * up); init says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], OM2_INIT_LOAD: C's current values). ws holds om2_gemm_workspace(m1 - m0, n1 - n0, A not packed) floats. */
-static void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
-                          const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                          float *ws) {
-    const int64_t ncmax = (n1 - n0) < OM2_GEMM_NC ? (n1 - n0) : OM2_GEMM_NC;
+/* C[m0:m1, n0:n1] of one GEMM (with trans: C^T, element (i, j) stored at C[j * ldc + i], and the bias
+ * taken per column). m0 is a multiple of MR and n0 of NR (so packed constant panels line up); init
+ * says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], or [n] with trans; OM2_INIT_LOAD: C's current
+ * values). ws holds om2_gemm_workspace(m1 - m0, n1 - n0, A packed at run time) floats. */
+OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2Operand *A, const Om2Operand *B,
+                                          float *C, int64_t ldc, int init, const float *row_bias, int64_t m0,
+                                          int64_t m1, int64_t n0, int64_t n1, float *ws) {
     if (K == 0) {   /* an empty sum: C is just its start value */
         for (int64_t i = m0; i < m1; ++i) {
             for (int64_t j = n0; j < n1 && init != OM2_INIT_LOAD; ++j) {
-                C[i * ldc + j] = init == OM2_INIT_ROW_BIAS ? row_bias[i] : 0.0f;
+                const float start = init == OM2_INIT_ROW_BIAS ? row_bias[trans ? j : i] : 0.0f;
+                C[trans ? j * ldc + i : i * ldc + j] = start;
             }
         }
         return;
     }
+    /* a constant B needs no packing, so its columns are not blocked: A is packed once per k block */
+    const int64_t NCB = B->kind == OM2_OPERAND_PACKED ? (n1 - n0) : OM2_GEMM_NC;
+    const int64_t ncmax = (n1 - n0) < OM2_GEMM_NC ? (n1 - n0) : OM2_GEMM_NC;
     float *bpack = ws;
     float *apack = ws + OM2_GEMM_KC * ((ncmax + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
-    for (int64_t nb = n0; nb < n1; nb += OM2_GEMM_NC) {
-        const int64_t nc = (n1 - nb) < OM2_GEMM_NC ? (n1 - nb) : OM2_GEMM_NC;
+    for (int64_t nb = n0; nb < n1; nb += NCB) {
+        const int64_t nc = (n1 - nb) < NCB ? (n1 - nb) : NCB;
         for (int64_t kb = 0; kb < K; kb += OM2_GEMM_KC) {
             const int64_t kc = (K - kb) < OM2_GEMM_KC ? (K - kb) : OM2_GEMM_KC;
             const float *bp;
@@ -345,7 +402,7 @@ static void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, f
                 b_panel_stride = K * OM2_GEMM_NR;
             } else {
                 if (B->kind == OM2_OPERAND_IM2COL) {
-                    om2_pack_b_im2col(B->conv, kb, kc, nb, nc, bpack);
+                    om2_pack_im2col(OM2_GEMM_NR, B->conv, kb, kc, nb, nc, bpack);
                 } else {
                     om2_pack_b_strided(B, kb, kc, nb, nc, bpack);
                 }
@@ -358,7 +415,11 @@ static void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, f
                 ap = A->ptr + (m0 / OM2_GEMM_MR) * K * OM2_GEMM_MR + kb * OM2_GEMM_MR;
                 a_panel_stride = K * OM2_GEMM_MR;
             } else {
-                om2_pack_a_strided(A, m0, m1 - m0, kb, kc, apack);
+                if (A->kind == OM2_OPERAND_IM2COL) {
+                    om2_pack_im2col(OM2_GEMM_MR, A->conv, kb, kc, m0, m1 - m0, apack);
+                } else {
+                    om2_pack_a_strided(A, m0, m1 - m0, kb, kc, apack);
+                }
                 ap = apack;
                 a_panel_stride = kc * OM2_GEMM_MR;
             }
@@ -368,12 +429,29 @@ static void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, f
                 const float *bj = bp + (j / OM2_GEMM_NR) * b_panel_stride;
                 for (int64_t i = m0; i < m1; i += OM2_GEMM_MR) {
                     const int64_t mr = (m1 - i) < OM2_GEMM_MR ? (m1 - i) : OM2_GEMM_MR;
-                    om2_gemm_tile_any(kc, ap + ((i - m0) / OM2_GEMM_MR) * a_panel_stride, bj, C + i * ldc + nb + j,
-                                      ldc, mr, nr, tile_init, row_bias ? row_bias + i : NULL);
+                    const float *ai = ap + ((i - m0) / OM2_GEMM_MR) * a_panel_stride;
+                    if (trans) {
+                        om2_gemm_tile_any(1, kc, ai, bj, C + (nb + j) * ldc + i, ldc, mr, nr, tile_init,
+                                          row_bias ? row_bias + nb + j : NULL);
+                    } else {
+                        om2_gemm_tile_any(0, kc, ai, bj, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
+                                          row_bias ? row_bias + i : NULL);
+                    }
                 }
             }
         }
     }
+}
+
+static inline void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
+                          const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
+    om2_gemm_rect_impl(0, K, A, B, C, ldc, init, row_bias, m0, m1, n0, n1, ws);
+}
+
+/* The transposed product: C^T[n][m] = (A B)[m][n] (see om2_gemm_rect_impl). */
+static inline void om2_gemm_rect_t(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
+                            const float *col_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
+    om2_gemm_rect_impl(1, K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws);
 }
 
 #endif /* OM2_OM2_GEMM_H */
