@@ -16,10 +16,12 @@ kinds of packed SO, and the load-side entry points.
 """
 from __future__ import annotations
 
+import hashlib
 import platform
 from dataclasses import asdict, dataclass
 
 from .errors import AbiError, ArchiveError
+from .om import so_store
 from .om.so_store import OpSoBin, SoBinType
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION, __version__
 
@@ -178,7 +180,6 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
     """The SOs an OM2 archive packs: the OpSoStore in data/so_bins/ (digest-checked), whose
     kCustomOp items must be exactly the data/custom_ops/shared_libs/ entries; archives written
     before data/so_bins/ existed give their shared_libs as kCustomOp items."""
-    from .om import so_store
     where = str(archive.path)
     shared = list((meta.get("custom_ops") or {}).get("shared_libs", []))
     info = meta.get("so_bins")
@@ -192,7 +193,6 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
     archive.verify(info["store"])
     bins = so_store.load(archive.view(info["store"]))
     check_flag(bins, info["so_in_om_flag"], where)
-    import hashlib
     custom = {hashlib.sha256(b.data).hexdigest() for b in bins if b.bin_type == SoBinType.kCustomOp}
     listed = {archive.entries.get(n, {}).get("sha256") for n in shared}
     if custom != listed:
@@ -204,7 +204,6 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
 def bins_from_model_def(so_bins_partition, model_def, where: str) -> list[OpSoBin]:
     """The SOs of a classic OM: its SO_BINS partition (bytes, possibly empty), checked against
     MODEL_DEF's so_in_om_flag."""
-    from .om import so_store
     bins = so_store.load(so_bins_partition)
     check_flag(bins, model_def, where)
     return bins
@@ -213,7 +212,6 @@ def bins_from_model_def(so_bins_partition, model_def, where: str) -> list[OpSoBi
 def check_flag(bins: list[OpSoBin], flag, where: str) -> None:
     """The so_in_om_flag (an int, or a ModelDef whose attr holds it) must declare exactly the
     packed types: a flag without its SOs, or SOs the flag hides, is a corrupt model."""
-    from .om import so_store
     if hasattr(flag, "attr"):
         flag = flag.attr["so_in_om_flag"].i if "so_in_om_flag" in flag.attr else 0
     declared = set(so_store.types_of(flag))

@@ -222,7 +222,7 @@ def _custom(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None:
 
 
 def _space_registry(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None:
-    suffix = host_library_suffix(host_os(), so_check_arch())
+    suffix = host_library_suffix(host_os(), _host_arch())
     if not b.name.endswith(suffix):
         raise AbiError(f"{packed.where}: packed kSpaceRegistry {b.name} is host code for another platform; this "
                        f"machine needs *{suffix}. Recompile the model for this machine")
@@ -261,7 +261,7 @@ CONSUMERS = {
 }
 
 
-def so_check_arch() -> str:
+def _host_arch() -> str:
     from .toolchain.targets import host_arch
     return host_arch()
 
@@ -269,7 +269,7 @@ def so_check_arch() -> str:
 def load_packed(bins: list[OpSoBin], where: str) -> PackedSos:
     """Checks every bin for this machine, then hands each to its consumer, in store order. On
     any failure everything acquired so far is released and the error propagates."""
-    arch = so_check_arch()
+    arch = _host_arch()
     checked = []
     for b in bins:
         summary = so_check.check(b.data, f"{where}: packed {b.bin_type.name} {b.vendor + '/' if b.vendor else ''}"
