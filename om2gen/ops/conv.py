@@ -19,6 +19,8 @@ from .registry import Op, register
 
 # Above this many kernel columns the per-column loops are driven by tables instead of unrolled.
 MAX_UNROLLED_COLS = 16
+# Depthwise kernels with at most this many taps sum them unrolled in registers (dwconv.c.j2).
+MAX_DEPTHWISE_TAPS = 64
 
 
 def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
@@ -133,6 +135,8 @@ class Conv(Op):
         bias = len(ins) > 2 and ins[2] is not None
         if not (g["CG"] == 1 and g["MG"] == 1):
             return self.lower_gemm(node, ins, outs, ctx, g, bias)
+        if g["D"] == 1 and g["KD"] == 1 and g["KH"] * g["KW"] <= MAX_DEPTHWISE_TAPS:
+            return self.lower_depthwise(node, ins, outs, g, bias)
         cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
         params = {k: v for k, v in g.items() if k not in ("out_spatial", "strides", "dilations", "pads")}
         params.update(summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
@@ -185,3 +189,20 @@ class Conv(Op):
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=list(tiling.values()), workspace=block_dim * ws * 4)
+
+    def lower_depthwise(self, node, ins, outs, g, bias):
+        """One input and one output channel per group, 2-D or 1-D: taps summed in registers."""
+        # interior output columns: every tap's input column ow*SW + kw*DW - PL is inside [0, W)
+        lo = min(g["OW"], -(-g["PL"] // g["SW"]))
+        hi = max(lo, min(g["OW"], (g["W"] - 1 - (g["KW"] - 1) * g["DW"] + g["PL"]) // g["SW"] + 1))
+        taps = [{"index": kh * g["KW"] + kw, "kh": kh, "off": kw * g["DW"] - g["PL"]}
+                for kh in range(g["KH"]) for kw in range(g["KW"])]
+        params = {k: g[k] for k in ("C", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "DH", "DW", "PT", "PL")}
+        params.update(summary=f"Conv (depthwise): {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
+                      bias=bias, lo=lo, hi=hi, taps=taps,
+                      notes=[f"{g['rank']}-D, group={g['G']} strides={g['strides']} dilations={g['dilations']} "
+                             f"pads={g['pads']}"])
+        rows = g["N"] * g["M"] * g["OH"]
+        inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
+        return KernelCall("kernels/dwconv.c.j2", "Conv", params, inputs, [outs[0].name],
+                          block_dim=common.block_dim_for(rows, g["OW"] * len(taps)), tiling=[rows])

@@ -1,6 +1,7 @@
 """The packed GEMM behind Conv, MatMul and Gemm (om2/om2_gemm.h, om2gen/ops/gemm_pack.py): every
 target this machine runs, edge tiles (M, N not multiples of the register tile), K blocking,
-multi-tile SPMD splits, run-time packing of either operand, grouped and 3-D convolutions."""
+multi-tile SPMD splits, run-time packing of either operand, grouped and 3-D convolutions, the
+transposed product for small images; and the depthwise kernel (dwconv.c.j2)."""
 import numpy as np
 import pytest
 from helpers import check_model, make_model, rand
@@ -38,6 +39,32 @@ def test_conv_gemm(case, target, tmp_path):
     c = CONV_CASES[case]
     consts = {"w": rand(*c["w"], seed=2), "b": rand(c["w"][0], seed=3)}
     run_node("Conv", {"x": rand(*c["x"], seed=1)}, consts, c["attrs"], tmp_path, target)
+
+
+DEPTHWISE_CASES = {
+    "s2_asym_pads": dict(x=(1, 24, 17, 15), w=(24, 1, 3, 3), attrs={"strides": [2, 2], "pads": [0, 1, 2, 1]}),
+    "dilated_5x5": dict(x=(2, 5, 12, 13), w=(5, 1, 5, 5), attrs={"dilations": [2, 2], "pads": [4, 3, 4, 4]}),
+    # narrower than the kernel: no interior column, every column is a border one
+    "no_interior": dict(x=(1, 3, 6, 2), w=(3, 1, 3, 3), attrs={"pads": [3, 2, 3, 2]}),
+    "1d": dict(x=(1, 6, 40), w=(6, 1, 7), attrs={"pads": [3, 2], "strides": [3]}),
+}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", sorted(DEPTHWISE_CASES))
+def test_depthwise(case, bias, tmp_path):
+    c = DEPTHWISE_CASES[case]
+    consts = {"w": rand(*c["w"], seed=2)}
+    if bias:
+        consts["b"] = rand(c["w"][0], seed=3)
+    run_node("Conv", {"x": rand(*c["x"], seed=1)}, consts, dict(c["attrs"], group=c["x"][1]), tmp_path, None)
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+def test_conv_gemm_transposed_small_image(target, tmp_path):
+    """7 x 7 output (49 positions: a padded vector would waste a third), K blocked, column tiles."""
+    consts = {"w": rand(200, 160, 3, 3, seed=2), "b": rand(200, seed=3)}
+    run_node("Conv", {"x": rand(1, 160, 7, 7, seed=1)}, consts, {"pads": [1, 1, 1, 1]}, tmp_path, target)
 
 
 @pytest.mark.parametrize("target", RUNNABLE)
