@@ -168,3 +168,21 @@ def test_fma_peak_measures_positive_gflops():
     peaks = fma_peak.measure(threads=1, seconds=0.01)
     assert peaks and all(g > 0 for by in peaks.values() for g in by.values())
     assert all(set(by) == {1} for by in peaks.values())
+
+
+def test_suite_writes_the_markdown_table(tmp_path):
+    import subprocess
+    out, raw = tmp_path / "table.md", tmp_path / "raw.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--models", "add", "--threads", "1",
+                           "--runs", "3", "--no-peak", "--out", str(out), "--json", str(raw)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert text in proc.stdout
+    assert "| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run ratio |" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| add | 1 |"))
+    assert len(row.strip("|").split("|")) == 8 and "-" not in row.replace("| add", "")
+    assert "Geometric mean of the run ratios" in text and "| issue 6 target | measured | met |" in text
+    assert "| per-run overhead (single-Add run) <= 0.5 of ORT, 1 thread(s) |" in text
+    assert "ONNX Runtime" in text and "Python" in text
+    assert json.loads(raw.read_text())["rows"][0]["result"]["run"]["om2gen"]["n"] == 3
