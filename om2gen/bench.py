@@ -45,6 +45,20 @@ def summary(seconds: list[float]) -> dict:
             "n": len(ordered)}
 
 
+def overhead(run_call: list[float], engine_call: list[float]) -> dict:
+    """Per-run overhead from the paired samples of one engine (each round times a run call and
+    an engine call back to back): the median of the differences, in microseconds, with the
+    standard error of that median (from the differences' median absolute deviation).
+    `resolved` is False when the overhead is within two standard errors of zero, that is
+    below the noise of the model's run time (measure it on the single-Add model instead)."""
+    diffs = [a - b for a, b in zip(run_call, engine_call)]
+    med = statistics.median(diffs)
+    mad = statistics.median([abs(d - med) for d in diffs])
+    stderr = 1.4826 * mad * 1.2533 / math.sqrt(len(diffs))
+    return {"run_call_us": statistics.median(run_call) * 1e6, "engine_call_us": statistics.median(engine_call) * 1e6,
+            "overhead_us": med * 1e6, "stderr_us": stderr * 1e6, "resolved": abs(med) > 2 * stderr}
+
+
 def _ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -291,18 +305,14 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
         model.close()
         del session
     result["run"] = {e: summary(s["run"]) for e, s in samples.items()}
-    result["overhead"] = {}
-    for e, s in samples.items():
-        call, engine = statistics.median(s["run"]), statistics.median(s["engine"])
-        result["overhead"][e] = {"run_call_us": call * 1e6, "engine_call_us": engine * 1e6,
-                                 "overhead_us": (call - engine) * 1e6}
+    result["overhead"] = {e: overhead(s["run"], s["engine"]) for e, s in samples.items()}
     if onnx_path is not None:
         result["ratio"] = {
             "load": _ratio(result["load"]["om2gen"]["median_ms"], result["load"]["onnxruntime"]["median_ms"]),
             **{f"run_{k}": _ratio(result["run"]["om2gen"][f"{k}_ms"], result["run"]["onnxruntime"][f"{k}_ms"])
                for k in ("median", "p90", "min")},
-            "overhead": _ratio(result["overhead"]["om2gen"]["overhead_us"],
-                               result["overhead"]["onnxruntime"]["overhead_us"]),
+            "overhead": _ratio(*(o["overhead_us"] if o["resolved"] else None
+                                 for o in (result["overhead"]["om2gen"], result["overhead"]["onnxruntime"]))),
         }
     return result
 
@@ -423,6 +433,8 @@ def render_text(r: dict) -> str:
     ov = r["overhead"]
 
     def us(e, k):
+        if k == "overhead_us" and not ov[e]["resolved"]:
+            return "(noise)"
         return f"{ov[e][k]:.1f}"
     for label, k, ratio in (("per-run overhead (us)", "overhead_us", rat.get("overhead")),
                             ("  Python run call (us)", "run_call_us", None),
@@ -436,7 +448,12 @@ def render_text(r: dict) -> str:
         lines.append(x[0].ljust(width) + "".join(v.rjust(12) for v in x[1:]))
     how = "om2gen: Model.run - Model.execute_raw" + ("; ORT: session.run - session.run_with_iobinding" if ort else "")
     lines += ["", "per-run overhead = the Python run call minus the same engine's run on buffers bound beforehand",
-              f"({how})"]
+              f"({how}), median of the paired differences"]
+    noisy = [f"{name} (+-{2 * ov[e]['stderr_us']:.1f} us)" for e, name in (("om2gen", "om2gen"), ("onnxruntime", "ORT"))
+             if e in ov and not ov[e]["resolved"]]
+    if noisy:
+        lines.append(f"(noise): smaller than this model's run-time noise for {', '.join(noisy)}; measure it on a "
+                     "model with little compute, such as a single Add")
     return "\n".join(lines)
 
 
