@@ -41,7 +41,7 @@ import catalog  # noqa: E402
 import om2gen  # noqa: E402
 from benchmarks import flops, fma_peak, models  # noqa: E402
 from benchmarks.models import bert_base  # noqa: E402
-from om2gen import bench  # noqa: E402
+from om2gen import bench, bench_report  # noqa: E402
 from om2gen.toolchain.compiler import cache_dir  # noqa: E402
 
 
@@ -364,7 +364,7 @@ def render(report: dict) -> str:
         if "error" in p:
             lines.append(f"failed: {p['error']}")
             continue
-        lines += ["```", bench.render_phases(p["result"], p["result"].get("onnxruntime_session_ms")), "```"]
+        lines += ["```", bench_report.render_phases(p["result"], p["result"].get("onnxruntime_session_ms")), "```"]
     return "\n".join(lines) + "\n"
 
 
