@@ -36,10 +36,10 @@ BLOCKING = {
 
 # Below this many multiply-adds per tile a launch is not split further.
 MIN_MACS_PER_TILE = 1 << 21
-MAX_TILES = 4
+MAX_TILES = 16          # along the side that splits without repacking: small tiles balance busy cores
 MIN_TILE_N = 48
 MIN_TILE_M = 128
-ENOUGH_TILES = 4        # column tiles that keep the cores busy without splitting rows too
+ENOUGH_TILES = 4        # below this many tiles, the other side splits too (up to this many in all)
 
 
 def blocking(target) -> Blocking:
@@ -79,15 +79,15 @@ def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, first: str = "n"
     this size give the cores enough blocks. `first` is the side that splits without repacking: "n"
     when B is packed at run time (each column tile packs only its columns, while every row tile
     would pack them again), "m" when only A is. The other side splits only when the first gives
-    few tiles, and only down to MIN_TILE_M / MIN_TILE_N."""
+    fewer than ENOUGH_TILES, and only down to MIN_TILE_M / MIN_TILE_N."""
     macs = m * n * max(k, 1)
     want = max(1, min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE) // items)
     if first == "n":
         tiles_n = max(1, min(want, n // MIN_TILE_N))
-        tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(want, tiles_n), m // MIN_TILE_M))
+        tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(ENOUGH_TILES, tiles_n), m // MIN_TILE_M))
     else:
         tiles_m = max(1, min(want, _ceil(m, 2 * bl.mr)))
-        tiles_n = 1 if tiles_m >= ENOUGH_TILES else max(1, min(_ceil(want, tiles_m), n // MIN_TILE_N))
+        tiles_n = 1 if tiles_m >= ENOUGH_TILES else max(1, min(_ceil(ENOUGH_TILES, tiles_m), n // MIN_TILE_N))
     tile_n = _ceil(_ceil(n, tiles_n), bl.nr) * bl.nr
     tile_m = _ceil(_ceil(m, tiles_m), bl.mr) * bl.mr
     return Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))

@@ -294,30 +294,47 @@ static inline void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t 
 
 /* One row of an im2col panel: dst[0:n] = x row xr at columns ow*SW + off for ow in [ow0, ow0+n),
  * zero where that column is outside [0, W) (valid_row 0: the whole input row is padding). */
+/* dst[0:n] = src[0], src[SW], src[2 SW], ... (every element readable). Stride 2 (downsampling
+ * convolutions) is deinterleaved with vector permutes where the ISA has them. */
+OM2_ALWAYS_INLINE void om2_copy_strided(float *restrict dst, const float *restrict src, int64_t n, int64_t SW) {
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    if (SW == 2) {
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        for (; j < n; j += 16) {
+            const int64_t cnt = n - j < 16 ? n - j : 16, need = 2 * cnt - 1;   /* floats read: src[2j .. 2j+need) */
+            const __mmask16 m0 = need >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << need) - 1u);
+            const __mmask16 m1 = need > 16 ? (__mmask16)((1u << (need - 16)) - 1u) : (__mmask16)0;
+            const __m512 lo = _mm512_maskz_loadu_ps(m0, src + 2 * j), hi = _mm512_maskz_loadu_ps(m1, src + 2 * j + 16);
+            _mm512_mask_storeu_ps(dst + j, (__mmask16)((1u << cnt) - 1u), _mm512_permutex2var_ps(lo, even, hi));
+        }
+        return;
+    }
+#endif
+    for (; j < n; ++j) dst[j] = src[j * SW];
+}
+
+/* One row of an im2col panel: dst[0:n] = x row xr at columns ow*SW + off for ow in [ow0, ow0+n),
+ * zero where that column is outside [0, W) (valid_row 0: the whole input row is padding). */
 OM2_ALWAYS_INLINE void om2_im2col_run(float *restrict dst, const float *restrict xr, int valid_row, int64_t ow0,
                                       int64_t n, int64_t SW, int64_t off, int64_t W) {
     if (!valid_row) {
         om2_copy_run(dst, NULL, n);
         return;
     }
+    /* dst[j] reads xr[iw0 + j*SW], inside the row for j in [lo, hi) */
+    const int64_t iw0 = ow0 * SW + off;
+    int64_t lo = iw0 >= 0 ? 0 : (-iw0 + SW - 1) / SW;
+    int64_t hi = iw0 >= W ? 0 : (W - iw0 + SW - 1) / SW;
+    lo = lo > n ? n : lo;
+    hi = hi > n ? n : (hi < lo ? lo : hi);
+    om2_copy_run(dst, NULL, lo);
     if (SW == 1) {
-        const int64_t iw0 = ow0 + off;
-        int64_t lo = -iw0, hi = W - iw0;        /* dst[j] reads xr[iw0 + j], valid for j in [lo, hi) */
-        lo = lo < 0 ? 0 : (lo > n ? n : lo);
-        hi = hi > n ? n : (hi < lo ? lo : hi);
-        if (lo == 0 && hi == n) {
-            om2_copy_run(dst, xr + iw0, n);
-            return;
-        }
-        om2_copy_run(dst, NULL, lo);
         om2_copy_run(dst + lo, xr + iw0 + lo, hi - lo);
-        om2_copy_run(dst + hi, NULL, n - hi);
-        return;
+    } else {
+        om2_copy_strided(dst + lo, xr + iw0 + lo * SW, hi - lo, SW);
     }
-    for (int64_t j = 0; j < n; ++j) {
-        const int64_t iw = (ow0 + j) * SW + off;
-        dst[j] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
-    }
+    om2_copy_run(dst + hi, NULL, n - hi);
 }
 
 /* im2col into panels of `width` columns (NR for B; MR when the image is the A operand of a
