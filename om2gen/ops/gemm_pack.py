@@ -19,19 +19,21 @@ class Blocking:
     mr: int     # rows of the register tile (broadcast A values)
     nr: int     # columns of the register tile (a multiple of the vector length)
     kc: int     # k rows per packed block
-    nc: int     # columns per packed B block (a multiple of nr)
+    nc: int     # columns per B block packed at run time (a multiple of nr)
+    mc: int     # rows per A block packed at run time (a multiple of mr)
 
     def defines(self) -> dict[str, int]:
-        return {"OM2_GEMM_MR": self.mr, "OM2_GEMM_NR": self.nr, "OM2_GEMM_KC": self.kc, "OM2_GEMM_NC": self.nc}
+        return {"OM2_GEMM_MR": self.mr, "OM2_GEMM_NR": self.nr, "OM2_GEMM_KC": self.kc, "OM2_GEMM_NC": self.nc,
+                "OM2_GEMM_MC": self.mc}
 
 
 # Measured on Zen 4 for ResNet-50/BERT shapes (benchmarks/bench_kernels.py): 16x16 zmm and 6x16 ymm
 # tiles both reach ~90% of the FMA peak; the portable ones keep 8-16 accumulators in 16/32 registers.
 BLOCKING = {
-    "x86_64-avx512": Blocking(16, 16, 256, 256),
-    "x86_64-avx2": Blocking(6, 16, 256, 256),
-    "x86_64": Blocking(4, 8, 256, 256),
-    "aarch64": Blocking(8, 8, 256, 256),
+    "x86_64-avx512": Blocking(16, 16, 256, 256, 256),
+    "x86_64-avx2": Blocking(6, 16, 256, 256, 252),
+    "x86_64": Blocking(4, 8, 256, 256, 256),
+    "aarch64": Blocking(8, 8, 256, 256, 256),
 }
 
 # Below this many multiply-adds per tile a launch is not split further.
@@ -102,10 +104,10 @@ def transposed_pays(rows: int, cols: int, bl: Blocking) -> bool:
 
 
 def workspace_floats(t: Tiles, bl: Blocking, pack_a_at_run_time: bool) -> int:
-    """What om2_gemm_workspace() returns: one block's packing buffers."""
-    nc = min(t.tile_n, bl.nc)
-    b = bl.kc * _ceil(nc, bl.nr) * bl.nr
-    a = bl.kc * _ceil(t.tile_m, bl.mr) * bl.mr if pack_a_at_run_time else 0
+    """One block's packing buffers, as om2_gemm_rect lays them out: B's (unless B is a packed
+    constant, it is KC x min(tile_n, NC) columns), then A's when A is packed at run time."""
+    b = bl.kc * _ceil(min(t.tile_n, bl.nc), bl.nr) * bl.nr
+    a = bl.kc * _ceil(min(t.tile_m, bl.mc), bl.mr) * bl.mr if pack_a_at_run_time else 0
     return a + b
 
 

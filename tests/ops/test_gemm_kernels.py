@@ -75,6 +75,7 @@ def test_conv_gemm_weights_as_input(target, tmp_path):
 
 MATMUL_CASES = {
     "gemv": ((1, 300), (300, 37), True),
+    "tall_a_mc_blocks": ((600, 40), (40, 20), True),     # A packed at run time in MC-row blocks
     "edges_kblocks": ((19, 700), (700, 45), True),
     "tiles_dynamic": ((2, 200, 64), (2, 64, 300), False),
     "batch_broadcast_const": ((3, 1, 5, 20), (2, 20, 9), True),

@@ -12,9 +12,9 @@
  * straight from a strided matrix or, for convolution, from the input image (im2col fused into
  * the packing, never materialised).
  *
- * The includer defines OM2_GEMM_MR, OM2_GEMM_NR, OM2_GEMM_KC and OM2_GEMM_NC before including this
- * header: om2gen picks them per target (MR and NR fix the layout of the constants it packs, KC and
- * NC the workspace it reserves; om2gen/ops/gemm_pack.py), and the micro-kernel is
+ * The includer defines OM2_GEMM_MR, OM2_GEMM_NR, OM2_GEMM_KC, OM2_GEMM_NC and OM2_GEMM_MC before
+ * including this header: om2gen picks them per target (MR and NR fix the layout of the constants
+ * it packs, KC, NC and MC the workspace it reserves; om2gen/ops/gemm_pack.py), and the micro-kernel is
  * written for the vector ISA the target's flags enable (AVX-512F, AVX2+FMA, NEON, else GCC
  * vector extensions).
  *
@@ -101,11 +101,12 @@ OM2_ALWAYS_INLINE void om2_copy_run(float *restrict dst, const float *restrict s
 #endif
 #define OM2_GEMM_NV (OM2_GEMM_NR / OM2_VL)
 
-/* Cache blocking (also om2gen's, which sizes the workspace): KC rows of k per packed block (an A
- * micro-panel of MR x KC stays in L1 while the B block of KC x NC streams from L2), NC columns per
- * packed B block (a multiple of NR). */
-#if !defined(OM2_GEMM_KC) || !defined(OM2_GEMM_NC) || OM2_GEMM_NC % OM2_GEMM_NR != 0
-#error "define OM2_GEMM_KC and OM2_GEMM_NC (a multiple of OM2_GEMM_NR) before including om2/om2_gemm.h"
+/* Cache blocking (also om2gen's, which sizes the workspace): KC rows of k per packed block (a B
+ * micro-panel of KC x NR stays in L1 while A panels stream from L2), NC columns per B block packed
+ * at run time, MC rows per A block packed at run time. */
+#if !defined(OM2_GEMM_KC) || !defined(OM2_GEMM_NC) || !defined(OM2_GEMM_MC) || OM2_GEMM_NC % OM2_GEMM_NR != 0 || \
+    OM2_GEMM_MC % OM2_GEMM_MR != 0
+#error "define OM2_GEMM_KC, OM2_GEMM_NC (a multiple of NR) and OM2_GEMM_MC (a multiple of MR) first"
 #endif
 
 /* How a tile's accumulators start. */
@@ -379,18 +380,12 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
     }
 }
 
-/* Workspace floats one block needs for om2_gemm_rect with tiles of at most tile_m x tile_n. */
-static inline int64_t om2_gemm_workspace(int64_t tile_m, int64_t tile_n, int pack_a) {
-    const int64_t nc = tile_n < OM2_GEMM_NC ? tile_n : OM2_GEMM_NC;
-    const int64_t b = OM2_GEMM_KC * ((nc + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
-    const int64_t a = pack_a ? OM2_GEMM_KC * ((tile_m + OM2_GEMM_MR - 1) / OM2_GEMM_MR) * OM2_GEMM_MR : 0;
-    return a + b;
-}
-
 /* C[m0:m1, n0:n1] of one GEMM (with trans: C^T, element (i, j) stored at C[j * ldc + i], and the bias
  * taken per column). m0 is a multiple of MR and n0 of NR (so packed constant panels line up); init
  * says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], or [n] with trans; OM2_INIT_LOAD: C's current
- * values). ws holds om2_gemm_workspace(m1 - m0, n1 - n0, A packed at run time) floats. */
+ * values). ws holds B's packing buffer (KC x min(n1 - n0, NC) rounded up to NR columns), then A's
+ * (KC x min(m1 - m0, MC) rounded up to MR rows) when A is packed at run time: om2gen sizes it
+ * (gemm_pack.workspace_floats). */
 OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2Operand *A, const Om2Operand *B,
                                           float *C, int64_t ldc, int init, const float *row_bias, int64_t m0,
                                           int64_t m1, int64_t n0, int64_t n1, float *ws) {
@@ -403,8 +398,10 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
         }
         return;
     }
-    /* a constant B needs no packing, so its columns are not blocked: A is packed once per k block */
+    /* A constant operand needs no packing, so the other one's blocks span the whole tile: a constant
+     * B leaves columns unblocked (A packed once per k block), a constant A rows. */
     const int64_t NCB = B->kind == OM2_OPERAND_PACKED ? (n1 - n0) : OM2_GEMM_NC;
+    const int64_t MCB = A->kind == OM2_OPERAND_PACKED ? (m1 - m0) : OM2_GEMM_MC;
     const int64_t ncmax = (n1 - n0) < OM2_GEMM_NC ? (n1 - n0) : OM2_GEMM_NC;
     float *bpack = ws;
     float *apack = ws + OM2_GEMM_KC * ((ncmax + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
@@ -426,33 +423,36 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                 bp = bpack;
                 b_panel_stride = kc * OM2_GEMM_NR;
             }
-            const float *ap;
-            int64_t a_panel_stride;
-            if (A->kind == OM2_OPERAND_PACKED) {
-                ap = A->ptr + (m0 / OM2_GEMM_MR) * K * OM2_GEMM_MR + kb * OM2_GEMM_MR;
-                a_panel_stride = K * OM2_GEMM_MR;
-            } else {
-                if (A->kind == OM2_OPERAND_IM2COL) {
-                    om2_pack_im2col(OM2_GEMM_MR, A->conv, kb, kc, m0, m1 - m0, apack);
+            for (int64_t mb = m0; mb < m1; mb += MCB) {
+                const int64_t mc = (m1 - mb) < MCB ? (m1 - mb) : MCB;
+                const float *ap;
+                int64_t a_panel_stride;
+                if (A->kind == OM2_OPERAND_PACKED) {
+                    ap = A->ptr + (mb / OM2_GEMM_MR) * K * OM2_GEMM_MR + kb * OM2_GEMM_MR;
+                    a_panel_stride = K * OM2_GEMM_MR;
                 } else {
-                    om2_pack_a_strided(A, m0, m1 - m0, kb, kc, apack);
-                }
-                ap = apack;
-                a_panel_stride = kc * OM2_GEMM_MR;
-            }
-            const int tile_init = kb > 0 ? OM2_INIT_LOAD : init;
-            for (int64_t j = 0; j < nc; j += OM2_GEMM_NR) {
-                const int64_t nr = (nc - j) < OM2_GEMM_NR ? (nc - j) : OM2_GEMM_NR;
-                const float *bj = bp + (j / OM2_GEMM_NR) * b_panel_stride;
-                for (int64_t i = m0; i < m1; i += OM2_GEMM_MR) {
-                    const int64_t mr = (m1 - i) < OM2_GEMM_MR ? (m1 - i) : OM2_GEMM_MR;
-                    const float *ai = ap + ((i - m0) / OM2_GEMM_MR) * a_panel_stride;
-                    if (trans) {
-                        om2_gemm_tile_any(1, kc, ai, bj, C + (nb + j) * ldc + i, ldc, mr, nr, tile_init,
-                                          row_bias ? row_bias + nb + j : NULL);
+                    if (A->kind == OM2_OPERAND_IM2COL) {
+                        om2_pack_im2col(OM2_GEMM_MR, A->conv, kb, kc, mb, mc, apack);
                     } else {
-                        om2_gemm_tile_any(0, kc, ai, bj, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
-                                          row_bias ? row_bias + i : NULL);
+                        om2_pack_a_strided(A, mb, mc, kb, kc, apack);
+                    }
+                    ap = apack;
+                    a_panel_stride = kc * OM2_GEMM_MR;
+                }
+                const int tile_init = kb > 0 ? OM2_INIT_LOAD : init;
+                for (int64_t j = 0; j < nc; j += OM2_GEMM_NR) {
+                    const int64_t nr = (nc - j) < OM2_GEMM_NR ? (nc - j) : OM2_GEMM_NR;
+                    const float *bj = bp + (j / OM2_GEMM_NR) * b_panel_stride;
+                    for (int64_t i = mb; i < mb + mc; i += OM2_GEMM_MR) {
+                        const int64_t mr = (mb + mc - i) < OM2_GEMM_MR ? (mb + mc - i) : OM2_GEMM_MR;
+                        const float *ai = ap + ((i - mb) / OM2_GEMM_MR) * a_panel_stride;
+                        if (trans) {
+                            om2_gemm_tile_any(1, kc, ai, bj, C + (nb + j) * ldc + i, ldc, mr, nr, tile_init,
+                                              row_bias ? row_bias + nb + j : NULL);
+                        } else {
+                            om2_gemm_tile_any(0, kc, ai, bj, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
+                                              row_bias ? row_bias + i : NULL);
+                        }
                     }
                 }
             }
