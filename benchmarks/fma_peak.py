@@ -21,12 +21,16 @@ from pathlib import Path
 SOURCE = Path(__file__).with_name("fma_peak.c")
 
 
+class FmaPeakError(RuntimeError):
+    pass
+
+
 def _compiler() -> str:
     for name in ([os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc"]):
         path = shutil.which(name)
         if path:
             return path
-    sys.exit("fma_peak: no C compiler (set CC or install gcc)")
+    raise FmaPeakError("fma_peak: no C compiler (set CC, or install gcc: apt-get install build-essential)")
 
 
 def build() -> Path:
@@ -43,7 +47,7 @@ def build() -> Path:
         out = Path(tmp) / "fma_peak"
         proc = subprocess.run([cc, *flags, "-o", str(out), str(SOURCE)], capture_output=True, text=True)
         if proc.returncode != 0:
-            sys.exit(f"fma_peak: building {SOURCE.name} failed:\n{proc.stderr}")
+            raise FmaPeakError(f"fma_peak: building {SOURCE.name} failed:\n{proc.stderr}")
         shutil.move(str(out), exe)
     return exe
 
@@ -53,7 +57,7 @@ def measure(threads: int | None = None, seconds: float = 0.2) -> dict:
     threads = threads or os.cpu_count() or 1
     proc = subprocess.run([str(build()), str(threads), str(seconds)], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        sys.exit(f"fma_peak failed ({proc.returncode}): {proc.stderr.strip()}")
+        raise FmaPeakError(f"fma_peak failed ({proc.returncode}): {proc.stderr.strip()}")
     peaks: dict = {}
     for line in proc.stdout.splitlines():
         isa, *rest = line.split()
@@ -68,7 +72,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=0.2, help="length of one timed round (default: 0.2)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    peaks = measure(args.threads, args.seconds)
+    try:
+        peaks = measure(args.threads, args.seconds)
+    except FmaPeakError as exc:
+        sys.exit(str(exc))
     if args.json:
         print(json.dumps(peaks, indent=1))
         return

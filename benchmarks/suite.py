@@ -398,8 +398,11 @@ def main(argv=None) -> int:
                            f"loads per engine (fewer when a row exceeds {args.budget:g} s), engines alternating")
     if not args.no_peak and "resnet50" in names:
         log("FMA peak ...")
-        report["peaks"] = fma_peak.measure(max(args.threads))
-        report["gflops"] = gflops_report(report["rows"], report["peaks"])
+        try:
+            report["peaks"] = fma_peak.measure(max(args.threads))
+            report["gflops"] = gflops_report(report["rows"], report["peaks"])
+        except Exception as exc:
+            log(f"  FAILED: {_error(exc)}")
     if "resnet50" in names and not (args.quick or args.no_compile_times):
         log("compile time of resnet50 (empty, then warm kernel cache) ...")
         try:
