@@ -23,7 +23,9 @@ from ..resources import include_dir
 from . import elfcheck
 from .targets import Target, host_arch
 
-COMMON_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--build-id=sha1")
+# -z noseparate-code: code and read-only data share one page-aligned segment, which halves a
+# small kernel's file (15 KB -> 7 KB; an archive holds dozens) at no run-time cost.
+COMMON_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--build-id=sha1", "-Wl,-z,noseparate-code")
 KERNEL_FLAGS = ("-std=c11", "-O3", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra", "-Werror")
 MODEL_FLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror")
 
