@@ -159,10 +159,12 @@ class Conv(Op):
         transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
         items = g["N"] * g["G"]
         if transposed:
-            tiles = gemm_pack.split(p, g["MG"], k, bl, items=items, first="m")
+            tiles = gemm_pack.split(p, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
+                                    b_packed_at_run_time=False)
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True)
         else:
-            tiles = gemm_pack.split(g["MG"], p, k, bl, items=items, first="n")
+            tiles = gemm_pack.split(g["MG"], p, k, bl, items=items, a_packed_at_run_time=not packed_w,
+                                    b_packed_at_run_time=True)
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
         items *= tiles.tiles_m * tiles.tiles_n
         inputs = [ins[0].name]

@@ -43,7 +43,8 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
     a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k), lambda x: gemm_pack.pack_a(x, bl.mr), bl.mr)
     b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n), lambda x: gemm_pack.pack_b(x, bl.nr), bl.nr)
     inputs = [a_in, b_in]
-    tiles = gemm_pack.split(m, n, k, bl, items=batch_count)
+    tiles = gemm_pack.split(m, n, k, bl, items=batch_count, a_packed_at_run_time=not a.is_const,
+                            b_packed_at_run_time=not b.is_const)
     ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not a.is_const)
     tiling = dict(batch=batch_count, M=m, N=n, K=k, a_rs=a_rs, a_cs=a_cs, b_rs=b_rs, b_cs=b_cs,
                   tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,

@@ -38,9 +38,8 @@ BLOCKING = {
 
 # Below this many multiply-adds per tile a launch is not split further.
 MIN_MACS_PER_TILE = 1 << 21
-MAX_TILES = 16          # along the side that splits without repacking: small tiles balance busy cores
-MIN_TILE_N = 48
-MIN_TILE_M = 128
+MAX_TILES = 16          # small tiles balance busy cores, where the split repacks nothing
+MIN_TILE = 128          # tile side when splitting it makes the other operand be packed again
 ENOUGH_TILES = 4        # below this many tiles, the other side splits too (up to this many in all)
 
 
@@ -76,20 +75,24 @@ class Tiles:
     tiles_n: int
 
 
-def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, first: str = "n") -> Tiles:
+def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, *, a_packed_at_run_time: bool,
+          b_packed_at_run_time: bool) -> Tiles:
     """Tiles of an M x N output (sides multiples of MR and NR) so that `items` independent GEMMs of
-    this size give the cores enough blocks. `first` is the side that splits without repacking: "n"
-    when B is packed at run time (each column tile packs only its columns, while every row tile
-    would pack them again), "m" when only A is. The other side splits only when the first gives
-    fewer than ENOUGH_TILES, and only down to MIN_TILE_M / MIN_TILE_N."""
+    this size give the cores enough blocks. Every column tile packs its own copy of a run-time A
+    and every row tile its own copy of a run-time B, so a side whose split repacks the other
+    operand keeps tiles of at least MIN_TILE (the repacking is then a small share of the tile's
+    work); the side with the smaller minimum splits first, the other only when the first gives
+    fewer than ENOUGH_TILES."""
     macs = m * n * max(k, 1)
     want = max(1, min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE) // items)
-    if first == "n":
-        tiles_n = max(1, min(want, n // MIN_TILE_N))
-        tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(ENOUGH_TILES, tiles_n), m // MIN_TILE_M))
+    min_m = MIN_TILE if b_packed_at_run_time else 2 * bl.mr
+    min_n = MIN_TILE if a_packed_at_run_time else 3 * bl.nr
+    if min_n <= min_m:
+        tiles_n = max(1, min(want, _ceil(n, min_n)))
+        tiles_m = 1 if tiles_n >= ENOUGH_TILES else max(1, min(_ceil(ENOUGH_TILES, tiles_n), _ceil(m, min_m)))
     else:
-        tiles_m = max(1, min(want, _ceil(m, 2 * bl.mr)))
-        tiles_n = 1 if tiles_m >= ENOUGH_TILES else max(1, min(_ceil(ENOUGH_TILES, tiles_m), n // MIN_TILE_N))
+        tiles_m = max(1, min(want, _ceil(m, min_m)))
+        tiles_n = 1 if tiles_m >= ENOUGH_TILES else max(1, min(_ceil(ENOUGH_TILES, tiles_m), _ceil(n, min_n)))
     tile_n = _ceil(_ceil(n, tiles_n), bl.nr) * bl.nr
     tile_m = _ceil(_ceil(m, tiles_m), bl.mr) * bl.mr
     return Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))

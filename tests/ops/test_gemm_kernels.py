@@ -111,10 +111,15 @@ def test_pack_layouts():
     assert pb[1, 2, 0] == b[2, 4] and pb[1, 2, 3] == 0.0
 
 
-def test_split_prefers_columns_and_keeps_row_tiles_large():
+def test_split_keeps_repacking_tiles_large():
     bl = gemm_pack.BLOCKING["x86_64-avx512"]
-    wide = gemm_pack.split(64, 3136, 576, bl)
+    # conv: constant weights (A), image packed per tile (B): columns split, rows stay whole
+    wide = gemm_pack.split(64, 3136, 576, bl, a_packed_at_run_time=False, b_packed_at_run_time=True)
     assert wide.tiles_m == 1 and wide.tiles_n > 1 and wide.tile_n % bl.nr == 0
-    tall = gemm_pack.split(512, 49, 4608, bl)
-    assert tall.tiles_n == 1 and tall.tile_m >= gemm_pack.MIN_TILE_M and tall.tile_m % bl.mr == 0
-    assert gemm_pack.split(4, 4, 4, bl) == gemm_pack.Tiles(16, 16, 1, 1)
+    tall = gemm_pack.split(512, 49, 4608, bl, a_packed_at_run_time=False, b_packed_at_run_time=True)
+    assert tall.tile_m >= gemm_pack.MIN_TILE and tall.tile_m % bl.mr == 0
+    # matmul: activations (A) packed per tile, constant weights (B): column tiles stay large
+    mm = gemm_pack.split(128, 768, 768, bl, a_packed_at_run_time=True, b_packed_at_run_time=False)
+    assert mm.tile_n >= gemm_pack.MIN_TILE or mm.tiles_n == 1
+    assert gemm_pack.split(4, 4, 4, bl, a_packed_at_run_time=True, b_packed_at_run_time=True) == \
+        gemm_pack.Tiles(16, 16, 1, 1)
