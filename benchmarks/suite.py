@@ -39,7 +39,7 @@ import onnx  # noqa: E402
 
 import catalog  # noqa: E402
 import om2gen  # noqa: E402
-from benchmarks import flops, fma_peak, models  # noqa: E402
+from benchmarks import flops, fma_peak, models, peak_memory  # noqa: E402
 from benchmarks.models import bert_base  # noqa: E402
 from om2gen import bench, bench_report  # noqa: E402
 from om2gen.toolchain.compiler import cache_dir  # noqa: E402
@@ -206,6 +206,22 @@ def gflops_report(rows, peaks) -> list[dict]:
     return out
 
 
+def memory_report(names, code, threads, log) -> list[dict]:
+    """Peak memory while running, om2gen vs ORT, each in a fresh process (benchmarks/peak_memory.py)."""
+    out = []
+    for name in names:
+        case = CASES[name]
+        try:
+            feeds = case.feeds() if case.feeds else None
+            r = peak_memory.measure(compiled(case, "om2", code, log), case.onnx(), threads, feeds=feeds)
+            out.append({"model": name, "threads": threads, "result": r})
+            log(f"  {name}: +{r['om2gen']['delta_mb']:.1f} MB vs ORT +{r['onnxruntime']['delta_mb']:.1f} MB")
+        except Exception as exc:
+            out.append({"model": name, "error": _error(exc)})
+            log(f"  peak memory of {name} FAILED: {_error(exc)}")
+    return out
+
+
 def phases_report(names, code, loads, threads, log) -> list[dict]:
     out = []
     for name in names:
@@ -312,6 +328,12 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     if ct and "cold_s" in ct:
         out.append(("compile ResNet-50 <= 30 s, empty kernel cache", f"{ct['cold_s']:.1f} s", ct["cold_s"] <= 30))
         out.append(("compile ResNet-50 <= 3 s, warm kernel cache", f"{ct['warm_s']:.1f} s", ct["warm_s"] <= 3))
+    for m in report.get("memory", []):
+        if "result" in m:
+            r = m["result"]
+            out.append((f"peak memory while running <= ORT's: {m['model']}, {m['threads']} thread(s)",
+                        f"+{r['om2gen']['delta_mb']:.0f} vs +{r['onnxruntime']['delta_mb']:.0f} MB "
+                        f"(ratio {r['ratio']:.2f})", r["ratio"] <= 1.0))
     for model in SIZE_MODELS:
         if model in sizes:
             v = sizes[model]["archive"] / sizes[model]["onnx"]
@@ -350,8 +372,14 @@ def render(report: dict) -> str:
     if met:
         lines += ["", "| issue 6 target | measured | met |", "|---|---:|:---:|"]
         lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in met]
-        lines.append("\n(Not measured here: peak memory" + ("" if report.get("compile") else
-                                                         "; compile time, measured without --quick") + ".)")
+        missing = ([] if report.get("memory") else ["peak memory (measured without --quick)"]) + \
+            ([] if report.get("compile") else ["compile time (measured without --quick)"])
+        if missing:
+            lines.append(f"\n(Not measured here: {'; '.join(missing)}.)")
+        if report.get("memory"):
+            lines.append("\nPeak memory is the rise of the peak resident set (VmHWM) over a process that "
+                         "imported both engines, while loading the model and running it 5 times; each engine "
+                         "in a process of its own.")
     if report.get("peaks"):
         lines += ["", "FMA peak of this CPU (benchmarks/fma_peak.c, float32, best of 7 rounds): "
                   + "; ".join(f"{isa} {t} thread(s) {g:.1f} GFLOP/s" for isa, by in report["peaks"].items()
@@ -383,6 +411,7 @@ def main(argv=None) -> int:
                    help="seconds a row's run (and load) measurement may take before it stops early (default: 5)")
     p.add_argument("--no-phases", action="store_true", help="skip the OM2 vs OM load phases")
     p.add_argument("--no-peak", action="store_true", help="skip the FMA peak and GFLOP/s")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory comparison")
     p.add_argument("--no-compile-times", action="store_true",
                    help="skip compiling ResNet-50 with an empty and a warm kernel cache")
     args = p.parse_args(argv)
@@ -410,6 +439,10 @@ def main(argv=None) -> int:
         except Exception as exc:
             report["compile"] = {"error": _error(exc)}
             log(f"  FAILED: {_error(exc)}")
+    memory_models = [n for n in TARGET_MODELS if n in names]
+    if memory_models and not (args.quick or args.no_memory):
+        log("peak memory ...")
+        report["memory"] = memory_report(memory_models, report["code_digest"], max(args.threads), log)
     phase_models = [n for n in PHASE_MODELS if n in names]
     if phase_models and not (args.no_phases or args.quick):
         log("load phases ...")
