@@ -20,7 +20,7 @@ from .frontend.onnx_import import import_onnx
 from .lower.lowering import LowerContext, lower_graph
 from .lower.program import Program
 from .om.so_store import SoBinType
-from .passes import dce
+from .passes import dce, optimize
 from .toolchain import compiler, targets
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 
@@ -73,6 +73,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         dce.run(graph)
         graph.verify("dead-code removal")
         op_types = so_providers.graph_op_types(graph)   # what the model is made of, before fusion
+        optimize.run(graph, tgt)   # fusion: om2gen/passes/optimize.py
         report.stage(f"imported {len(graph.nodes)} nodes")
         program = lower_graph(graph, LowerContext(tgt, GENERATOR))
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")

@@ -1,0 +1,106 @@
+"""om2gen.FusedElementwise: a DAG of element-wise nodes evaluated per element in one kernel.
+
+Element-wise fusion (om2gen/passes/fuse_elementwise.py) makes these nodes; a model cannot hold
+one. Each step is the C expression its own op lowers to (ops/elementwise.py and the families that
+use it), so the fused kernel computes what the separate kernels computed, without writing and
+reading back the intermediates. The kernel source names op types only, not nodes, so that equal
+chains (the GELU of every encoder layer) share one binary; the task comment lists the nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import UnsupportedOpError
+from ..lower.program import KernelCall
+from . import common
+from .registry import Op, register
+
+OP_TYPE = "FusedElementwise"
+DOMAIN = "om2gen"
+SPEC = "_fused"                 # node.attrs key of the FusedSpec
+MAX_NAMED_OPS = 4               # op types spelled in a kernel's name
+_ARG = {"in": "v", "lit": "c", "step": "t"}   # the C variable of each kind of step argument
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An input of a fused kernel: `name`'s buffer read at offset + sum_d i_d * strides[d] for the
+    index i over the iteration shape (0 repeats, as broadcasting does)."""
+    name: str
+    strides: tuple[int, ...]
+    offset: int = 0
+    via: tuple[str, ...] = ()   # absorbed data-movement nodes it is read through (source first)
+
+
+@dataclass(frozen=True)
+class Step:
+    node: str                   # the ONNX node it computes
+    op_type: str
+    expr: str                   # C expression over x0..x{n-1}
+    args: tuple[tuple[str, int], ...]   # ("in", operand), ("lit", literal) or ("step", earlier step) index
+    in_ctypes: tuple[str, ...]
+    out_ctype: str
+    output: str                 # the value it computes
+    dtype: str                  # its dtype name
+    shape: tuple[int, ...]      # its shape (a written step has the iteration shape's element count)
+
+
+@dataclass(frozen=True)
+class FusedSpec:
+    shape: tuple[int, ...]      # the iteration shape
+    operands: tuple[Operand, ...]
+    literals: tuple[tuple[str, str], ...]   # (C type, C literal): one-element constants, spelled inline
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]    # step indices written out, in the node's output order
+
+
+@register(OP_TYPE, since=1, domain=DOMAIN)
+class FusedElementwise(Op):
+    def spec(self, node) -> FusedSpec:
+        spec = node.attrs.get(SPEC)
+        if not isinstance(spec, FusedSpec):
+            raise UnsupportedOpError(f"node {node.name!r}: {DOMAIN}.{OP_TYPE} is om2gen's own fused operator, made "
+                                     "while compiling; a model cannot contain it")
+        return spec
+
+    def infer(self, node, ins):
+        spec = self.spec(node)
+        return [common.out(dtypes.BY_NAME[spec.steps[i].dtype], spec.steps[i].shape) for i in spec.outputs]
+
+    def lower(self, node, ins, outs, ctx):
+        spec = self.spec(node)
+        shape = spec.shape
+        # the outputs are contiguous over any merge of dims: only the operands decide the merging
+        dims, strides = common.collapse(shape, [list(o.strides) for o in spec.operands])
+        inner = dims[-1]
+        rows = int(np.prod(dims[:-1], dtype=np.int64))
+        size = rows * inner
+        # split long rows into chunks so that a single big row still spreads across cores
+        want = common.block_dim_for(size)
+        chunks = 1 if rows >= want else max(1, min(want // max(rows, 1), inner // 1024 or 1))
+        chunk_len = -(-inner // chunks)
+        chunks = -(-inner // chunk_len)
+        items = rows * chunks
+        names = list(dict.fromkeys(s.op_type for s in spec.steps))
+        kernel_name = "Fused_" + "_".join(names[:MAX_NAMED_OPS]) + ("_etc" if len(names) > MAX_NAMED_OPS else "")
+        params = {
+            "summary": f"{len(spec.steps)} fused element-wise ops ({', '.join(s.op_type for s in spec.steps)}) over "
+                       f"[{','.join(str(d) for d in shape)}]",
+            "operands": [{"ctype": v.dtype.c_type, "offset": o.offset, "inner_stride": s[-1]}
+                         for o, v, s in zip(spec.operands, ins, strides)],
+            "literals": [{"ctype": t, "value": v} for t, v in spec.literals],
+            "outer": [{"size": dims[i], "strides": [s[i] for s in strides], "read": any(s[i] for s in strides)}
+                      for i in range(len(dims) - 2, -1, -1)],
+            "steps": [{"op_type": s.op_type, "expr": s.expr, "in_ctypes": list(s.in_ctypes), "out_ctype": s.out_ctype,
+                       "args": [_ARG[kind] + str(i) for kind, i in s.args]} for s in spec.steps],
+            "outputs": [{"ctype": spec.steps[i].out_ctype, "step": i} for i in spec.outputs],
+            "inner": inner,
+            "chunks": chunks,
+            "chunk_len": chunk_len,
+        }
+        work = max(1, size // max(items, 1)) * len(spec.steps)
+        return KernelCall("kernels/fused_elementwise.c.j2", kernel_name, params, [o.name for o in spec.operands],
+                          [v.name for v in outs], block_dim=common.block_dim_for(items, work), tiling=[items])

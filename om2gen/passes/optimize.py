@@ -1,0 +1,41 @@
+"""The graph rewrites between import and lowering (GE's graph fusion and autofuse), in order.
+
+Each pass is a function (graph, ctx) -> number of rewrites; the IR verifier runs after each.
+OM2GEN_FUSION=0 in the environment turns them all off, which compiles every node to its own
+kernel (to compare against, or to isolate a problem).
+"""
+from __future__ import annotations
+
+import os
+
+from ..ir import Graph
+from ..lower.lowering import LowerContext
+from ..version import GENERATOR
+from . import dce, fold_bn, fuse_elementwise, gemm_bias, layernorm
+
+ENV = "OM2GEN_FUSION"
+
+PASSES = [
+    ("BatchNormalization folding", fold_bn.run),
+    ("MatMul + Add as Gemm", gemm_bias.run),
+    ("LayerNormalization patterns", layernorm.run),
+    ("element-wise fusion", fuse_elementwise.run),   # last: it sees what the others left
+]
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1").strip() not in ("0", "off", "no", "false")
+
+
+def run(graph: Graph, target) -> dict[str, int]:
+    """Runs every pass on the graph (in place); returns {pass: rewrites made}."""
+    if not enabled():
+        return {}
+    ctx = LowerContext(target, GENERATOR)
+    stats = {}
+    for name, fn in PASSES:
+        stats[name] = fn(graph, ctx)
+        if stats[name]:
+            dce.run(graph)
+        graph.verify(name)
+    return stats
