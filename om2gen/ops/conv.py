@@ -158,6 +158,9 @@ class Conv(Op):
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
         transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
         items = g["N"] * g["G"]
+        # 1x1, stride 1, no pads: im2col(X) is X itself
+        pointwise = (g["KD"], g["KH"], g["KW"], g["SD"], g["SH"], g["SW"], g["PF"], g["PT"], g["PL"]) == \
+            (1, 1, 1, 1, 1, 1, 0, 0, 0) and (g["OD"], g["OH"], g["OW"]) == (g["D"], g["H"], g["W"])
         if transposed:
             tiles = gemm_pack.split(p, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
                                     b_packed_at_run_time=False)
@@ -180,7 +183,8 @@ class Conv(Op):
                       **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
                                            "DD", "DH", "DW", "PF", "PT", "PL")},
                       tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
-                      w_group_stride=int(np.prod(packed.shape[1:])) if packed_w else 0, ws_floats=ws)
+                      w_group_stride=int(np.prod(packed.shape[1:])) if packed_w else 0, ws_floats=ws,
+                      pointwise=int(pointwise))
         # Nothing shape-specific goes into the source (shapes are tiling data), so every Conv of a
         # model with the same operand kinds shares one binary.
         params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"

@@ -29,6 +29,8 @@ CONV_CASES = {
     # several row tiles over a short image: each packs the same columns
     "row_tiles": dict(x=(1, 256, 7, 7), w=(300, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]}),
     "pointwise_groups": dict(x=(1, 12, 10, 10), w=(18, 4, 1, 1), attrs={"group": 3}),
+    # pointwise: B read in place (rows P apart), only the last partial panel packed; k blocks
+    "pointwise_in_place": dict(x=(2, 300, 9, 15), w=(40, 300, 1, 1), attrs={}),
     "dilated_3d": dict(x=(1, 3, 6, 7, 8), w=(5, 3, 2, 3, 2), attrs={"dilations": [2, 1, 2], "pads": [1, 1, 0, 0, 1, 1]}),
 }
 
@@ -78,6 +80,7 @@ MATMUL_CASES = {
     "tall_a_mc_blocks": ((600, 40), (40, 20), True),     # A packed at run time in MC-row blocks
     "edges_kblocks": ((19, 700), (700, 45), True),
     "tiles_dynamic": ((2, 200, 64), (2, 64, 300), False),
+    "dynamic_b_kblocks": ((3, 17, 270), (270, 45), False),
     "batch_broadcast_const": ((3, 1, 5, 20), (2, 20, 9), True),
 }
 

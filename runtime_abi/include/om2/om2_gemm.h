@@ -116,8 +116,8 @@ enum { OM2_INIT_ZERO = 0, OM2_INIT_ROW_BIAS = 1, OM2_INIT_LOAD = 2 };
  * c[0:mr, 0:nr] = init + sum_k a[k][i] * b[k][j], with mr <= rows. trans (a constant too) stores
  * the tile transposed, element (i, j) at c[j * ldc + i], and takes the bias per column j. */
 OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc, const float *restrict a,
-                                     const float *restrict b, float *restrict c, int64_t ldc, int64_t mr, int64_t nr,
-                                     int init, const float *restrict bias) {
+                                     const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int64_t mr,
+                                     int64_t nr, int init, const float *restrict bias) {
     om2_vf acc[OM2_GEMM_MR][OM2_GEMM_NV];
     const int full = !trans && mr == rows && nr == OM2_GEMM_NR;
     float edge[OM2_GEMM_MR * OM2_GEMM_NR];
@@ -167,15 +167,15 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc
 #pragma GCC unroll 8
             for (int v = 0; v < OM2_GEMM_NV; ++v) {
                 acc[0][v] = om2_v_fma(om2_v_set1(a[0]), om2_v_load(b + v * OM2_VL), acc[0][v]);
-                part[0][v] = om2_v_fma(om2_v_set1(a[OM2_GEMM_MR]), om2_v_load(b + OM2_GEMM_NR + v * OM2_VL),
+                part[0][v] = om2_v_fma(om2_v_set1(a[OM2_GEMM_MR]), om2_v_load(b + ldb + v * OM2_VL),
                                        part[0][v]);
                 part[1][v] = om2_v_fma(om2_v_set1(a[2 * OM2_GEMM_MR]),
-                                       om2_v_load(b + 2 * OM2_GEMM_NR + v * OM2_VL), part[1][v]);
+                                       om2_v_load(b + 2 * ldb + v * OM2_VL), part[1][v]);
                 part[2][v] = om2_v_fma(om2_v_set1(a[3 * OM2_GEMM_MR]),
-                                       om2_v_load(b + 3 * OM2_GEMM_NR + v * OM2_VL), part[2][v]);
+                                       om2_v_load(b + 3 * ldb + v * OM2_VL), part[2][v]);
             }
             a += 4 * OM2_GEMM_MR;
-            b += 4 * OM2_GEMM_NR;
+            b += 4 * ldb;
         }
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) {
@@ -193,7 +193,7 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc
             for (int v = 0; v < OM2_GEMM_NV; ++v) acc[i][v] = om2_v_fma(av, bv[v], acc[i][v]);
         }
         a += OM2_GEMM_MR;
-        b += OM2_GEMM_NR;
+        b += ldb;
     }
     if (full) {
 #pragma GCC unroll 32
@@ -219,17 +219,17 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc
 
 /* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
 OM2_ALWAYS_INLINE void om2_gemm_tile_any(const int trans, int64_t kc, const float *restrict a, const float *restrict b,
-                                         float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
+                                         int64_t ldb, float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
                                          const float *restrict bias) {
 #if OM2_GEMM_MR > 4
     if (mr == 1) {
-        om2_gemm_tile(1, trans, kc, a, b, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile(1, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias);
     } else if (mr <= 4) {
-        om2_gemm_tile(4, trans, kc, a, b, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile(4, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias);
     } else
 #endif
     {
-        om2_gemm_tile(OM2_GEMM_MR, trans, kc, a, b, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile(OM2_GEMM_MR, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias);
     }
 }
 
@@ -402,6 +402,9 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
      * B leaves columns unblocked (A packed once per k block), a constant A rows. */
     const int64_t NCB = B->kind == OM2_OPERAND_PACKED ? (n1 - n0) : OM2_GEMM_NC;
     const int64_t MCB = A->kind == OM2_OPERAND_PACKED ? (m1 - m0) : OM2_GEMM_MC;
+    /* B row-major with contiguous rows (a pointwise conv's image, a MatMul input): whole NR-column
+     * panels are read where they are, rows ldb apart, instead of being copied */
+    const int b_in_place = B->kind == OM2_OPERAND_STRIDED && B->cs == 1;
     const int64_t ncmax = (n1 - n0) < OM2_GEMM_NC ? (n1 - n0) : OM2_GEMM_NC;
     float *bpack = ws;
     float *apack = ws + OM2_GEMM_KC * ((ncmax + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
@@ -417,6 +420,10 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
             } else {
                 if (B->kind == OM2_OPERAND_IM2COL) {
                     om2_pack_im2col(OM2_GEMM_NR, B->conv, kb, kc, nb, nc, bpack);
+                } else if (b_in_place) {
+                    /* only the last, partial panel is packed, where the panel loop looks for it */
+                    const int64_t full = nc / OM2_GEMM_NR * OM2_GEMM_NR;
+                    if (full < nc) om2_pack_b_strided(B, kb, kc, nb + full, nc - full, bpack + full * kc);
                 } else {
                     om2_pack_b_strided(B, kb, kc, nb, nc, bpack);
                 }
@@ -443,14 +450,19 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                 for (int64_t j = 0; j < nc; j += OM2_GEMM_NR) {
                     const int64_t nr = (nc - j) < OM2_GEMM_NR ? (nc - j) : OM2_GEMM_NR;
                     const float *bj = bp + (j / OM2_GEMM_NR) * b_panel_stride;
+                    int64_t ldb = OM2_GEMM_NR;
+                    if (b_in_place && nr == OM2_GEMM_NR) {   /* a whole panel of a row-major B: read in place */
+                        bj = B->ptr + kb * B->rs + nb + j;
+                        ldb = B->rs;
+                    }
                     for (int64_t i = mb; i < mb + mc; i += OM2_GEMM_MR) {
                         const int64_t mr = (mb + mc - i) < OM2_GEMM_MR ? (mb + mc - i) : OM2_GEMM_MR;
                         const float *ai = ap + ((i - mb) / OM2_GEMM_MR) * a_panel_stride;
                         if (trans) {
-                            om2_gemm_tile_any(1, kc, ai, bj, C + (nb + j) * ldc + i, ldc, mr, nr, tile_init,
+                            om2_gemm_tile_any(1, kc, ai, bj, ldb, C + (nb + j) * ldc + i, ldc, mr, nr, tile_init,
                                               row_bias ? row_bias + nb + j : NULL);
                         } else {
-                            om2_gemm_tile_any(0, kc, ai, bj, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
+                            om2_gemm_tile_any(0, kc, ai, bj, ldb, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
                                               row_bias ? row_bias + i : NULL);
                         }
                     }
