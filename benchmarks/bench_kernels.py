@@ -4,8 +4,9 @@ encoder as single-node models, om2gen next to ONNX Runtime in the same process, 
     python benchmarks/bench_kernels.py [--threads N] [--runs K] [-k SUBSTR ...] [--target T]
     python benchmarks/bench_kernels.py --models resnet50 squeezenet ... [--threads N] [--runs K]
 
-Runs alternate between om2gen and ORT in rounds (the machine is shared and noisy); the table shows
-median milliseconds, achieved GFLOP/s and the ratio om2gen / ORT (below 1: om2gen is faster).
+Runs alternate between om2gen and ORT in blocks, over several rounds (the machine is shared and
+noisy); the table shows median milliseconds, achieved GFLOP/s and the ratio om2gen / ORT (below 1:
+om2gen is faster).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 import om2gen
 
 ROOT = Path(__file__).resolve().parents[1]
+ROUNDS = 5
 
 
 def conv(name, x, w, strides=1, pads=0, group=1):
@@ -136,18 +138,22 @@ def compare(model: onnx.ModelProto, feeds: dict, path: Path, threads: int, runs:
         for _ in range(3):
             m.run(feeds)
             sess.run(None, ref_feeds)
+        # Blocks of runs, alternating between the two in rounds: paired against the machine's noise,
+        # yet neither runs while the other's idle worker threads still spin (ORT's workers spin for a
+        # while after each run and would take the cores om2gen's pool needs).
         om2_t, ort_t = [], []
-        deadline = time.perf_counter() + 20.0
-        for i in range(runs):
-            om2_t.append(timed(lambda: m.run(feeds)))
-            ort_t.append(timed(lambda: sess.run(None, ref_feeds)))
-            if i >= 4 and time.perf_counter() > deadline:
+        deadline = time.perf_counter() + 30.0
+        per_round = max(1, runs // ROUNDS)
+        for _ in range(ROUNDS):
+            om2_t += [timed(lambda: m.run(feeds)) for _ in range(per_round)]
+            ort_t += [timed(lambda: sess.run(None, ref_feeds)) for _ in range(per_round)]
+            if time.perf_counter() > deadline:
                 break
     return statistics.median(om2_t), statistics.median(ort_t), err, compile_s
 
 
 def run_cases(args, tmp: Path) -> None:
-    print(f"threads {args.threads}, target {args.target or 'default'}; median ms of alternating runs")
+    print(f"threads {args.threads}, target {args.target or 'default'}; median ms, runs in alternating blocks")
     print(f"{'case':30}{'GFLOP':>8}{'om2 ms':>10}{'ORT ms':>10}{'om2 GF/s':>10}{'ORT GF/s':>10}{'ratio':>8}"
           f"{'max err':>10}")
     ratios = []
@@ -169,7 +175,7 @@ def run_cases(args, tmp: Path) -> None:
 def run_models(args, tmp: Path) -> None:
     sys.path.insert(0, str(ROOT / "samples" / "real_models"))
     import catalog
-    print(f"threads {args.threads}, target {args.target or 'default'}; median ms of alternating runs")
+    print(f"threads {args.threads}, target {args.target or 'default'}; median ms, runs in alternating blocks")
     print(f"{'model':20}{'om2 ms':>10}{'ORT ms':>10}{'ratio':>8}{'max err':>10}{'compile s':>11}")
     for name in args.models:
         spec = catalog.BY_NAME[name]
