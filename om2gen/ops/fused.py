@@ -8,6 +8,7 @@ chains (the GELU of every encoder layer) share one binary; the task comment list
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,13 @@ DOMAIN = "om2gen"
 SPEC = "_fused"                 # node.attrs key of the FusedSpec
 MAX_NAMED_OPS = 4               # op types spelled in a kernel's name
 _ARG = {"in": "v", "lit": "c", "step": "t"}   # the C variable of each kind of step argument
+# float math.h calls with a vectorizable version in om2/om2_vmath.h (the loop then runs in SIMD)
+_VMATH = re.compile(r"\b(expf|erff|tanhf)\s*\(")
+
+
+def vectorizable(expr: str) -> str:
+    """The expression with om2_vmath.h's versions of the float functions it has."""
+    return _VMATH.sub(lambda m: f"om2_{m.group(1)}(", expr)
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,8 @@ class FusedElementwise(Op):
             "literals": [{"ctype": t, "value": v} for t, v in spec.literals],
             "outer": [{"size": dims[i], "strides": [s[i] for s in strides], "read": any(s[i] for s in strides)}
                       for i in range(len(dims) - 2, -1, -1)],
-            "steps": [{"op_type": s.op_type, "expr": s.expr, "in_ctypes": list(s.in_ctypes), "out_ctype": s.out_ctype,
+            "vmath": any(_VMATH.search(s.expr) for s in spec.steps),
+            "steps": [{"op_type": s.op_type, "expr": vectorizable(s.expr), "in_ctypes": list(s.in_ctypes), "out_ctype": s.out_ctype,
                        "args": [_ARG[kind] + str(i) for kind, i in s.args]} for s in spec.steps],
             "outputs": [{"ctype": spec.steps[i].out_ctype, "step": i} for i in spec.outputs],
             "inner": inner,

@@ -7,7 +7,8 @@ group of its consumers when
     visited; values they read count as read by the If node, i.e. from outside any group);
   - its output has the group's element count (then it may also be written out, for readers
     outside the group or as a graph output), or it broadcasts to the group's shape, is cheap to
-    recompute and nothing outside the group reads it;
+    recompute (no transcendental call, and few extra evaluations: RECOMPUTE_BUDGET) and nothing
+    outside the group reads it;
   - when it is also read outside the group, no path leads from those readers back into the group
     (groups contracted), so the fused graph stays acyclic.
 Data-movement nodes that only re-index (Reshape and the other aliases, Transpose, Slice, Expand,
@@ -37,6 +38,9 @@ from .pointwise import Pointwise
 # what each node actually lowers to decides (views.of_lowering).
 MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Expand",
             "Gather", "Tile", "DepthToSpace", "SpaceToDepth", "Cast", "CastLike", "Pad"}
+# A smaller producer (a broadcast [1,C,1,1] gate, say) joins a bigger group only if recomputing it
+# at every element of the group costs at most this many extra evaluations (about one launch).
+RECOMPUTE_BUDGET = 4096
 MAX_STEPS = 64                  # members per fused kernel (keeps sources and compile times small)
 
 
@@ -133,9 +137,12 @@ class _Fuser:
         shape = p.out.shape
         if views.broadcast(views.whole("", shape), g.shape) is None:
             return False
-        if p.out.size == int(np.prod(g.shape, dtype=np.int64)):
+        extra = int(np.prod(g.shape, dtype=np.int64)) - p.out.size
+        if extra == 0:
             return True
-        return not written and p.cheap
+        # recomputed at every element of the group: only cheap ops, and only where that costs less
+        # than a launch of their own
+        return not written and p.cheap and extra <= RECOMPUTE_BUDGET
 
     def _reaches(self, starts: list[Node], g: int) -> bool:
         """Whether any of `starts` leads into group g, groups contracted to single nodes."""

@@ -34,6 +34,7 @@ class Compiled:
     outputs: dict
     tasks: list[dict]          # task_info.json's tasks
     path: object
+    vmath: bool = False        # some kernel uses om2/om2_vmath.h (not bit-identical to libm)
 
     def op_types(self) -> list[str]:
         return [t["op_type"] for t in self.tasks]
@@ -51,7 +52,8 @@ def compile_run(model, feeds, tmp_path, *, fused: bool = True, name: str = "mode
         outputs = m.run(feeds)
     with zipfile.ZipFile(path) as z:
         tasks = json.loads(z.read(layout.task_info_json(0)))["tasks"]
-    return Compiled(outputs, tasks, path)
+        vmath = any(b"om2/om2_vmath.h" in z.read(n) for n in z.namelist() if n.endswith(".c"))
+    return Compiled(outputs, tasks, path, vmath)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -61,14 +63,18 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 def check_fusion(model, feeds, tmp_path, *, exact: bool = True, tol: float = 1e-4, ref_feeds=None,
                  **opts) -> tuple[Compiled, Compiled]:
     """Compiles with and without the rewrites; both must match ONNX Runtime, and (exact) the
-    fused outputs must equal the unfused ones bit for bit. Returns (fused, plain)."""
+    fused outputs must equal the unfused ones bit for bit, or within a few float32 ulps where a
+    fused kernel uses om2_vmath.h's expf/erff/tanhf instead of the C library's. Returns
+    (fused, plain)."""
     fused = compile_run(model, feeds, tmp_path, fused=True, **opts)
     plain = compile_run(model, feeds, tmp_path, fused=False, **opts)
     ref = ort_run(model, ref_feeds or feeds)
     for out, r in zip(model.graph.output, ref):
         assert_close(fused.outputs[out.name], r, f"fused {out.name}", tol)
         assert_close(plain.outputs[out.name], r, f"plain {out.name}", tol)
-        if exact:
+        if exact and fused.vmath:
+            assert_close(fused.outputs[out.name], plain.outputs[out.name], f"{out.name}: fused vs unfused", 2e-6)
+        elif exact:
             assert same_bits(fused.outputs[out.name], plain.outputs[out.name]), \
                 f"{out.name}: fused and unfused results differ"
     return fused, plain
