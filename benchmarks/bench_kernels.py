@@ -6,7 +6,10 @@ encoder as single-node models, om2gen next to ONNX Runtime in the same process, 
 
 Runs alternate between om2gen and ORT in blocks, over several rounds (the machine is shared and
 noisy); the table shows median milliseconds, achieved GFLOP/s and the ratio om2gen / ORT (below 1:
-om2gen is faster).
+om2gen is faster). With --threads above 1, both runtimes' worker pools share this process and the
+cores: after ORT has run, its spinning workers keep om2gen's pool from scaling (ResNet-50 at 2
+threads: 54 ms alone in a process, near the 1-thread time next to ORT), so take multi-thread
+figures from separate processes.
 """
 from __future__ import annotations
 
