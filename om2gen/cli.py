@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -184,6 +185,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("om2gen: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # e.g. `om2gen inspect m.om2 | head`: the reader went away, stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import mmap
+import os
 import struct
 import zipfile
 from pathlib import Path
@@ -32,14 +33,43 @@ def _major(text: str) -> int:
     return _version(text)[0]
 
 
+class _BufferFile(io.RawIOBase):
+    """A read-only, seekable file over a buffer, without copying it (zipfile reads the directory
+    through it; entries are then viewed in place)."""
+
+    def __init__(self, data: memoryview):
+        self._data, self._pos = data, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: len(self._data)}[whence]
+        self._pos = max(base + offset, 0)
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        chunk = self._data[self._pos:self._pos + len(buffer)]
+        n = len(chunk)
+        memoryview(buffer).cast("B")[:n] = chunk
+        self._pos += n
+        return n
+
+
 class Archive:
     """An OM2 archive from a file (mapped) or from memory (bytes-like: used in place)."""
 
     def __init__(self, path):
-        if isinstance(path, (bytes, bytearray, memoryview)):
+        if not isinstance(path, (str, os.PathLike)):
             self.path = "<OM2 archive in memory>"
             self._data = memoryview(path).cast("B").toreadonly()
-            self._file = io.BytesIO(self._data)
+            self._file = _BufferFile(self._data)
         else:
             self.path = Path(path)
             self._data = None
@@ -163,9 +193,9 @@ class Archive:
                 try:
                     obj.release() if isinstance(obj, memoryview) else obj.close()
                 except BufferError:
-                    # a view is still exported (a loaded model uses it); keep the mapping alive
+                    # a view is still exported (a loaded model uses it); the mapping stays alive
+                    # with it (and goes when it goes); the file itself can close
                     self.__dict__[attr] = obj
-                    return
 
     def __enter__(self):
         return self

@@ -16,6 +16,8 @@ address, nothing is copied. `load_phases` lists how long each loading stage took
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -47,8 +49,8 @@ class TensorInfo:
 
 def detect_format(source) -> str:
     """"om2" or "om", from the first bytes of a path or a bytes-like object."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        head, where = bytes(memoryview(source)[:4]), "the model data"
+    if not isinstance(source, (str, os.PathLike)):
+        head, where = bytes(memoryview(source).cast("B")[:4]), "the model data"
     else:
         where = str(source)
         try:
@@ -96,8 +98,15 @@ class Model:
     """A loaded model (OM2 archive or classic OM). Use as a context manager, or call close()."""
 
     def __init__(self, source, threads: int | None = None, *, allow_platform_mismatch: bool = False):
-        in_memory = isinstance(source, (bytes, bytearray, memoryview))
+        in_memory = not isinstance(source, (str, os.PathLike))
+        if in_memory:
+            try:
+                source = memoryview(source).cast("B")
+            except TypeError:
+                raise InputError(f"om2gen.load takes a file path or the model's bytes (a bytes-like object), "
+                                 f"not {type(source).__name__}") from None
         self.path = "<model in memory>" if in_memory else str(source)
+        self._run_lock = threading.Lock()   # one run at a time: the I/O tensor table is shared
         self._archive = None
         self._om = None
         self._sos = None   # so_loader.PackedSos: the model's packed shared objects
@@ -261,6 +270,10 @@ class Model:
             raise RuntimeFailure(f"{self.path}: the model is closed")
         if type(feeds) is not dict or feeds.keys() != self._input_names:
             self._check_feed_names(feeds)
+        with self._run_lock:
+            return self._run_locked(feeds)
+
+    def _run_locked(self, feeds: dict) -> dict[str, np.ndarray]:
         keep = []
         in_t = self._in_t
         for i, t in enumerate(self.inputs):
@@ -327,16 +340,18 @@ class Model:
     def execute_raw(self, input_ptrs, output_ptrs) -> None:
         """Runs the model on caller buffers given by address (each at least its tensor's nbytes,
         in TensorInfo order); the ACL-style API (om2gen.acl) runs models this way."""
-        self._bind_raw(input_ptrs, output_ptrs)
-        rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
+        with self._run_lock:
+            self._bind_raw(input_ptrs, output_ptrs)
+            rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
 
     def execute_raw_async(self, input_ptrs, output_ptrs, stream: int) -> None:
         """Queues a run on an aclrtStream (its address); aclrtSynchronizeStream(stream) waits for it.
         The buffers must stay valid until then."""
-        self._bind_raw(input_ptrs, output_ptrs)
-        rc = lib.om2x_model_run_async(self._ep, self._handle, ffi.cast("aclrtStream", stream), self._run_cfg)
+        with self._run_lock:
+            self._bind_raw(input_ptrs, output_ptrs)
+            rc = lib.om2x_model_run_async(self._ep, self._handle, ffi.cast("aclrtStream", stream), self._run_cfg)
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelRunAsync failed ({rc}): "
                                  f"{string(lib.om2x_last_error(self._ep))}")

@@ -42,15 +42,15 @@ class OmResources:
             try:
                 self.map.close()
             except BufferError:
-                return   # a view of the file is still referenced; the mapping goes with it
+                pass   # a view of the file is still referenced; the mapping goes with it
         if self.file is not None:
-            self.file.close()
+            self.file.close()   # the mapping keeps its own reference to the file
         self.map = self.file = None
 
 
 def _read(source, res: OmResources) -> memoryview:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        res.view = memoryview(source).cast("B").toreadonly()
+    if isinstance(source, memoryview):
+        res.view = source.cast("B").toreadonly()
         return res.view
     try:
         res.file = open(source, "rb")

@@ -17,6 +17,7 @@ that does not decode is an ArchiveError naming the task and the slot.
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 from dataclasses import dataclass, field
 
@@ -31,6 +32,9 @@ from .container import OmFile
 from .layout import ModelPartitionType as PT
 
 _BY_GE_PROTO = {d.ge_proto: d for d in dtypes.BY_NAME.values()}
+MAX_BLOCK_DIM = 65535     # GE's limit on a kernel launch's block_dim
+MAX_DIM = 1 << 40         # any larger dim cannot describe a tensor that fits in memory
+MAX_CUSTOM_RANK = 8       # OM2_CUSTOM_MAX_DIMS (om2/custom_op.h)
 
 _DISPATCH = {
     ModelTaskType.MODEL_TASK_KERNEL: OpDispatchType.AICORE,
@@ -71,7 +75,12 @@ def parse_task_def(om: OmFile):
 
 def _attr_int(md, name: str, default: int | None = None) -> int:
     if name in md.attr:
-        return int(md.attr[name].i)
+        a = md.attr[name]
+        if a.WhichOneof("value") != "i":
+            raise ArchiveError(f"MODEL_DEF attribute {name!r} is a {a.WhichOneof('value')}, not an int")
+        if a.i < 0:
+            raise ArchiveError(f"MODEL_DEF attribute {name!r} is {a.i}; it cannot be negative")
+        return int(a.i)
     if default is None:
         raise ArchiveError(f"MODEL_DEF has no {name!r} attribute; the OM is incomplete")
     return default
@@ -84,7 +93,9 @@ def _io_desc(td, what: str) -> IoDesc:
     shape = tuple(int(d) for d in td.shape.dim)
     if any(d < 0 for d in shape):
         raise ArchiveError(f"{what} has a dynamic shape {list(shape)}; om2gen runs static-shape OM files")
-    nbytes = dt.itemsize * int(np.prod(shape, dtype=np.int64))
+    if any(d > MAX_DIM for d in shape):
+        raise ArchiveError(f"{what} has shape {list(shape)}, too large for any memory")
+    nbytes = dt.itemsize * math.prod(shape)
     return IoDesc(td.name or what, dt.name, shape, nbytes)
 
 
@@ -102,16 +113,35 @@ class _AddressMap:
             if not self.base <= addr <= addr + size <= self.base + self.memory_size:
                 raise ArchiveError(f"model {kind.name.lower()} {i} at 0x{addr:x} (+{size}) lies outside the "
                                    f"feature-map memory 0x{self.base:x} (+{self.memory_size})")
+        ordered = sorted(self.regions, key=lambda r: r[2])
+        for (k1, i1, a1, s1), (k2, i2, a2, _) in zip(ordered, ordered[1:]):
+            if a1 + s1 > a2:
+                raise ArchiveError(f"model {k1.name.lower()} {i1} (0x{a1:x} +{s1}) overlaps model "
+                                   f"{k2.name.lower()} {i2} at 0x{a2:x}; each input and output needs its own memory")
         # scratch comes first; the inputs and outputs follow it (om/writer.py MemoryPlan)
         self.work_size = min((addr for _, _, addr, _ in self.regions), default=self.base + self.memory_size) - self.base
 
-    def ref(self, addr: int, where: str) -> ArgRef:
-        for kind, i, off, size in self.regions:
-            if off <= addr < off + max(size, 1):
+    def ref(self, addr: int, where: str, size: int = 0, write: bool = False) -> ArgRef:
+        """What `addr` points at; with size, the whole [addr, addr + size) must lie in it, and a
+        slot that is written (write) may not point into the weights."""
+        for kind, i, off, region in self.regions:
+            if off <= addr < off + max(region, 1):
+                if addr + size > off + region:
+                    raise ArchiveError(f"{where}: {size} bytes at 0x{addr:x} run past the end of model "
+                                       f"{kind.name.lower()} {i} (0x{off:x} +{region}); the OM is corrupt")
                 return ArgRef(kind, i, addr - off)
         if self.base <= addr < self.base + self.work_size:
+            if addr + size > self.base + self.work_size:
+                raise ArchiveError(f"{where}: {size} bytes at 0x{addr:x} run past the end of the scratch memory "
+                                   f"(0x{self.base:x} +{self.work_size}); the OM is corrupt")
             return ArgRef(ArgKind.WORKSPACE, 0, addr - self.base)
         if self.weight_base <= addr <= self.weight_base + self.weight_size:
+            if write:
+                raise ArchiveError(f"{where} writes to 0x{addr:x}, inside the weights (0x{self.weight_base:x} "
+                                   f"+{self.weight_size}), which are read-only; the OM is corrupt")
+            if addr + size > self.weight_base + self.weight_size:
+                raise ArchiveError(f"{where}: {size} bytes at 0x{addr:x} run past the end of the weights "
+                                   f"(0x{self.weight_base:x} +{self.weight_size}); the OM is corrupt")
             return ArgRef(ArgKind.CONSTANT, 0, addr - self.weight_base)
         raise ArchiveError(f"{where} holds address 0x{addr:x}, which is neither in the feature-map memory "
                            f"(0x{self.base:x} +{self.memory_size}) nor in the weights (0x{self.weight_base:x} "
@@ -139,8 +169,19 @@ def _io(graph) -> tuple[list, list]:
     return [data[i] for i in range(len(data))], outputs
 
 
-def _slots(addresses, amap: _AddressMap, where: str) -> list[ArgRef]:
-    return [amap.ref(int(a), f"{where}, slot {k}") for k, a in enumerate(addresses)]
+def _slots(addresses, amap: _AddressMap, where: str, roles=None, op=None) -> list[ArgRef]:
+    """The slots' ArgRefs. Where the op's tensor descriptions match its slots by role (inputs to
+    "i" slots, outputs to "o" slots), each slot is checked to hold its whole tensor."""
+    roles = roles or ["i"] * len(addresses)
+    sizes = [0] * len(addresses)
+    if op is not None:
+        for role, descs in (("i", op.input_desc), ("o", op.output_desc)):
+            idx = [k for k, r in enumerate(roles) if r == role]
+            if len(idx) == len(descs):
+                for k, td in zip(idx, descs):
+                    sizes[k] = _io_desc(td, f"{where}, slot {k}").nbytes
+    return [amap.ref(int(a), f"{where}, slot {k}", sizes[k], roles[k] in ("o", "ws"))
+            for k, a in enumerate(addresses)]
 
 
 def _descs(op, names) -> list[str]:
@@ -154,8 +195,35 @@ def _descs(op, names) -> list[str]:
 
 def read(om: OmFile, where: str, stages=None) -> OmModel:
     """Parses MODEL_DEF, TBE_KERNELS, WEIGHTS_DATA, TASK_INFO, SO_BINS and CUSTOM_OPS of `om`
-    into a Program. `stages(name)` is called after each parsing stage (load-phase timing)."""
-    stage = stages or (lambda name: None)
+    into a Program. `stages(name)` is called after each parsing stage (load-phase timing).
+    Errors are ArchiveErrors that start with `where` (the file)."""
+    try:
+        return _read(om, stages or (lambda name: None))
+    except ArchiveError as e:
+        raise ArchiveError(f"{where}: {e}") from None
+
+
+def _check_labels(program: Program) -> None:
+    """Each label is set by exactly one LABEL_SET task, and every switch/goto jumps forward (om2gen
+    runs branches, not loops: a backward jump could replay forever)."""
+    set_at = {}
+    for i, task in enumerate(program.tasks):
+        if task.task_type == ModelTaskType.MODEL_TASK_LABEL_SET:
+            if task.label_ref in set_at:
+                raise ArchiveError(f"TASK_INFO tasks {set_at[task.label_ref]} and {i} both set label {task.label_ref}")
+            set_at[task.label_ref] = i
+    for i, task in enumerate(program.tasks):
+        if task.task_type in (ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX,
+                              ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO):
+            for label in program.label_lists[task.label_ref]:
+                if label not in set_at:
+                    raise ArchiveError(f"TASK_INFO task {i} jumps to label {label}, which no LABEL_SET task sets")
+                if set_at[label] <= i:
+                    raise ArchiveError(f"TASK_INFO task {i} jumps back to label {label} (set by task "
+                                       f"{set_at[label]}); om2gen runs forward branches only, not loops")
+
+
+def _read(om: OmFile, stage) -> OmModel:
     md = parse_model_def(om)
     if len(md.graph) != 1:
         raise ArchiveError(f"MODEL_DEF holds {len(md.graph)} graphs; om2gen runs single-graph OM files")
@@ -175,6 +243,10 @@ def read(om: OmFile, where: str, stages=None) -> OmModel:
     custom_items = so_store.load_custom_ops(om.partition(PT.CUSTOM_OPS))
 
     inputs, outputs = _io(graph)
+    for kind, ios in (("input", inputs), ("output", outputs)):
+        names = [d.name for _, d in ios]
+        if len(set(names)) != len(names):
+            raise ArchiveError(f"two model {kind}s share a name ({', '.join(names)}); each needs its own")
     amap = _AddressMap(md, len(weights), inputs, outputs)
     program = Program(
         name=md.name or graph.name, inputs=[d for _, d in inputs], outputs=[d for _, d in outputs],
@@ -184,12 +256,16 @@ def read(om: OmFile, where: str, stages=None) -> OmModel:
     if len(weights):
         program.constants.append(Constant("WEIGHTS_DATA", np.frombuffer(weights, np.uint8), 0))
     model = OmModel(program, md, weights, so_bins, custom_items)
+    if program.label_num > len(mtd.task):
+        raise ArchiveError(f"MODEL_DEF says label_num {program.label_num}, but TASK_INFO has only "
+                           f"{len(mtd.task)} tasks to set them")
     args_offset = 0
     for t, td in enumerate(mtd.task):
         task = _task(t, td, graph, amap, program, model, index_of, args_offset)
         program.tasks.append(task)
         args_offset += (task.args_size + 7) // 8 * 8
     program.args_size = args_offset
+    _check_labels(program)
     program.graph_json = _graph_json(graph, program)
     stage("decode the task args")
     return model
@@ -220,10 +296,15 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
         if len(args) != kd.args_size or len(args) < 8 * n:
             raise ArchiveError(f"{where}: args hold {len(args)} bytes, args_size says {kd.args_size}, and "
                                f"{n} address slots need {8 * n}")
-        refs = _slots(struct.unpack_from(f"<{n}Q", args), amap, where)
+        if (len(args) - 8 * n) % 8:
+            raise ArchiveError(f"{where}: {len(args) - 8 * n} tiling bytes after the address slots; tiling data "
+                               "is whole int64 words")
+        if not 0 <= kd.block_dim <= MAX_BLOCK_DIM:
+            raise ArchiveError(f"{where}: block_dim {kd.block_dim}, GE allows 1..{MAX_BLOCK_DIM}")
         roles = [r for r in kd.context.args_format.replace("{t}", "").strip("{}").split("}{") if r]
         if len(roles) != n:
             roles = ["i"] * n
+        refs = _slots(struct.unpack_from(f"<{n}Q", args), amap, where, roles, op)
         if tt == ModelTaskType.MODEL_TASK_KERNEL:
             if kd.kernel_name not in index_of:
                 raise ArchiveError(f"{where} runs kernel {kd.kernel_name!r}, which TBE_KERNELS does not hold")
@@ -281,7 +362,11 @@ def _custom_op(op, kd, refs, roles, model: OmModel, where: str) -> int:
         dt = _BY_GE_PROTO.get(td.dtype)
         if dt is None:
             raise ArchiveError(f"{where}: a tensor of ge.proto data type {td.dtype}")
-        descs.append((dt, tuple(int(d) for d in td.shape.dim)))
+        shape = tuple(int(d) for d in td.shape.dim)
+        if len(shape) > MAX_CUSTOM_RANK or any(not 0 <= d <= MAX_DIM for d in shape):
+            raise ArchiveError(f"{where}: custom operator tensor of shape {list(shape)}; custom operators take "
+                               f"static shapes of rank <= {MAX_CUSTOM_RANK}")
+        descs.append((dt, shape))
     if len(descs) != len(refs):
         raise ArchiveError(f"{where}: {len(refs)} address slots for {len(descs)} tensor descriptions")
     digest = hashlib.sha256(kernel.data).hexdigest()[:12]

@@ -238,3 +238,122 @@ def test_foreign_file_names_both_formats(tmp_path):
         om2gen.load(f)
     with pytest.raises(om2gen.ArchiveError, match="neither"):
         om2gen.load(b"hello world")
+
+
+# ---- crafted files whose structure is valid but whose addresses or controls are not ------------
+
+def _kernel_op(md, mtd):
+    task = _first_kernel_task(mtd)
+    return task, md.graph[0].op[task.kernel.context.op_index]
+
+
+def _output_slot(kd):
+    roles = [r for r in kd.context.args_format.replace("{t}", "").strip("{}").split("}{") if r]
+    return roles.index("o")
+
+
+def _set_slot(kd, k, addr):
+    args = bytearray(kd.args)
+    args[8 * k:8 * k + 8] = struct.pack("<Q", addr)
+    kd.args = bytes(args)
+
+
+def _om_with(src, dst, edit_md=None, edit_tasks=None):
+    f = read_om(src)
+    md = proto.ModelDef.FromString(bytes(f.partition(PT.MODEL_DEF)))
+    mtd = proto.ModelTaskDef.FromString(bytes(f.partition(PT.TASK_INFO)))
+    if edit_md:
+        edit_md(md, mtd)
+    if edit_tasks:
+        edit_tasks(md, mtd)
+    new = {PT.MODEL_DEF: md.SerializeToString(deterministic=True),
+           PT.TASK_INFO: mtd.SerializeToString(deterministic=True)}
+    write_om(dst, [Partition(p.type, new.get(p.type, p.data)) for p in f.partitions], header=f.header)
+    return dst
+
+
+def test_a_kernel_writing_into_the_weights_is_refused(cnn, tmp_path):
+    def edit(md, mtd):
+        task, _ = _kernel_op(md, mtd)
+        _set_slot(task.kernel, _output_slot(task.kernel), md.attr["task_gen_weight_addr"].i + 64)
+    with pytest.raises(om2gen.ArchiveError, match="writes to .* inside the weights.*read-only"):
+        om2gen.load(_om_with(cnn["om"], tmp_path / "w.om", edit_tasks=edit))
+
+
+def test_a_tensor_running_past_its_memory_is_refused(cnn, tmp_path):
+    def edit(md, mtd):
+        task, op = _kernel_op(md, mtd)
+        inputs = [o for o in md.graph[0].op if o.type == "Data"]
+        scratch_end = inputs[0].output_i[0]
+        _set_slot(task.kernel, _output_slot(task.kernel), scratch_end - 16)
+    with pytest.raises(om2gen.ArchiveError, match="run past the end of"):
+        om2gen.load(_om_with(cnn["om"], tmp_path / "p.om", edit_tasks=edit))
+
+
+def test_overlapping_inputs_and_outputs_are_refused(cnn, tmp_path):
+    def edit(md, mtd):
+        ops = md.graph[0].op
+        data = next(o for o in ops if o.type == "Data")
+        net = next(o for o in ops if o.type == "NetOutput")
+        net.input_i[0] = data.output_i[0]
+    with pytest.raises(om2gen.ArchiveError, match="overlaps"):
+        om2gen.load(_om_with(cnn["om"], tmp_path / "o.om", edit_md=edit))
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda md, mtd: md.attr["label_num"].__setattr__("i", 10 ** 7), "label_num 10000000"),
+    (lambda md, mtd: md.attr["memory_size"].__setattr__("s", b"big"), "'memory_size' is a s, not an int"),
+    (lambda md, mtd: _first_kernel_task(mtd).kernel.__setattr__("block_dim", 0xFFFFFFFF), "block_dim 4294967295"),
+    (lambda md, mtd: _first_kernel_task(mtd).kernel.__setattr__(
+        "args", bytes(_first_kernel_task(mtd).kernel.args) + b"\0\0\0"), "args hold|tiling bytes"),
+    (lambda md, mtd: next(o for o in md.graph[0].op if o.type == "Data").output_desc[0].shape.dim.extend(
+        [1 << 32, 1 << 32]), "outside the feature-map memory"),
+    (lambda md, mtd: next(o for o in md.graph[0].op if o.type == "Data").output_desc[0].shape.dim.extend(
+        [1 << 62]), "too large for any memory"),
+])
+def test_out_of_range_fields_are_typed_errors(cnn, tmp_path, edit, match):
+    with pytest.raises(om2gen.ArchiveError, match=match):
+        om2gen.load(_om_with(cnn["om"], tmp_path / "f.om", edit_md=edit))
+
+
+def test_a_backward_jump_is_refused(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "ops"))
+    from test_control import runtime_if_model
+    om = om2gen.compile(runtime_if_model(), tmp_path / "if.om", format="om")
+
+    def loop(md, mtd):
+        goto = next(t for t in mtd.task if t.type == 24)   # MODEL_TASK_STREAM_LABEL_GOTO
+        first_set = next(t for t in mtd.task if t.type == 9)
+        goto.label_goto_ex.label_id = first_set.label_set.label_id
+    with pytest.raises(om2gen.ArchiveError, match="jumps back to label"):
+        om2gen.load(_om_with(om, tmp_path / "loop.om", edit_tasks=loop))
+
+
+def test_one_model_run_from_many_threads(cnn):
+    import threading
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal(SHAPES["image"]).astype(np.float32) for _ in range(4)]
+    for path in (cnn["om"], cnn["om2"]):
+        with om2gen.load(path) as m:
+            refs = [m.run({"image": x})["probs"] for x in xs]
+            wrong = []
+
+            def worker(k):
+                for _ in range(50):
+                    if not np.array_equal(m.run({"image": xs[k]})["probs"], refs[k]):
+                        wrong.append(k)
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not wrong, f"{path.name}: {len(wrong)} wrong results"
+
+
+def test_load_takes_any_bytes_like_object(cnn):
+    data = cnn["om"].read_bytes()
+    for source in (bytearray(data), np.frombuffer(data, np.uint8), memoryview(data)):
+        with om2gen.load(source) as m:
+            assert m.format == "om"
+    with pytest.raises(om2gen.InputError, match="file path or the model's bytes"):
+        om2gen.load(12345)

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -334,6 +335,7 @@ private:
         for (uint64_t i = 0; i < tables_.task_num; ++i) {
             const Om2OpDef &op = tables_.op_defs[i];
             int32_t rc = ACL_SUCCESS;
+            LastError().clear();  /* a dispatch that fails with its own message (Fail) leaves it here */
             switch (op.dispatch_type) {
                 case OM2_DISPATCH_AICORE:
                     rc = DispatchKernel(i, op);
@@ -358,8 +360,9 @@ private:
                               "does not know", (unsigned long long)i, (unsigned)op.dispatch_type);
             }
             if (rc != ACL_SUCCESS) {
+                const std::string why = LastError().empty() ? LastErrorOr(aclGetRecentErrMsg()) : LastError();
                 return Fail(rc, "capturing task %llu (node \"%s\", %s) failed: %s", (unsigned long long)i, op.op_name,
-                            op.op_type, LastErrorOr(aclGetRecentErrMsg()));
+                            op.op_type, why.c_str());
             }
         }
         OM2_CHECK_ACL(aclmdlRIEndTask(model_ri_, stream_), "ending the task list");
