@@ -259,6 +259,10 @@ class Model:
         self._run_cfg.output_count = len(self.outputs)
         self._run_cfg.output_data = out_ptrs
         self._keep += [in_ptrs, out_ptrs, in_dims, out_dims]
+        # what run() touches, prepared once: (name, dtype, shape, GertTensor[, TensorInfo]) per tensor
+        self._in_spec = [(t.name, t.dtype, t.shape, self._in_t[i], t) for i, t in enumerate(self.inputs)]
+        self._out_spec = [(t.name, t.dtype, t.shape, self._out_t[i]) for i, t in enumerate(self.outputs)]
+        self._run_call = (self._ep, self._handle, self._run_cfg)
 
     # ---- running ----
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
@@ -275,26 +279,23 @@ class Model:
 
     def _run_locked(self, feeds: dict) -> dict[str, np.ndarray]:
         keep = []
-        in_t = self._in_t
-        for i, t in enumerate(self.inputs):
-            arr = feeds[t.name]
-            if type(arr) is not np.ndarray or arr.dtype is not t.dtype or arr.shape != t.shape:
-                arr = self._convert_input(t, arr)
+        for name, dtype, shape, tensor, info in self._in_spec:
+            arr = feeds[name]
+            if type(arr) is not np.ndarray or arr.dtype is not dtype or arr.shape != shape:
+                arr = self._convert_input(info, arr)
             try:
                 buf = ffi.from_buffer(arr)
             except (BufferError, ValueError, TypeError):   # not C-contiguous
                 buf = ffi.from_buffer(np.ascontiguousarray(arr))
             keep.append(buf)
-            in_t[i].data = buf
+            tensor.data = buf
         results = {}
-        out_t = self._out_t
-        for i, t in enumerate(self.outputs):
-            arr = np.empty(t.shape, t.dtype)
+        for name, dtype, shape, tensor in self._out_spec:
+            arr = results[name] = np.empty(shape, dtype)
             buf = ffi.from_buffer(arr)
             keep.append(buf)
-            out_t[i].data = buf
-            results[t.name] = arr
-        rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
+            tensor.data = buf
+        rc = lib.om2x_model_run(*self._run_call)
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
         return results
