@@ -70,6 +70,7 @@ class _Fuser:
         self.group_of: dict[int, int] = {}
         self.groups: list[_Group] = []
         self.absorbed: dict[int, set[int]] = {}     # view node -> the groups reading through it
+        self.same_as: dict[str, str] = {}           # transparent view output -> the member output it shows
 
     # --- classification --------------------------------------------------------------------------
     def classify(self) -> None:
@@ -111,16 +112,25 @@ class _Fuser:
     def _place(self, n: Node) -> None:
         out = n.outputs[0]
         users = self.users.get(out, [])
-        inside: list[int] = []
+        inside: list[int] = []          # groups reading `out`, directly or through a transparent view
+        transparent: dict[int, int] = {}
+        shown: dict[int, list[str]] = {}
+        through_views: set[int] = set()  # groups reading `out` re-indexed (n cannot join those)
         for u in users:
             g = self.group_of.get(id(u))
+            if g is None and id(u) in self.absorbed and u.inputs[0] == out:
+                found = self._transparent(u, out)
+                if found is None:
+                    through_views |= self.absorbed[id(u)]
+                    continue
+                g, shown[id(u)] = found
+                transparent[id(u)] = g
             if g is not None and g not in inside:
                 inside.append(g)
-        through_views = set().union(*(self.absorbed.get(id(u), set()) for u in users))
         for g in inside:
             if g in through_views or len(self.groups[g].members) >= MAX_STEPS:
                 continue
-            others = [u for u in users if self.group_of.get(id(u)) != g]
+            others = [u for u in users if self.group_of.get(id(u)) != g and transparent.get(id(u)) != g]
             written = bool(others) or out in self.graph_outputs
             if not self._fits(n, self.groups[g], written):
                 continue
@@ -128,9 +138,41 @@ class _Fuser:
                 continue
             self.groups[g].members.append(n)
             self.group_of[id(n)] = g
+            for u in users:
+                if transparent.get(id(u)) == g:
+                    self.same_as.update((name, out) for name in shown[id(u)])
             return
         self.group_of[id(n)] = len(self.groups)
         self.groups.append(_Group(self.graph.values[out].shape, [n]))
+
+    def _transparent(self, v: Node, src: str) -> tuple[int, list[str]] | None:
+        """(group, view outputs) if absorbed view v of `src`, and the absorbed views after it, are
+        read by one group only, at the very elements it would read `src` itself (an Identity, a
+        Reshape adding unit dims, an Expand along broadcast dims); else None."""
+        shape = self.graph.values[src].shape
+        groups, seen, shown = set(), [], []
+        stack = [(v, views.whole(src, shape))]
+        while stack:
+            w, source = stack.pop()
+            view = views.of_lowering(self.view_result[id(w)], source, self.graph.values[w.outputs[0]].shape)
+            if view is None or view.offset:
+                return None
+            shown.append(w.outputs[0])
+            for x in self.users.get(w.outputs[0], []):
+                if id(x) in self.group_of:
+                    groups.add(self.group_of[id(x)])
+                    seen.append(view)
+                elif id(x) in self.absorbed and x.inputs[0] == w.outputs[0]:
+                    stack.append((x, view))
+                else:
+                    return None
+        if len(groups) != 1:
+            return None
+        g = groups.pop()
+        direct = views.broadcast(views.whole(src, shape), self.groups[g].shape)
+        if direct is None or any(views.broadcast(view, self.groups[g].shape) != direct for view in seen):
+            return None
+        return g, shown
 
     def _fits(self, n: Node, g: _Group, written: bool) -> bool:
         p = self.pw[id(n)]
@@ -282,8 +324,18 @@ class _Fuser:
 
     def _fused_node(self, grp: _Group, view_of, via) -> Node:
         members = sorted(grp.members, key=lambda m: self.index[id(m)])
-        step_of = {m.outputs[0]: i for i, m in enumerate(members)}
         member_ids = {id(m) for m in members}
+        covered_ids = set(member_ids)
+        # a member nothing computes from (CastLike reads only its second input's dtype) is dropped
+        needed = {m.outputs[0] for m in members if self._written(m, member_ids)}
+        for m in reversed(members):
+            if m.outputs[0] in needed:
+                needed.update(self.same_as.get(x, x) for x in self.pw[id(m)].operands if isinstance(x, str))
+        members = [m for m in members if m.outputs[0] in needed]
+        step_of = {m.outputs[0]: i for i, m in enumerate(members)}
+        for shown, src in self.same_as.items():
+            if src in step_of:
+                step_of[shown] = step_of[src]
         operands: list[Operand] = []
         literals: list[tuple[str, str]] = []
         key_of: dict[tuple, int] = {}
@@ -316,18 +368,22 @@ class _Fuser:
                 args.append(("in", key_of[key]))
             steps.append(Step(m.name, m.op_type, p.expr, tuple(args), tuple(p.in_ctypes), p.out_ctype, p.out.name,
                               p.out.dtype.name, tuple(p.out.shape)))
-        outputs = tuple(i for i, m in enumerate(members) if self._written(m, member_ids))
+        outputs = tuple(i for i, m in enumerate(members) if self._written(m, covered_ids))
         spec = FusedSpec(tuple(grp.shape), tuple(operands), tuple(literals), tuple(steps), outputs)
-        covered = [n.name for n in self.nodes if id(n) in member_ids or
-                   (id(n) in self.absorbed and any(n.name in o.via for o in operands))]
+        shown = {o for o, src in self.same_as.items() if src in step_of}
+        covered = [n.name for n in self.nodes if id(n) in covered_ids or
+                   (id(n) in self.absorbed and (any(n.name in o.via for o in operands) or n.outputs[0] in shown))]
         root = members[-1]
         name = root.name if len(covered) == 1 else f"{root.name}::fused{len(covered)}"
         return Node(name, OP_TYPE, [o.name for o in operands], [steps[i].output for i in outputs],
                     {SPEC: spec, "nodes": covered}, DOMAIN, 1)
 
     def _written(self, m: Node, member_ids: set[int]) -> bool:
+        """Whether the member's output is read outside the group (or is a graph output)."""
         out = m.outputs[0]
-        return out in self.graph_outputs or any(id(u) not in member_ids for u in self.users.get(out, []))
+        def inside(u):   # a member, or a transparent view the group reads as this member's step
+            return id(u) in member_ids or (id(u) in self.absorbed and self.same_as.get(u.outputs[0]) == out)
+        return out in self.graph_outputs or not all(inside(u) for u in self.users.get(out, []))
 
     def _constant(self, node: Node, i: int, arr: np.ndarray) -> str:
         """A constant the op derived at lowering time (e.g. BatchNormalization's scale), as a value."""

@@ -202,3 +202,30 @@ def test_the_internal_operator_cannot_appear_in_a_model(tmp_path):
     with pytest.raises(om2gen.UnsupportedOpError, match="fused operator"):
         om2gen.compile(model, tmp_path / "m.om2")
     assert not (tmp_path / "m.om2").exists()
+
+
+def test_member_read_only_for_its_dtype_is_dropped(tmp_path):
+    """CastLike reads only the dtype of its second input: the chain computing that input is dead."""
+    x = rand(3, 4, seed=1)
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Neg", ["sq"], ["like"]),
+             helper.make_node("Div", ["x", "two"], ["h"]), helper.make_node("CastLike", ["h", "like"], ["c"]),
+             helper.make_node("Add", ["c", "x"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"], scalars(two=2.0))
+    fused, _ = check_fusion(model, {"x": x}, tmp_path)
+    assert fused.op_types() == ["FusedElementwise"]
+
+
+def test_views_that_keep_elements_in_place_do_not_split_a_chain(tmp_path):
+    """Identity, a Reshape adding a unit dim and an Expand along a broadcast dim read each element
+    where broadcasting would: the producer stays in the group, computed once per element."""
+    feeds = {"x": rand(4, 8, seed=1), "z": rand(2, 4, 8, seed=2)}
+    nodes = [helper.make_node("Add", ["x", "one"], ["a"], name="add"),
+             helper.make_node("Identity", ["a"], ["i"], name="id"),
+             helper.make_node("Reshape", ["i", "shape"], ["r"], name="reshape"),
+             helper.make_node("Expand", ["r", "to"], ["e"], name="expand"),
+             helper.make_node("Mul", ["e", "z"], ["y"], name="mul")]
+    model = make_model(nodes, feeds, ["y"], {"one": np.array(1.0, F32), "shape": np.array([1, 4, 8], np.int64),
+                                             "to": np.array([2, 4, 8], np.int64)})
+    fused, plain = check_fusion(model, feeds, tmp_path)
+    assert fused.op_types() == ["FusedElementwise"] and plain.op_types() == ["Add", "Expand", "Mul"]
+    assert fused.tasks[0]["attrs"] == "nodes=['add', 'id', 'reshape', 'expand', 'mul']"
