@@ -216,12 +216,15 @@ long long enum_value(const Enum& e) noexcept {
 
 // =============================================================================================
 // Handles: every object behind an opaque handle starts with a type tag, cleared when it dies,
-// so that a NULL, foreign or destroyed handle fails cleanly in the common cases.
+// so that a NULL, foreign or destroyed handle fails cleanly in the common cases. Streams and
+// events, which host programs hold and pass around, are also looked up among the live handles
+// of their kind before anything behind them is read: any other value is an error.
 // =============================================================================================
 
 template <uint32_t Tag>
 struct Tagged {
     static constexpr uint32_t kTag = Tag;
+    static constexpr bool kTracked = false;  // true: live handles are in live_handles<T>() (see below)
     std::atomic<uint32_t> tag{Tag};  // atomic so that the store in the destructor is not elided
 
     Tagged() = default;
@@ -230,10 +233,56 @@ struct Tagged {
     ~Tagged() { tag.store(0, std::memory_order_relaxed); }
 };
 
+/* The live objects of a tracked kind (streams, events: handles a host program passes around and
+ * may make up). resolve() looks a tracked handle up here before it reads anything behind it, so a
+ * made-up, foreign or destroyed one is an error, never a wild read. One hash lookup under a
+ * mutex held for nothing else. */
+template <typename T>
+struct LiveHandles {
+    std::mutex m;
+    std::unordered_set<const void*> all;
+
+    void add(const T* object) {
+        std::lock_guard<std::mutex> lock(m);
+        all.insert(object);
+    }
+    bool contains(const void* handle) noexcept {
+        try {
+            std::lock_guard<std::mutex> lock(m);
+            return all.count(handle) != 0;
+        } catch (...) {
+            return false;  // std::mutex::lock failed
+        }
+    }
+    /* Removes a live handle; false if it is not (or no longer) live, so that of two threads
+     * destroying the same handle exactly one goes on. */
+    bool take(const void* handle) noexcept {
+        try {
+            std::lock_guard<std::mutex> lock(m);
+            return all.erase(handle) != 0;
+        } catch (...) {
+            return false;
+        }
+    }
+};
+
+template <typename T>
+LiveHandles<T>& live_handles() {
+    return leaked_singleton<LiveHandles<T>>();
+}
+
+aclError not_live(void* handle, const char* what) noexcept {
+    return fail(ACL_ERROR_INVALID_RESOURCE_HANDLE,
+                "%s %p is not a live handle (not created by this runtime, or already destroyed)", what, handle);
+}
+
 template <typename T>
 aclError resolve(void* handle, const char* what, T** out) noexcept {
     T* object = static_cast<T*>(handle);
     if (object == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "%s is NULL", what);
+    if constexpr (T::kTracked) {
+        if (!live_handles<T>().contains(handle)) return not_live(handle, what);
+    }
     if (object->tag.load(std::memory_order_relaxed) != T::kTag) {
         return fail(ACL_ERROR_INVALID_RESOURCE_HANDLE, "%s %p is not a live handle of that kind", what, handle);
     }
@@ -835,6 +884,7 @@ aclError parse_timeout(int32_t ms, Deadline* out) {
 // =============================================================================================
 
 struct Event : Tagged<0x45564E54u> {  // "EVNT"
+    static constexpr bool kTracked = true;
     uint32_t flags = 0;
     std::mutex m;
     std::condition_variable cv;
@@ -1061,6 +1111,7 @@ std::atomic<uint64_t> g_last_label_id{0};
 // =============================================================================================
 
 struct Stream : Tagged<0x5354524Du> {  // "STRM"
+    static constexpr bool kTracked = true;
     uint32_t priority = 0;
     uint32_t flags = 0;
     std::mutex m;
@@ -1529,9 +1580,13 @@ aclError create_stream(aclrtStream* out, uint32_t priority, uint32_t flags) {
     s->priority = priority;  // accepted for fidelity; the CPU has no stream priorities
     s->flags = flags;
     StreamRegistry& reg = leaked_singleton<StreamRegistry>();
-    {
+    live_handles<Stream>().add(s.get());  // may throw: nothing refers to s yet
+    try {
         std::lock_guard<std::mutex> lock(reg.m);
         reg.all.insert(s.get());
+    } catch (...) {
+        live_handles<Stream>().take(s.get());
+        throw;
     }
     *out = s.release();
     return ACL_SUCCESS;
@@ -1541,6 +1596,7 @@ aclError create_event(aclrtEvent* out, uint32_t flags) {
     if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output event pointer is NULL");
     auto event = std::make_unique<Event>();
     event->flags = flags;
+    live_handles<Event>().add(event.get());
     *out = event.release();
     return ACL_SUCCESS;
 }
@@ -1816,6 +1872,8 @@ extern "C" aclError aclrtDestroyStream(aclrtStream stream) {
     return guarded("aclrtDestroyStream", [&]() -> aclError {
         Stream* s = nullptr;
         RETURN_IF_ERROR(resolve(stream, "stream", &s));
+        // no longer live from here: later calls with it fail (and of two destroys, one does)
+        if (!live_handles<Stream>().take(s)) return not_live(stream, "stream");
         destroy_stream(s);  // drains the queue first; a pending task error is dropped
         return ACL_SUCCESS;
     });
@@ -1851,6 +1909,7 @@ extern "C" aclError aclrtDestroyEvent(aclrtEvent event) {
     return guarded("aclrtDestroyEvent", [&]() -> aclError {
         Event* e = nullptr;
         RETURN_IF_ERROR(resolve(event, "event", &e));
+        if (!live_handles<Event>().take(e)) return not_live(event, "event");
         e->wait_unreferenced();  // queued tasks still use it (a model RI using it must go first)
         delete e;
         return ACL_SUCCESS;

@@ -123,6 +123,21 @@ def test_execute_async_on_a_stream(two_io):
     ok(acl.rt.destroy_stream(stream))
 
 
+def test_execute_async_on_a_made_up_or_destroyed_stream_is_an_error(two_io):
+    """The runtime looks a stream handle up among the live ones before using it (a made-up one
+    crashed the process)."""
+    outs = two_io.outputs()
+    stream, ret = acl.rt.create_stream()
+    ok(ret)
+    ok(acl.rt.destroy_stream(stream))
+    for bogus in (0x1234, stream):
+        ret = acl.mdl.execute_async(two_io.model_id, two_io.dataset([X, IDS]), two_io.dataset(outs), bogus)
+        assert ret != C.ACL_SUCCESS
+        assert f"stream {bogus:#x} is not a live handle" in err()
+    ok(acl.mdl.execute(two_io.model_id, two_io.dataset([X, IDS]), two_io.dataset(outs)))   # the model still runs
+    assert_close(outs[1], ort_run(two_io_onnx(), {"x": X, "ids": IDS})[1], "s")
+
+
 def test_execute_with_device_buffers_and_larger_sizes(two_io):
     """Buffers from acl.rt.malloc, larger than needed (allowed, as in ACL), reused by two runs."""
     d, mid = two_io.desc, two_io.model_id

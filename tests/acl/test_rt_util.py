@@ -125,6 +125,27 @@ def test_streams_and_async_copy():
     assert acl.rt.free(dev) == 0
 
 
+def test_made_up_stream_and_event_handles_are_errors_not_crashes():
+    """Looked up among the live handles before anything behind them is read: a made-up address,
+    and memory that starts with a stream's / an event's type tag."""
+    lookalike = {"stream": np.zeros(512, np.uint32), "event": np.zeros(512, np.uint32)}
+    lookalike["stream"][0], lookalike["event"][0] = 0x5354524D, 0x45564E54     # "STRM", "EVNT"
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    for bogus in (0x1234, acl.util.numpy_to_ptr(lookalike["stream"])):
+        for call in (lambda: acl.rt.synchronize_stream(bogus), lambda: acl.rt.destroy_stream(bogus),
+                     lambda: acl.rt.record_event(event, bogus), lambda: acl.rt.stream_wait_event(bogus, event)):
+            assert call() == C.ACL_ERROR_INVALID_RESOURCE_HANDLE
+            assert f"stream {bogus:#x} is not a live handle" in err()
+    for bogus in (0x1234, acl.util.numpy_to_ptr(lookalike["event"])):
+        for call in (lambda: acl.rt.record_event(bogus, stream), lambda: acl.rt.synchronize_event(bogus),
+                     lambda: acl.rt.query_event_status(bogus)[1], lambda: acl.rt.destroy_event(bogus)):
+            assert call() == C.ACL_ERROR_INVALID_RESOURCE_HANDLE
+            assert f"event {bogus:#x} is not a live handle" in err()
+    assert lookalike["stream"][0] == 0x5354524D and not lookalike["stream"][1:].any()
+    assert acl.rt.destroy_event(event) == 0 and acl.rt.destroy_stream(stream) == 0
+
+
 def test_util_numpy_pointers():
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
     ptr = acl.util.numpy_to_ptr(a)

@@ -498,6 +498,36 @@ void test_streams_and_events(const Kernels& k) {
     check_scale_output(x.as<float>(), out.as<float>(), n, -2.0f, 5);
     CHECK_OK(aclrtSynchronizeDevice());
 
+    // Made-up handles are looked up among the live ones before anything behind them is read: a
+    // wild address, and memory that starts with a stream's / an event's type tag (which a tag
+    // check alone would take for one).
+    std::vector<uint32_t> fake_stream(512, 0u), fake_event(512, 0u);
+    fake_stream[0] = 0x5354524Du;  // "STRM"
+    fake_event[0] = 0x45564E54u;   // "EVNT"
+    for (void* bogus : {reinterpret_cast<void*>(uintptr_t{0x1234}), static_cast<void*>(fake_stream.data())}) {
+        CHECK_ERR(aclrtSynchronizeStream(bogus), ACL_ERROR_INVALID_RESOURCE_HANDLE, "not a live handle");
+        CHECK_ERR(aclrtSynchronizeStreamWithTimeout(bogus, 10), ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream");
+        CHECK_ERR(aclrtMemcpyAsync(dev.get(), 16, host.data(), 16, ACL_MEMCPY_HOST_TO_DEVICE, bogus),
+                  ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream");
+        CHECK_ERR(aclrtLaunchKernelV2(k.scale_add, 1, args.get(), sizeof(ScaleArgs), nullptr, bogus),
+                  ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream");
+        CHECK_ERR(aclrtRecordEvent(done, bogus), ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream");
+        CHECK_ERR(aclrtStreamWaitEvent(bogus, done), ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream");
+        CHECK_ERR(aclrtDestroyStream(bogus), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyStream");
+    }
+    CHECK(fake_stream[0] == 0x5354524Du && fake_stream[1] == 0u);  // untouched
+    for (void* bogus : {reinterpret_cast<void*>(uintptr_t{0x1234}), static_cast<void*>(fake_event.data())}) {
+        aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_COMPLETE;  // a zeroed Event would say NOT_READY
+        CHECK_ERR(aclrtRecordEvent(bogus, s), ACL_ERROR_INVALID_RESOURCE_HANDLE, "not a live handle");
+        CHECK_ERR(aclrtResetEvent(bogus, s), ACL_ERROR_INVALID_RESOURCE_HANDLE, "event");
+        CHECK_ERR(aclrtStreamWaitEvent(s, bogus), ACL_ERROR_INVALID_RESOURCE_HANDLE, "event");
+        CHECK_ERR(aclrtSynchronizeEvent(bogus), ACL_ERROR_INVALID_RESOURCE_HANDLE, "event");
+        CHECK_ERR(aclrtQueryEventStatus(bogus, &st), ACL_ERROR_INVALID_RESOURCE_HANDLE, "event");
+        CHECK(st == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+        CHECK_ERR(aclrtDestroyEvent(bogus), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyEvent");
+    }
+    CHECK(fake_event[0] == 0x45564E54u && fake_event[1] == 0u);
+
     // Destroying an event that queued tasks still use waits for them.
     aclrtEvent transient = nullptr;
     CHECK_OK(aclrtCreateEvent(&transient));
@@ -509,6 +539,11 @@ void test_streams_and_events(const Kernels& k) {
     CHECK_OK(aclrtDestroyEvent(gate));
     CHECK_OK(aclrtDestroyStream(s));
     CHECK_OK(aclrtDestroyStream(s2));
+    // Destroyed handles are no longer live: an error, never a read of freed memory.
+    CHECK_ERR(aclrtSynchronizeStream(s), ACL_ERROR_INVALID_RESOURCE_HANDLE, "not a live handle");
+    CHECK_ERR(aclrtDestroyStream(s2), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyStream");
+    CHECK_ERR(aclrtSynchronizeEvent(done), ACL_ERROR_INVALID_RESOURCE_HANDLE, "not a live handle");
+    CHECK_ERR(aclrtDestroyEvent(gate), ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyEvent");
     CHECK_ERR(aclrtDestroyStream(nullptr), ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream");
     CHECK_OK(aclrtSynchronizeStream(nullptr));
     section_done("streams and events");
