@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import so_in_om
 from .build import Options, _Progress, write_archive
 from .errors import ArchiveError, Om2Error
 from .om import reader
@@ -37,7 +38,8 @@ def convert(source, output, *, progress: bool = False) -> Path:
     tgt = targets.TARGETS[soc]
     program = parsed.program
     report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
-    flag = int(md.attr["so_in_om_flag"].i) if "so_in_om_flag" in md.attr else 0
+    flag = so_in_om.flag_from_model_def(md, where)
+    so_in_om.check_flag(parsed.so_bins, flag, where)
     so_pack = SoPack(tuple(parsed.so_bins), flag, {})
     commands = {k.entry: f"taken from the TBE_KERNELS partition of {Path(where).name}" for k in program.kernels}
     return write_archive(out, program, tgt, Options(target=tgt.name), commands, so_pack,

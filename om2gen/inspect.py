@@ -88,7 +88,9 @@ def render_text(info: dict) -> str:
                          f"{', '.join(n.rsplit('/', 1)[1] for n in custom['shared_libs'])}")
         so_bins = model.get("so_bins")
         if isinstance(so_bins, dict):
-            lines.append(f"  packed SOs ({so_bins.get('store')}, so_in_om_flag 0x{so_bins.get('so_in_om_flag', 0):04X}):")
+            flag = so_bins.get("so_in_om_flag", 0)
+            flag = f"0x{flag:04X}" if isinstance(flag, int) and not isinstance(flag, bool) else f"{flag!r} (invalid)"
+            lines.append(f"  packed SOs ({so_bins.get('store')}, so_in_om_flag {flag}):")
             for b in so_bins.get("items", []):
                 lines.append(f"    {b['type']:<16} {(b['vendor'] + '/' if b['vendor'] else '') + b['name']}  "
                              f"{b['size']} bytes")

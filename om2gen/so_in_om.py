@@ -113,22 +113,48 @@ def check(recorded: SoInOmInfo | None, where: str, allow_mismatch: bool = False)
     return diffs
 
 
+# ge.proto.AttrDef's value kinds (its oneof "value"), as error messages name them
+_ATTR_KINDS = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "bt": "bytes", "list": "a list",
+               "func": "a function", "td": "a tensor description", "t": "a tensor", "g": "a graph",
+               "list_list_int": "a list of int lists", "list_list_float": "a list of float lists",
+               "dt": "a data type", "expression": "an expression"}
+
+
+def attr_kind(attr) -> str:
+    """What a ge.proto.AttrDef holds, for messages: "a string (s)", "empty (no value)"."""
+    which = attr.WhichOneof("value")
+    return f"{_ATTR_KINDS.get(which, 'a ' + str(which))} ({which})" if which else "empty (no value)"
+
+
+def model_def_attr(model_def, key: str, kind: str, where: str):
+    """The value of MODEL_DEF attr `key` (present), which must be of `kind` ("s", "i"): any other
+    kind is a corrupt model, an ArchiveError naming the attr and what it holds."""
+    a = model_def.attr[key]
+    if a.WhichOneof("value") != kind:
+        raise ArchiveError(f"{where}: MODEL_DEF attr {key} is {attr_kind(a)}, not {_ATTR_KINDS[kind]} ({kind}); "
+                           f"the model is corrupt")
+    return getattr(a, kind)
+
+
+def flag_from_model_def(model_def, where: str) -> int:
+    """MODEL_DEF's so_in_om_flag: 0 if absent, else it must be an int attr (types_of checks its bits)."""
+    if "so_in_om_flag" not in model_def.attr:
+        return 0
+    return model_def_attr(model_def, "so_in_om_flag", "i", where)
+
+
 def from_model_def(model_def, where: str) -> SoInOmInfo | None:
     """The SoInOmInfo in a ge.proto.ModelDef's attrs; None if it records none (a GE-written OM
     without SOs, for example). Partially present or non-string attrs are corrupt."""
-    present = {f: model_def.attr[k] for f, k in MODEL_DEF_ATTRS.items() if k in model_def.attr}
+    present = {f: model_def_attr(model_def, k, "s", where).decode("utf-8", "replace")
+               for f, k in MODEL_DEF_ATTRS.items() if k in model_def.attr}
     if not present or set(present) == {"compiler_version"}:
         return None
     missing = [MODEL_DEF_ATTRS[f] for f in MODEL_DEF_ATTRS if f not in present]
     if missing:
         raise ArchiveError(f"{where}: MODEL_DEF records the platform only partly (no {', '.join(missing)}); "
                            f"the model is corrupt")
-    values = {}
-    for f, a in present.items():
-        if a.WhichOneof("value") != "s":
-            raise ArchiveError(f"{where}: MODEL_DEF attr {MODEL_DEF_ATTRS[f]} is not a string; the model is corrupt")
-        values[f] = a.s.decode("utf-8", "replace")
-    return SoInOmInfo(**values)
+    return SoInOmInfo(**present)
 
 
 # --- the four kinds ---------------------------------------------------------------------------
@@ -187,7 +213,7 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
         return [OpSoBin(name.rsplit("/", 1)[1], "vendors/customize", SoBinType.kCustomOp, archive.view(name))
                 for name in shared]
     if not isinstance(info, dict) or not isinstance(info.get("store"), str) or \
-            not isinstance(info.get("so_in_om_flag"), int):
+            not isinstance(info.get("so_in_om_flag"), int) or isinstance(info["so_in_om_flag"], bool):
         raise ArchiveError(f"{where}: model_meta so_bins must name the store and its so_in_om_flag; the archive is "
                            f"corrupt")
     archive.verify(info["store"])
@@ -213,7 +239,7 @@ def check_flag(bins: list[OpSoBin], flag, where: str) -> None:
     """The so_in_om_flag (an int, or a ModelDef whose attr holds it) must declare exactly the
     packed types: a flag without its SOs, or SOs the flag hides, is a corrupt model."""
     if hasattr(flag, "attr"):
-        flag = flag.attr["so_in_om_flag"].i if "so_in_om_flag" in flag.attr else 0
+        flag = flag_from_model_def(flag, where)
     declared = set(so_store.types_of(flag))
     packed = {b.bin_type for b in bins}
     if declared != packed:

@@ -8,6 +8,7 @@ from google.protobuf.message import DecodeError
 
 from .. import dtypes
 from ..errors import ArchiveError
+from ..so_in_om import flag_from_model_def
 from ..task_types import CcKernelType, ModelTaskType
 from . import kernel_store, proto, so_store
 from .container import read_om
@@ -114,9 +115,9 @@ def inspect_om(path) -> dict:
                             for b in so_store.load(om.partition(PT.SO_BINS, index))]
         model["custom_ops"] = [{"op_type": k.op_type, "size": len(k.data)}
                                for k in so_store.load_custom_ops(om.partition(PT.CUSTOM_OPS, index))]
-        flag = model["attrs"].get("so_in_om_flag", 0)
+        flag = flag_from_model_def(md, f"{path} model {index}")
         model["so_in_om_flag"] = flag
-        model["so_in_om_types"] = [t.name for t in so_store.types_of(flag)] if isinstance(flag, int) else []
+        model["so_in_om_types"] = [t.name for t in so_store.types_of(flag)]
         info["models"].append(model)
     info["size"] = pos
     return info

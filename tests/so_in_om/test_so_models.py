@@ -211,5 +211,16 @@ def test_wrong_sos_in_an_archive_are_typed_errors(compiled, tmp_path):
         return data
     with pytest.raises(ArchiveError, match="so_in_om_flag 0x1000 declares kCustomOp, but the packed SOs are"):
         om2gen.load(rewrite_archive(compiled["om2"], tmp_path / "flag.om2", lie_about_the_flag))
+    for value in ("0xF000", True, 61440.0):       # not an int: refused, shown as invalid by inspect
+        def flag_of_another_type(name, data, value=value):
+            if name == "data/model_0/model_meta.json":
+                meta = json.loads(data)
+                meta["so_bins"]["so_in_om_flag"] = value
+                return json.dumps(meta).encode()
+            return data
+        broken = rewrite_archive(compiled["om2"], tmp_path / "flag_type.om2", flag_of_another_type)
+        with pytest.raises(ArchiveError, match="model_meta so_bins must name the store and its so_in_om_flag"):
+            om2gen.load(broken)
+        assert f"so_in_om_flag {value!r} (invalid)" in render_text(inspect_archive(broken))
     assert so_loader.op_master_loaded() == {"built-in": [], "custom": []}
     assert not so_loader.SPACE_REGISTRY_CACHE.loaded()

@@ -67,8 +67,51 @@ def test_malformed_records_are_archive_errors():
     for key in ("host_env_os", "opp_version"):
         md.attr[key].s = b"x"
     md.attr["opp_version"].i = 3
-    with pytest.raises(ArchiveError, match="attr opp_version is not a string"):
+    with pytest.raises(ArchiveError, match="attr opp_version is an int .i., not a string .s.; the model is corrupt"):
         so_in_om.from_model_def(md, "m.om")
+
+
+def set_kind(attr, kind: str) -> None:
+    if kind == "list":
+        attr.list.i.append(1)
+    else:
+        setattr(attr, kind, {"s": b"0x1000", "i": 7, "f": 1.5, "b": True, "bt": b"\x10\x00"}[kind])
+
+
+KINDS = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "bt": "bytes", "list": "a list"}
+
+
+@pytest.mark.parametrize("kind", ["s", "f", "b", "bt", "list"])
+def test_so_in_om_flag_of_another_kind_is_an_archive_error(kind):
+    """Not read as 0 (which hid the packed SOs' declaration): a corrupt model naming the attr and its kind."""
+    md = proto.ModelDef()
+    assert so_in_om.flag_from_model_def(md, "m.om") == 0
+    set_kind(md.attr["so_in_om_flag"], kind)
+    with pytest.raises(ArchiveError, match=f"m.om: MODEL_DEF attr so_in_om_flag is {KINDS[kind]} .{kind}., not an "
+                                           f"int .i.; the model is corrupt"):
+        so_in_om.check_flag([], md, "m.om")
+    md.attr["so_in_om_flag"].i = 0
+    so_in_om.check_flag([], md, "m.om")
+    md.attr.pop("so_in_om_flag")
+    md.attr["so_in_om_flag"].CopyFrom(proto.ModelDef().attr["x"])      # present without a value
+    with pytest.raises(ArchiveError, match="attr so_in_om_flag is empty .no value., not an int"):
+        so_in_om.check_flag([], md, "m.om")
+
+
+@pytest.mark.parametrize("key", list(so_in_om.MODEL_DEF_ATTRS.values()))
+@pytest.mark.parametrize("kind", ["i", "b", "list"])
+def test_platform_attrs_of_another_kind_are_archive_errors(key, kind):
+    md = proto.ModelDef()
+    for k in so_in_om.MODEL_DEF_ATTRS.values():
+        md.attr[k].s = b"x"
+    set_kind(md.attr[key], kind)
+    with pytest.raises(ArchiveError, match=f"m.om: MODEL_DEF attr {key} is {KINDS[kind]} .{kind}., not a string"):
+        so_in_om.from_model_def(md, "m.om")
+    if key == "compiler_version":                 # alone (as GE writes it) it is checked too
+        alone = proto.ModelDef()
+        set_kind(alone.attr[key], kind)
+        with pytest.raises(ArchiveError, match=f"attr {key} is {KINDS[kind]}"):
+            so_in_om.from_model_def(alone, "m.om")
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +171,28 @@ def test_om_mismatch_refused_then_overridden(compiled, tmp_path):
     x = np.ones((2, 8), np.float32)
     with om2gen.load(other, allow_platform_mismatch=True) as m:
         np.testing.assert_allclose(m.run({"x": x})["z"], expected(x))
+
+
+@pytest.mark.needs_cc
+@pytest.mark.parametrize("kind", ["s", "f"])
+def test_om_with_a_non_int_so_in_om_flag_is_refused_by_load_inspect_and_convert(compiled, tmp_path, kind, capsys):
+    """om2gen inspect raised a TypeError formatting it; loading read it as 0."""
+    om = read_om(compiled["om"])
+    md = proto.ModelDef.FromString(om.partition(PT.MODEL_DEF))
+    set_kind(md.attr["so_in_om_flag"], kind)
+    parts = [Partition(PT.MODEL_DEF, md.SerializeToString(deterministic=True)) if p.type == PT.MODEL_DEF else p
+             for p in om.partitions]
+    bad = tmp_path / "bad.om"
+    write_om(bad, parts, header=om.header)
+    pattern = f"MODEL_DEF attr so_in_om_flag is {KINDS[kind]} .{kind}., not an int .i."
+    with pytest.raises(ArchiveError, match=pattern):
+        om2gen.load(bad)
+    from om2gen.inspect import inspect_archive
+    with pytest.raises(ArchiveError, match=f"{bad} model 0: {pattern}"):
+        inspect_archive(bad)
+    capsys.readouterr()
+    assert cli.main(["inspect", str(bad)]) == ArchiveError.exit_code
+    assert cli.main(["convert", str(bad), "-o", str(tmp_path / "bad.om2"), "-q"]) == ArchiveError.exit_code
+    err = capsys.readouterr().err
+    assert err.count("so_in_om_flag is") == 2 and "Traceback" not in err
+    assert not (tmp_path / "bad.om2").exists()
