@@ -3,7 +3,9 @@ consumers (GE's LoadOpSoBin + ModelManager::InitOpMasterDeviceSo + CustomOpSoLoa
 
 Every .so is ELF-checked for this machine first (om2gen/so_check.py) and then loaded from
 memory -- written to a memfd and dlopen'ed by the runtime's om2rtLoadSharedObjectFromMemory --
-never from a file on disk.
+never from a file on disk. Each gets a custom-op registry of its own (om2x_so_load /
+om2x_custom_library_load): a creator it registers never reaches the process registry, and for
+the kinds below that are unloaded (om2x_so_unload) its registrations go with it.
 
   kCustomOp        custom_ops.load_bytes: resident for the process, one per content; its
                    REG_AUTO_MAPPING_OP registrations live in the library's own registry. The
@@ -13,8 +15,10 @@ never from a file on disk.
                    The library must be host code for this OS/CPU (name *_<os>_<cpu>.so).
                    Shared across models by content, released with the last model using it.
   kOpMasterDevice  the process-wide op-master cache: built-in SOs (vendor contains "built-in")
-                   deduplicated by name (the first loaded wins), custom ones by content; each
-                   model holds a lease, released with the model.
+                   deduplicated by name (the first loaded wins), custom ones by content under
+                   GE's unique name <n>_vendors_<vendor>_<so>, n a process-wide counter (never
+                   reused, so no two live SOs share a name); each model holds a lease, released
+                   with the model.
   kAutofuse        ``guard_check.so`` kept as bytes (GE restores it to _guard_check_so_data);
                    the other fused-kernel libraries kept by "vendor/so_name" and loaded on
                    demand, per model, closed with the model.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import threading
 from dataclasses import dataclass, field
 
@@ -43,6 +48,7 @@ class LoadedSo:
     sha256: str
     handle: object             # dlopen handle (cffi void *)
     exports: frozenset[str]
+    registry: object = None    # its own custom-op registry (om2x_so_load), freed with it
     refs: int = 0
 
     def symbol(self, name: str) -> int:
@@ -53,23 +59,30 @@ class LoadedSo:
         return int(ffi.cast("uintptr_t", lib.om2x_so_symbol(self.handle, name.encode())))
 
 
+_ERR_LEN = 1024
+
+
 def _dlopen(b: OpSoBin, where: str, exports: frozenset[str], digest: str) -> LoadedSo:
-    from .executor.native import ffi, lib, recent_runtime_error
-    handle = ffi.new("void **")
+    """Loads b from memory into a custom-op registry of its own (whatever it registers stays
+    there and is freed by _dlclose)."""
+    from .executor.native import ffi, lib, string
+    handle, registry = ffi.new("void **"), ffi.new("void **")
+    err = ffi.new("char[]", _ERR_LEN)
     buf = ffi.from_buffer(b.data)
     try:
-        if lib.om2rtLoadSharedObjectFromMemory(buf, len(b.data), 0, handle) != 0:
-            raise RuntimeFailure(f"{where}: loading packed {b.bin_type.name} {b.name} failed: {recent_runtime_error()}")
+        if lib.om2x_so_load(buf, len(b.data), handle, registry, err, _ERR_LEN) != 0:
+            raise RuntimeFailure(f"{where}: packed {b.bin_type.name} {b.name}: {string(err)}")
     finally:
         ffi.release(buf)
-    return LoadedSo(b.name, b.vendor, b.bin_type, digest, handle[0], exports)
+    return LoadedSo(b.name, b.vendor, b.bin_type, digest, handle[0], exports, registry=registry[0])
 
 
 def _dlclose(so: LoadedSo) -> None:
     from .executor.native import lib
     if so.handle is not None:
-        lib.om2x_dlclose(so.handle)
+        lib.om2x_so_unload(so.registry)
         so.handle = None
+        so.registry = None
 
 
 class _SharedCache:
@@ -78,15 +91,17 @@ class _SharedCache:
     def __init__(self):
         self.lock = threading.Lock()
         self.by_key: dict[object, LoadedSo] = {}
+        self.serial = itertools.count()     # numbers the SOs ever loaded; never reused
 
     def acquire(self, key, b: OpSoBin, where: str, exports: frozenset[str], digest: str, rename=None) -> LoadedSo:
-        """The loaded SO for key, loading b if none is; rename(count) names a new one."""
+        """The loaded SO for key, loading b if none is; rename(n) names a new one, n unique among
+        every SO this cache has loaded in the process (live or released)."""
         with self.lock:
             so = self.by_key.get(key)
             if so is None:
                 so = _dlopen(b, where, exports, digest)
                 if rename is not None:
-                    so.name = rename(len(self.by_key))
+                    so.name = rename(next(self.serial))
                 self.by_key[key] = so
             so.refs += 1
             return so

@@ -118,6 +118,8 @@ size_t om2x_custom_library_ops(const void *library, const char **op_types, size_
 int32_t om2x_custom_scope_enter(void *const *libraries, size_t n, void **token);
 int32_t om2x_custom_scope_leave(void *token);
 void *om2x_custom_scope_current(void);
+int32_t om2x_so_load(const void *data, size_t size, void **dl_handle, void **registry, char *err, size_t err_len);
+int32_t om2x_so_unload(void *registry);
 void *om2x_so_symbol(void *handle, const char *name);
 
 /* om2/om2_model_tables.h: what a model is made of, built in memory by the classic-OM executor */

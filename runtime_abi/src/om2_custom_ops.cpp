@@ -3,11 +3,19 @@
  * points of om2/custom_op.h, with registries per library and per model (om2/om2_so_in_om.h).
  *
  * Where registrations land and where lookups look:
- *   - A library loaded with om2x_custom_library_load gets a registry of its own: every
- *     Om2RegisterCustomOpCreator call its static constructors (REG_AUTO_MAPPING_OP) make on the
- *     loading thread while it is being loaded lands there, and nowhere else.
- *   - Registrations made outside such a load (a program that dlopens a library itself, or
- *     registers its own creators) land in the process registry, GE's process-level factory.
+ *   - Every shared object om2gen loads itself gets a registry of its own: a custom-op library
+ *     (om2x_custom_library_load) and any other packed SO (om2x_so_load: op-master, space
+ *     registry, autofuse). Every Om2RegisterCustomOpCreator call its static constructors
+ *     (REG_AUTO_MAPPING_OP) make on the loading thread while it is being loaded lands there, and
+ *     so does a later call, on any thread, whose creator is code of that object (found with
+ *     dladdr). Only custom-op libraries' registries are ever put in a scope; an SO loaded with
+ *     om2x_so_load is unloaded with om2x_so_unload, which frees its registry with it, so none
+ *     of its registrations can outlive its code.
+ *   - A registration whose creator is code of another object the runtime loaded from memory (a
+ *     kernel binary, a model library: their names are "/proc/self/fd/...") is refused (-1): such
+ *     objects are unloaded with their model, and nothing looks creators up there.
+ *   - Registrations made otherwise (a program that dlopens a library itself, or registers its
+ *     own creators) land in the process registry, GE's process-level factory.
  *   - om2x_custom_scope_enter makes a list of library registries "the model's": until the
  *     matching om2x_custom_scope_leave, Om2CreateCustomOp and Om2ListCustomOps on that thread
  *     look only in those registries, in order (the first library defining an op type wins). The
@@ -29,14 +37,15 @@
  *     library that created the instance also frees it. NULL is a no-op.
  *   - Om2ListCustomOps: the op types visible on this thread in byte-wise sorted order, each
  *     once (deterministic, whatever order libraries were loaded in). The strings are owned by
- *     the registries and stay valid for the life of the process (nothing is ever unregistered).
+ *     the registries and stay valid for the life of the process (nothing visible to a lookup is
+ *     ever unregistered).
  *   - Om2CustomOpSetError / Om2CustomOpGetError: one message per thread. Get returns the last
  *     message set on the calling thread ("" when none); it does not clear it. Set(NULL) or
  *     Set("") clears. Messages longer than the buffer are truncated.
  *
  * A registered creator is a function inside a custom-op library: that library must stay loaded
  * for as long as the factory may call it (om2gen keeps custom-op libraries resident), so the
- * registries of loaded libraries are never freed.
+ * registries of custom-op libraries are never freed. Those of other SOs die with the SO.
  *
  * Every function is extern "C", catches all exceptions, and takes the registry mutexes. Nothing
  * runs at load time: the process registry is a function-local static created on first use and
@@ -44,6 +53,9 @@
  * that may still call in while the process exits; the thread-local pointers are trivially
  * initialised.
  */
+#include <dlfcn.h>
+#include <link.h>
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -51,6 +63,8 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "acl/acl.h"
@@ -63,7 +77,24 @@ namespace {
 struct Registry {
     std::mutex m;
     std::map<std::string, Om2CustomOpCreator> creators;  // node-based: key strings never move
+    void *dl_handle = nullptr;        // the object it belongs to (om2x_so_load / om2x_custom_library_load)
+    const void *object = nullptr;     // its link_map: the key in Owners::by_object
 };
+
+/* The registries of the objects om2gen loaded itself, by the object's link_map: where a
+ * registration made after the load goes when its creator is code of that object. */
+struct Owners {
+    std::mutex m;
+    std::unordered_map<const void *, Registry *> by_object;
+    std::unordered_set<Registry *> unloadable;  // from om2x_so_load, not yet unloaded
+};
+
+Owners &owners() {
+    static Owners *instance = new Owners();  // leaked on purpose (see the header comment)
+    return *instance;
+}
+
+const char kMemoryObjectPrefix[] = "/proc/self/fd/";  // how the runtime names what it loads from memory
 
 Registry &process_registry() {
     static Registry *instance = new Registry();  // leaked on purpose (see the header comment)
@@ -141,12 +172,48 @@ extern "C" OM2_CUSTOM_API void Om2CustomOpSetError(const char *message) {
 
 extern "C" OM2_CUSTOM_API const char *Om2CustomOpGetError(void) { return t_error; }
 
+namespace {
+
+/* Adds op_type -> creator to `reg` (the first registration of an op type wins). */
+int32_t add(Registry &reg, const char *op_type, Om2CustomOpCreator creator) {
+    std::lock_guard<std::mutex> lock(reg.m);
+    return reg.creators.emplace(op_type, creator).second ? 0 : 1;
+}
+
+/* A registration made outside an om2gen load: into the registry of the object om2gen loaded whose
+ * code `creator` is (holding Owners::m, so that the object cannot be unloaded meanwhile), the
+ * process registry if om2gen did not load that object, or refused (-1) if it is another object
+ * the runtime loaded from memory. */
+int32_t add_by_owner(const char *op_type, Om2CustomOpCreator creator) {
+    Dl_info info;
+    struct link_map *object = nullptr;
+    if (dladdr1(reinterpret_cast<void *>(creator), &info, reinterpret_cast<void **>(&object), RTLD_DL_LINKMAP) == 0 ||
+        object == nullptr) {
+        return add(process_registry(), op_type, creator);  // not code of any loaded object (a JIT, say)
+    }
+    {
+        Owners &o = owners();
+        std::lock_guard<std::mutex> lock(o.m);
+        auto it = o.by_object.find(object);
+        if (it != o.by_object.end()) return add(*it->second, op_type, creator);
+    }
+    if (object->l_name != nullptr &&
+        std::strncmp(object->l_name, kMemoryObjectPrefix, sizeof kMemoryObjectPrefix - 1) == 0) {
+        const std::string msg = std::string("Om2RegisterCustomOpCreator: '") + op_type +
+                                "' refused: its creator is code of a kernel binary or model library, which "
+                                "cannot register custom operators";
+        set_error(msg.c_str());
+        return -1;
+    }
+    return add(process_registry(), op_type, creator);
+}
+
+}  // namespace
+
 extern "C" OM2_CUSTOM_API int32_t Om2RegisterCustomOpCreator(const char *op_type, Om2CustomOpCreator creator) {
     if (op_type == nullptr || op_type[0] == '\0' || creator == nullptr) return -1;
     try {
-        Registry &reg = t_loading != nullptr ? *t_loading : process_registry();
-        std::lock_guard<std::mutex> lock(reg.m);
-        return reg.creators.emplace(op_type, creator).second ? 0 : 1;  // emplace keeps the first one
+        return t_loading != nullptr ? add(*t_loading, op_type, creator) : add_by_owner(op_type, creator);
     } catch (...) {
         return -1;  // out of memory
     }
@@ -217,31 +284,45 @@ extern "C" OM2_CUSTOM_API size_t Om2ListCustomOps(const char **op_types, size_t 
 
 // ---- om2/om2_so_in_om.h: per-library registries and model scopes ------------------------------
 
-extern "C" int32_t om2x_custom_library_load(const void *data, size_t size, void **dl_handle, void **library,
-                                            char *err, size_t err_len) {
+namespace {
+
+/* Unloads the SO of `reg` (already unknown to Owners) and frees the registry. Registrations its
+ * static destructors make on this thread land in the dying registry, not the process one. */
+int unload(Registry *reg) {
+    t_loading = reg;
+    const int rc = dlclose(reg->dl_handle);
+    t_loading = nullptr;
+    delete reg;
+    return rc;
+}
+
+/* Loads an SO from memory into a new registry of its own (see the header comment), known to
+ * Owners by the object's link_map; `unloadable`: om2x_so_unload may unload it. */
+int32_t load_with_registry(const char *api, bool unloadable, const void *data, size_t size, void **dl_handle,
+                           void **library, char *err, size_t err_len) {
     if (dl_handle == nullptr || library == nullptr) {
-        set_error(err, err_len, "om2x_custom_library_load: null output pointer");
+        set_error(err, err_len, std::string(api) + ": null output pointer");
         return -1;
     }
     *dl_handle = nullptr;
     *library = nullptr;
     if (t_loading != nullptr) {
-        set_error(err, err_len, "om2x_custom_library_load: called while another custom-op library is loading "
-                                "on this thread (from a static constructor?)");
+        set_error(err, err_len, std::string(api) + ": called while another SO is loading or unloading on this "
+                                "thread (from a static constructor or destructor?)");
         return -1;
     }
     Registry *reg = nullptr;
     try {
         reg = new Registry();
     } catch (...) {
-        set_error(err, err_len, "om2x_custom_library_load: out of memory");
+        set_error(err, err_len, std::string(api) + ": out of memory");
         return -1;
     }
     t_loading = reg;
-    const aclError rc = om2rtLoadSharedObjectFromMemory(data, size, 0, dl_handle);
+    const aclError rc = om2rtLoadSharedObjectFromMemory(data, size, 0, &reg->dl_handle);
     t_loading = nullptr;
     if (rc != ACL_SUCCESS) {
-        delete reg;  // dlopen failed: the library (and any creator it registered) is gone
+        delete reg;  // dlopen failed: the SO (and any creator it registered) is gone
         try {
             const char *why = aclGetRecentErrMsg();
             set_error(err, err_len, std::string("loading it failed: ") + (why != nullptr ? why : "unknown error"));
@@ -250,8 +331,60 @@ extern "C" int32_t om2x_custom_library_load(const void *data, size_t size, void 
         }
         return -1;
     }
-    *library = reg;  // lives as long as the process: the library is never unloaded
+    struct link_map *object = nullptr;
+    if (dlinfo(reg->dl_handle, RTLD_DI_LINKMAP, &object) != 0 || object == nullptr) {
+        unload(reg);
+        set_error(err, err_len, std::string(api) + ": dlinfo found no link map for the loaded SO");
+        return -1;
+    }
+    reg->object = object;
+    try {
+        Owners &o = owners();
+        std::lock_guard<std::mutex> lock(o.m);
+        o.by_object[object] = reg;
+        if (unloadable) {
+            try {
+                o.unloadable.insert(reg);
+            } catch (...) {
+                o.by_object.erase(object);
+                throw;
+            }
+        }
+    } catch (...) {
+        unload(reg);
+        set_error(err, err_len, std::string(api) + ": out of memory");
+        return -1;
+    }
+    *dl_handle = reg->dl_handle;
+    *library = reg;
     return 0;
+}
+
+}  // namespace
+
+extern "C" int32_t om2x_custom_library_load(const void *data, size_t size, void **dl_handle, void **library,
+                                            char *err, size_t err_len) {
+    // the library is never unloaded: its registry lives as long as the process
+    return load_with_registry("om2x_custom_library_load", false, data, size, dl_handle, library, err, err_len);
+}
+
+extern "C" int32_t om2x_so_load(const void *data, size_t size, void **dl_handle, void **registry, char *err,
+                                size_t err_len) {
+    return load_with_registry("om2x_so_load", true, data, size, dl_handle, registry, err, err_len);
+}
+
+extern "C" int32_t om2x_so_unload(void *registry) {
+    Registry *reg = static_cast<Registry *>(registry);
+    if (reg == nullptr || t_loading != nullptr) return -1;
+    try {
+        Owners &o = owners();
+        std::lock_guard<std::mutex> lock(o.m);
+        if (o.unloadable.erase(reg) == 0) return -1;  // not from om2x_so_load, or already unloaded
+        o.by_object.erase(reg->object);
+    } catch (...) {
+        return -1;  // std::mutex::lock failed
+    }
+    return unload(reg) == 0 ? 0 : -1;
 }
 
 extern "C" size_t om2x_custom_library_ops(const void *library, const char **op_types, size_t capacity) {

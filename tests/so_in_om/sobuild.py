@@ -93,6 +93,32 @@ def kind_so(path: Path, symbols: list[str], tag: int = 1, cc: str = "gcc", extra
     return path
 
 
+# An op-package SO (any kind) that also registers a custom-op creator: from its constructor, and
+# later when om2test_register_later() is called. The creator lives in this SO.
+REGISTERING_SOURCE = r"""
+typedef void *(*om2test_creator)(void);
+int Om2RegisterCustomOpCreator(const char *op_type, om2test_creator creator);
+static void *om2test_make(void) { return 0; }
+static int ctor_rc = -100;
+__attribute__((constructor)) static void om2test_init(void) { ctor_rc = Om2RegisterCustomOpCreator(OP_TYPE, om2test_make); }
+int om2test_ctor_rc(void) { return ctor_rc; }
+int om2test_register_later(void) { return Om2RegisterCustomOpCreator(OP_TYPE "Later", om2test_make); }
+%s
+"""
+
+
+def registering_so(path: Path, op_type: str, symbols: list[str], cc: str = "gcc") -> Path:
+    """A shared object exporting `int <symbol>(void)` (returning 1) for each symbol, whose constructor
+    registers a custom-op creator for `op_type` (and om2test_register_later one for `<op_type>Later`)."""
+    need(cc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src = path.with_suffix(".c")
+    src.write_text(REGISTERING_SOURCE % "\n".join(f"int {s}(void) {{ return 1; }}" for s in symbols))
+    _compile([cc, "-shared", "-fPIC", "-O1", f'-DOP_TYPE="{op_type}"', "-o", str(path), str(src)])
+    src.unlink()
+    return path
+
+
 def twin_so(path: Path, value: float, cxx: str = "g++") -> Path:
     need(cxx)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,14 @@ import json
 
 import numpy as np
 import pytest
-from sobuild import model, rewrite_archive, twin_so
+from sobuild import HOST, call_int, model, registering_so, rewrite_archive, twin_so
 
 import om2gen
-from om2gen import custom_ops
+from om2gen import custom_ops, so_in_om
 from om2gen.errors import RuntimeFailure
 from om2gen.executor.native import ffi, lib
 from om2gen.om import so_store
+from om2gen.om.so_store import OpSoBin, SoBinType
 from om2gen.om.container import Partition, read_om, write_om
 from om2gen.om.layout import ModelPartitionType as PT
 
@@ -50,6 +51,64 @@ def test_registrations_land_in_the_library_registry(twins):
             assert visible() == ["Twin"]
     assert lib.om2x_custom_scope_current() == ffi.NULL
     assert "Twin" not in visible()
+
+
+@pytest.fixture(scope="module")
+def registering(tmp_path_factory):
+    """SOs of the other kinds whose code registers a custom-op creator (at load and later)."""
+    d = tmp_path_factory.mktemp("registering")
+    return {kind: registering_so(d / f"{kind}.so", f"Om2TestReg_{kind}", [symbol]).read_bytes()
+            for kind, symbol in (("space", "Om2Tiling_Relu"), ("master", "Om2DeviceTiling_Relu"),
+                                 ("fused", "Om2FusedKernel_Relu"), ("kernel", "om2test_kernel"))}
+
+
+def symbol_int(handle, name: str) -> int:
+    return call_int(int(ffi.cast("uintptr_t", lib.om2x_so_symbol(handle, name.encode()))))
+
+
+def test_other_packed_sos_register_only_into_a_registry_of_their_own(registering, twins):
+    """An op-master / space-registry / autofuse SO that registers creators: they land in its own
+    registry, never in the process one, and go with it when it is released (before, they stayed
+    in the process registry and pointed into unloaded code)."""
+    suffix = so_in_om.host_library_suffix(so_in_om.host_os(), HOST)
+    packed = so_in_om.load_packed([
+        OpSoBin(f"libreg{suffix}", "vendors/acme", SoBinType.kSpaceRegistry, registering["space"]),
+        OpSoBin("libreg_master.so", "vendors/acme", SoBinType.kOpMasterDevice, registering["master"]),
+        OpSoBin("libreg_fused.so", "vendors/acme", SoBinType.kAutofuse, registering["fused"])], "m.om")
+    ops = [f"Om2TestReg_{k}" for k in ("space", "master", "fused")]
+    try:
+        loaded = [packed.space_registry.libraries[0], packed.op_master.leases[0][1],
+                  packed.autofuse.load("vendors/acme/libreg_fused.so")]
+        for so, op in zip(loaded, ops):
+            assert symbol_int(so.handle, "om2test_ctor_rc") == 0            # registered at load...
+            assert symbol_int(so.handle, "om2test_register_later") == 0     # ...and later, on call
+            assert custom_ops._registered(so.registry) == (op, op + "Later")   # both in its own registry
+        registries = [so.registry for so in loaded]
+        assert not set(visible()) & {o + s for o in ops for s in ("", "Later")}
+        with packed.activated():
+            assert visible() == []                    # a model's scope holds only its custom-op libraries
+    finally:
+        packed.close()
+    assert not set(visible()) & {o + s for o in ops for s in ("", "Later")}
+    for registry in registries:
+        assert lib.om2x_so_unload(registry) == -1     # freed with its SO: not a loaded one any more
+    assert lib.om2x_so_unload(ffi.NULL) == -1
+    twin = custom_ops.load_bytes(twins[0].read_bytes(), "libtwin.so")
+    assert lib.om2x_so_unload(twin.registry) == -1    # custom-op libraries stay resident
+
+
+def test_a_creator_in_a_kernel_binary_or_model_library_is_refused(registering):
+    """Other objects the runtime loads from memory (kernel binaries, model libraries) are unloaded
+    with their model; a creator in their code must not reach the process registry."""
+    data = registering["kernel"]
+    handle, err = ffi.new("void **"), ffi.new("char[]", 512)
+    assert lib.om2x_dlopen_from_memory(data, len(data), b"kernel", 0, handle, err, 512) == 0, ffi.string(err)
+    try:
+        assert symbol_int(handle[0], "om2test_ctor_rc") == -1
+        assert symbol_int(handle[0], "om2test_register_later") == -1
+    finally:
+        lib.om2x_dlclose(handle[0])
+    assert not {"Om2TestReg_kernel", "Om2TestReg_kernelLater"} & set(visible())
 
 
 def test_scopes_are_left_innermost_first(twins):

@@ -22,6 +22,7 @@ def libs(tmp_path_factory):
         "space": kind_so(d / "space.so", ["Om2Tiling_Relu", "Om2InferShape_Relu"], tag=11).read_bytes(),
         "master": kind_so(d / "master.so", ["Om2DeviceTiling_Relu"], tag=21).read_bytes(),
         "master2": kind_so(d / "master2.so", ["Om2DeviceTiling_Relu"], tag=22).read_bytes(),
+        "master3": kind_so(d / "master3.so", ["Om2DeviceTiling_Relu"], tag=23).read_bytes(),
         "fused": kind_so(d / "fused.so", ["Om2FusedKernel_Relu"], tag=31).read_bytes(),
         "guard": kind_so(d / "guard.so", ["Om2GuardCheck"], tag=41).read_bytes(),
         "twin": twin_so(d / "libtwin_loader.so", 5.0).read_bytes(),
@@ -101,6 +102,27 @@ def test_op_master_dedup_built_in_by_name_custom_by_content(libs):
     finally:
         first.close()
         second.close()
+
+
+def test_custom_op_master_unique_names_never_collide_after_a_release(libs):
+    """GE's <n>_vendors_<vendor>_<so>: n counts every SO ever loaded, so a release cannot make a
+    new SO reuse the name of a live one (n from the live count did: B and C both got 1_...)."""
+    def load(data, where):
+        return so_in_om.load_packed([OpSoBin("libtiling.so", "vendors/acme", SoBinType.kOpMasterDevice, data)], where)
+    a = load(libs["master"], "a.om")
+    b = load(libs["master2"], "b.om")
+    a.close()
+    c = load(libs["master3"], "c.om")
+    try:
+        name_b = b.op_master.unique_names["vendors/acme/libtiling.so"]
+        name_c = c.op_master.unique_names["vendors/acme/libtiling.so"]
+        assert name_b != name_c
+        assert name_b.endswith("_vendors_acme_libtiling.so") and name_c.endswith("_vendors_acme_libtiling.so")
+        assert so_loader.op_master_loaded()["custom"] == sorted([name_b, name_c])
+        assert call_int(b.op_master.function("Relu")) == 22 and call_int(c.op_master.function("Relu")) == 23
+    finally:
+        b.close()
+        c.close()
 
 
 def test_space_registry_shared_by_content_and_released_with_the_last_model(libs):
