@@ -98,8 +98,41 @@ def profile(archive: Path, feeds: dict, runs: int) -> list[dict]:
                     fn(buf, b, blocks)
                 times.append(time.perf_counter() - t0)
             results.append({"label": t["label"], "op_name": t["op_name"], "op_type": t["op_type"],
-                            "kernel": t["kernel"], "ms": statistics.median(times) * 1e3})
+                            "kernel": t["kernel"], "ms": statistics.median(times) * 1e3, "blocks": blocks,
+                            "shapes": _shapes(t), "gflop": _gflop(t)})
     return results
+
+
+def _dims(desc: str) -> list[int]:
+    """[1, 64, 56, 56] of "name: float32[1,64,56,56] (const)"."""
+    inner = desc.rsplit("[", 1)[1].split("]")[0]
+    return [int(d) for d in inner.split(",") if d.strip()] if inner else []
+
+
+def _shapes(task: dict) -> str:
+    """input -> output shapes, and the kernel size of a Conv."""
+    text = "x".join(map(str, _dims(task["inputs"][0]))) + " -> " + "x".join(map(str, _dims(task["outputs"][0])))
+    attrs = task.get("attrs", "")
+    for key in ("kernel_shape", "strides"):
+        if f"{key}=" in attrs:
+            text += f" {key[0]}" + attrs.split(f"{key}=", 1)[1].split("]")[0].strip("[").replace(", ", "x")
+    return text
+
+
+def _gflop(task: dict) -> float:
+    """Multiply-adds x 2 of a Conv (from its input/output shapes and kernel), else 0."""
+    if task["op_type"] != "Conv" or "kernel_shape=" not in task.get("attrs", ""):
+        return 0.0
+    kernel = [int(v) for v in task["attrs"].split("kernel_shape=", 1)[1].split("]")[0].strip("[").split(",")]
+    group = int(task["attrs"].split("group=", 1)[1].split()[0]) if "group=" in task["attrs"] else 1
+    x, y = _dims(task["inputs"][0]), _dims(task["outputs"][0])
+    taps = 1
+    for k in kernel:
+        taps *= k
+    outs = 1
+    for d in y:
+        outs *= d
+    return 2.0 * outs * taps * x[1] // group / 1e9
 
 
 def report(results: list[dict], top: int) -> str:
@@ -114,7 +147,9 @@ def report(results: list[dict], top: int) -> str:
         lines.append(f"  {op:28} {n:4} tasks {ms:9.3f} ms {100 * ms / total:5.1f}%")
     lines += ["", f"top {top} tasks:"]
     for r in sorted(results, key=lambda r: -r["ms"])[:top]:
-        lines.append(f"  {r['ms']:8.3f} ms  {r['label']:40} {r['op_name'][:70]}")
+        rate = f"{r['gflop'] / r['ms'] * 1e3:6.1f} GF/s" if r["gflop"] else " " * 11
+        lines.append(f"  {r['ms']:8.3f} ms {rate}  {r['label']:24} {r['kernel'][:24]:24} {r['blocks']:3} blk  "
+                     f"{r['shapes']}")
     return "\n".join(lines)
 
 

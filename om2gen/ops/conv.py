@@ -9,18 +9,31 @@ would have K = taps only, run the direct kernel (one output row per work item).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import CompileError, ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
-from . import common, gemm_pack
+from . import common, gemm_pack, winograd
 from .registry import Op, register
 
 # Above this many kernel columns the per-column loops are driven by tables instead of unrolled.
 MAX_UNROLLED_COLS = 16
 # Depthwise kernels with at most this many taps sum them unrolled in registers (dwconv.c.j2).
 MAX_DEPTHWISE_TAPS = 64
+WINOGRAD_ENV = "OM2GEN_WINOGRAD"
+
+
+def winograd_setting() -> int | None:
+    """OM2GEN_WINOGRAD: unset or "auto" lets the cost model choose (None), 0 turns Winograd off,
+    2 or 4 forces that tile size."""
+    value = os.environ.get(WINOGRAD_ENV, "auto").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value in ("0", "2", "4"):
+        return int(value)
+    raise CompileError(f"{WINOGRAD_ENV}={value!r} is not a setting: use auto, 0 (off), 2 or 4 (the tile size)")
 
 
 def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
@@ -155,6 +168,10 @@ class Conv(Op):
         p = g["OD"] * g["OH"] * g["OW"]
         w = ins[1]
         packed_w = w.is_const
+        if winograd.applicable(g, packed_w):
+            plan = winograd.choose(g, bl, winograd_setting())
+            if plan is not None:
+                return self.lower_winograd(ins, outs, g, bias, plan, bl)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
         transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
         items = g["N"] * g["G"]
@@ -195,6 +212,22 @@ class Conv(Op):
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=list(tiling.values()), workspace=block_dim * ws * 4)
+
+    def lower_winograd(self, ins, outs, g, bias, plan, bl):
+        """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now."""
+        u = winograd.pack_weights(np.asarray(ins[1].const, np.float32), plan.m, bl)
+        inputs = [ins[0].name, u] + ([ins[2].name] if bias else [])
+        tiling = dict(N=g["N"], C=g["C"], M=g["M"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"],
+                      PL=g["PL"], TH=plan.TH, TW=plan.TW, tile_block=plan.tile_block,
+                      tile_blocks=plan.tile_blocks, k_range=plan.k_range, k_ranges=plan.k_ranges, **plan.layout)
+        code = winograd.transform_code(plan.m)
+        params = dict(summary=f"Conv 3x3 stride 1 as Winograd F({plan.m}x{plan.m}, 3x3) (weights transformed at "
+                              f"compile time{', bias' if bias else ''}); shapes from the tiling data",
+                      m=plan.m, points=", ".join(str(p) for p in winograd.POINTS[plan.m]), bt=code["bt"],
+                      at=code["at"], bias=bias, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling))
+        block_dim = gemm_pack.block_dim(g["N"] * plan.tile_blocks * plan.k_ranges)
+        return KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
+                          tiling=list(tiling.values()), workspace=block_dim * plan.ws_floats * 4)
 
     def lower_depthwise(self, node, ins, outs, g, bias):
         """One input and one output channel per group, 2-D or 1-D: taps summed in registers."""

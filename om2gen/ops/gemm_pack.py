@@ -21,6 +21,7 @@ class Blocking:
     kc: int     # k rows per packed block
     nc: int     # columns per B block packed at run time (a multiple of nr)
     mc: int     # rows per A block packed at run time (a multiple of mr)
+    vl: int     # floats per vector register
 
     def defines(self) -> dict[str, int]:
         return {"OM2_GEMM_MR": self.mr, "OM2_GEMM_NR": self.nr, "OM2_GEMM_KC": self.kc, "OM2_GEMM_NC": self.nc,
@@ -30,10 +31,10 @@ class Blocking:
 # Measured on Zen 4 for ResNet-50/BERT shapes (benchmarks/bench_kernels.py): 16x16 zmm and 6x16 ymm
 # tiles both reach ~90% of the FMA peak; the portable ones keep 8-16 accumulators in 16/32 registers.
 BLOCKING = {
-    "x86_64-avx512": Blocking(16, 16, 256, 256, 256),
-    "x86_64-avx2": Blocking(6, 16, 256, 256, 252),
-    "x86_64": Blocking(4, 8, 256, 256, 256),
-    "aarch64": Blocking(8, 8, 256, 256, 256),
+    "x86_64-avx512": Blocking(16, 16, 256, 256, 256, 16),
+    "x86_64-avx2": Blocking(6, 16, 256, 256, 252, 8),
+    "x86_64": Blocking(4, 8, 256, 256, 256, 4),
+    "aarch64": Blocking(8, 8, 256, 256, 256, 4),
 }
 
 # Below this many multiply-adds per tile a launch is not split further.

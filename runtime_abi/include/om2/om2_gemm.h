@@ -46,6 +46,8 @@ typedef __m512 om2_vf;
 #define om2_v_zero() _mm512_setzero_ps()
 #define om2_v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define om2_v_add(a, b) _mm512_add_ps((a), (b))
+#define om2_v_sub(a, b) _mm512_sub_ps((a), (b))
+#define om2_v_mul(a, b) _mm512_mul_ps((a), (b))
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 typedef __m256 om2_vf;
@@ -56,6 +58,8 @@ typedef __m256 om2_vf;
 #define om2_v_zero() _mm256_setzero_ps()
 #define om2_v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define om2_v_add(a, b) _mm256_add_ps((a), (b))
+#define om2_v_sub(a, b) _mm256_sub_ps((a), (b))
+#define om2_v_mul(a, b) _mm256_mul_ps((a), (b))
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
 typedef float32x4_t om2_vf;
@@ -66,6 +70,8 @@ typedef float32x4_t om2_vf;
 #define om2_v_zero() vdupq_n_f32(0.0f)
 #define om2_v_fma(a, b, c) vfmaq_f32((c), (a), (b))
 #define om2_v_add(a, b) vaddq_f32((a), (b))
+#define om2_v_sub(a, b) vsubq_f32((a), (b))
+#define om2_v_mul(a, b) vmulq_f32((a), (b))
 #else
 /* Portable: GCC vector extensions (SSE2 on baseline x86-64). No FMA here, so a multiply and an add. */
 typedef float om2_vf __attribute__((vector_size(16), aligned(4)));
@@ -76,6 +82,8 @@ OM2_ALWAYS_INLINE om2_vf om2_v_set1(float x) { return (om2_vf){x, x, x, x}; }
 #define om2_v_zero() om2_v_set1(0.0f)
 #define om2_v_fma(a, b, c) ((a) * (b) + (c))
 #define om2_v_add(a, b) ((a) + (b))
+#define om2_v_sub(a, b) ((a) - (b))
+#define om2_v_mul(a, b) ((a) * (b))
 #endif
 
 /* dst[0:n] = src[0:n], or zeros when src is NULL: the short runs of im2col packing, inline (a libc
@@ -114,10 +122,13 @@ enum { OM2_INIT_ZERO = 0, OM2_INIT_ROW_BIAS = 1, OM2_INIT_LOAD = 2 };
 
 /* One tile of `rows` x NR (rows is a constant after inlining: MR, or fewer for short matrices):
  * c[0:mr, 0:nr] = init + sum_k a[k][i] * b[k][j], with mr <= rows. trans (a constant too) stores
- * the tile transposed, element (i, j) at c[j * ldc + i], and takes the bias per column j. */
-OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc, const float *restrict a,
-                                     const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int64_t mr,
-                                     int64_t nr, int init, const float *restrict bias) {
+ * the tile transposed, element (i, j) at c[j * ldc + i], and takes the bias per column j.
+ * pf (NULL: none) is prefetched into L2 alongside a, MR floats per k: the next A panel a caller
+ * streams from memory. */
+OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t kc, const float *restrict a,
+                                        const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc,
+                                        int64_t mr, int64_t nr, int init, const float *restrict bias,
+                                        const float *pf) {
     om2_vf acc[OM2_GEMM_MR][OM2_GEMM_NV];
     const int full = !trans && mr == rows && nr == OM2_GEMM_NR;
     float edge[OM2_GEMM_MR * OM2_GEMM_NR];
@@ -184,6 +195,7 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc
     }
     for (; k < kc; ++k) {
         om2_vf bv[OM2_GEMM_NV];
+        if (pf) __builtin_prefetch(pf + k * OM2_GEMM_MR, 0, 2);
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) bv[v] = om2_v_load(b + v * OM2_VL);
 #pragma GCC unroll 32
@@ -217,20 +229,33 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc
     for (int64_t i = 0; i < mr; ++i) om2_copy_run(c + i * ldc, edge + i * OM2_GEMM_NR, nr);
 }
 
+OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc, const float *restrict a,
+                                     const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int64_t mr,
+                                     int64_t nr, int init, const float *restrict bias) {
+    om2_gemm_tile_pf(rows, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL);
+}
+
 /* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
-OM2_ALWAYS_INLINE void om2_gemm_tile_any(const int trans, int64_t kc, const float *restrict a, const float *restrict b,
-                                         int64_t ldb, float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
-                                         const float *restrict bias) {
+OM2_ALWAYS_INLINE void om2_gemm_tile_any_pf(const int trans, int64_t kc, const float *restrict a,
+                                            const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc,
+                                            int64_t mr, int64_t nr, int init, const float *restrict bias,
+                                            const float *pf) {
 #if OM2_GEMM_MR > 4
     if (mr == 1) {
-        om2_gemm_tile(1, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile_pf(1, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf);
     } else if (mr <= 4) {
-        om2_gemm_tile(4, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile_pf(4, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf);
     } else
 #endif
     {
-        om2_gemm_tile(OM2_GEMM_MR, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias);
+        om2_gemm_tile_pf(OM2_GEMM_MR, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf);
     }
+}
+
+OM2_ALWAYS_INLINE void om2_gemm_tile_any(const int trans, int64_t kc, const float *restrict a, const float *restrict b,
+                                         int64_t ldb, float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
+                                         const float *restrict bias) {
+    om2_gemm_tile_any_pf(trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL);
 }
 
 /* ---- operands ---------------------------------------------------------------------------- */

@@ -1,0 +1,229 @@
+"""Winograd F(m x m, 3 x 3) for 3x3 stride-1 convolutions (runtime_abi/include/om2/om2_winograd.h).
+
+The transforms come from Toom-Cook interpolation points, exactly (rational arithmetic): G
+transforms the weights here at compile time, and B^T (input) and A^T (output) become straight-
+line vector code in the kernel source. F(2,3) uses the points 0, 1, -1; F(4,3) uses 0, -1, 1,
+1/2, -2, which keep its float32 error 2-4x below the textbook 0, +-1, +-2 (Barabasz et al., "Error
+analysis and improving the accuracy of Winograd convolution", 2020): about 5e-6 of the output's
+magnitude at 512 input channels, against 1e-4 allowed.
+
+A plan fixes m per shape with a cost model of the kernel's work (products, transforms and the
+transformed weights' memory traffic) against the im2col GEMM's, and splits the work into SPMD
+blocks: tile blocks sized so their transformed input stays in L2, times ranges of output channels
+when an image has too few tiles to keep the cores busy (each range transforms the input again).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..codegen.literals import c_float
+from . import gemm_pack
+
+POINTS = {2: (0, 1, -1), 4: (0, -1, 1, Fraction(1, 2), -2)}
+R = 3                               # kernel taps per dim
+
+# F(4,3) sums a longer chain of larger transform coefficients: above this many input channels
+# its error would come within 10x of the 1e-4 tolerance, so F(2,3) (or im2col) is used instead.
+MAX_CHANNELS_F4 = 1024
+V_BUDGET_FLOATS = 96 * 1024         # a tile block's transformed input, kept in L2
+MIN_ITEMS = 4                       # blocks a launch should offer the cores, if the shape allows
+MIN_K_RANGE = 64                    # output channels per block below which ranges stop splitting
+# cost model, in vector-FMA-instruction units; calibrated on Zen 4 (benchmarks/bench_kernels.py)
+GEMM_EFFICIENCY = 0.80              # the im2col GEMM, packing included
+WINO_EFFICIENCY = 0.90              # the Winograd products (no packing: V is built in place)
+INPUT_OPS = {2: 9.0, 4: 26.0}       # vector ops per (input channel, vector of tiles)
+OUTPUT_OPS = {2: 6.0, 4: 12.0}      # vector ops per (output channel, vector of tiles)
+U_BYTES_PER_CYCLE = 6.0             # transformed weights streamed per tile block from L3/DRAM
+L2_BYTES = 1 << 20
+
+
+def _frac(v) -> Fraction:
+    return v if isinstance(v, Fraction) else Fraction(v)
+
+
+def _solve_column(a: list[list[Fraction]], rhs: list[Fraction], n: int) -> list[Fraction]:
+    """The exact solution of an overdetermined but consistent system a x = rhs (n unknowns)."""
+    rows = [list(r) + [b] for r, b in zip(a, rhs)]
+    pivots = []
+    r = 0
+    for col in range(n):
+        piv = next((i for i in range(r, len(rows)) if rows[i][col] != 0), None)
+        if piv is None:
+            continue
+        rows[r], rows[piv] = rows[piv], rows[r]
+        inv = 1 / rows[r][col]
+        rows[r] = [v * inv for v in rows[r]]
+        for i in range(len(rows)):
+            if i != r and rows[i][col] != 0:
+                f = rows[i][col]
+                rows[i] = [v - f * w for v, w in zip(rows[i], rows[r])]
+        pivots.append(col)
+        r += 1
+    assert pivots == list(range(n)), "Winograd points give a singular system"
+    assert all(all(v == 0 for v in row) for row in rows[r:]), "Winograd system is inconsistent"
+    return [rows[i][n] for i in range(n)]
+
+
+def matrices(m: int) -> tuple[list, list, list]:
+    """(B^T [a][a], G [a][3], A^T [m][a]) of F(m, 3), as exact fractions (a = m + 2)."""
+    pts = [_frac(p) for p in POINTS[m]]
+    n = m + R - 1
+    at = [[pts[j] ** i for j in range(n - 1)] + [Fraction(int(i == m - 1))] for i in range(m)]
+    g = []
+    for pj in pts:
+        f = Fraction(1)
+        for pl in pts:
+            if pl != pj:
+                f *= pj - pl
+        g.append([pj ** k / f for k in range(R)])
+    g.append([Fraction(int(k == R - 1)) for k in range(R)])
+    # B^T from y_i = sum_k g_k d_{i+k}: sum_j AT[i][j] G[j][k] BT[j][l] = [l == i + k], column by column
+    coef = [[at[i][j] * g[j][k] for j in range(n)] for i in range(m) for k in range(R)]
+    cols = [_solve_column(coef, [Fraction(int(l == i + k)) for i in range(m) for k in range(R)], n)
+            for l in range(n)]
+    bt = [[cols[l][j] for l in range(n)] for j in range(n)]
+    return bt, g, at
+
+
+def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw (float64 math)."""
+    _, g, _ = matrices(m)
+    gm = np.array([[float(v) for v in row] for row in g])
+    u = np.einsum("ai,kcij,bj->abkc", gm, np.asarray(w, np.float64), gm)
+    a = m + 2
+    return u.reshape(a * a, *w.shape[:2]).astype(np.float32)
+
+
+def _linear(coefs: list[Fraction], var: str) -> str:
+    """C expression of sum_l coefs[l] * var[l] over om2_vf values (ones added, FMAs for the rest)."""
+    terms = [(c, l) for l, c in enumerate(coefs) if c != 0]
+    if not terms:
+        return "om2_v_zero()"
+    terms.sort(key=lambda t: (t[0] != 1, t[0] != -1))
+    c, l = terms[0]
+    expr = f"{var}[{l}]" if c == 1 else f"om2_v_mul(om2_v_set1({c_float(float(c))}), {var}[{l}])"
+    for c, l in terms[1:]:
+        if c == 1:
+            expr = f"om2_v_add({expr}, {var}[{l}])"
+        elif c == -1:
+            expr = f"om2_v_sub({expr}, {var}[{l}])"
+        else:
+            expr = f"om2_v_fma(om2_v_set1({c_float(float(c))}), {var}[{l}], {expr})"
+    return expr
+
+
+def transform_code(m: int) -> dict:
+    """The 1-D transforms as C expressions: bt[j] = (B^T d)[j] over d[], at[i] = (A^T s)[i] over s[]."""
+    bt, _, at = matrices(m)
+    return {"bt": [_linear(row, "d") for row in bt], "at": [_linear(row, "s") for row in at]}
+
+
+@dataclass(frozen=True)
+class Plan:
+    m: int
+    TH: int
+    TW: int
+    tile_block: int     # tiles per block (a multiple of NR)
+    tile_blocks: int    # per image
+    k_range: int        # output channels per block (a multiple of MR)
+    k_ranges: int
+    layout: dict        # one block's workspace: offsets and ws_floats (layout())
+
+    @property
+    def ws_floats(self) -> int:
+        return self.layout["ws_floats"]
+
+    @property
+    def tiles(self) -> int:
+        return self.TH * self.TW
+
+
+def applicable(g: dict, packed_w: bool) -> bool:
+    """2-D 3x3 convolution, stride 1, no dilation, one group, constant weights."""
+    return packed_w and g["G"] == 1 and (g["D"], g["KD"], g["KH"], g["KW"]) == (1, 1, 3, 3) and \
+        (g["SH"], g["SW"], g["DH"], g["DW"]) == (1, 1, 1, 1)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _align(n: int, to: int = 16) -> int:
+    return _ceil(n, to) * to
+
+
+def layout(g: dict, m: int, tw: int, tile_block: int, bl: gemm_pack.Blocking) -> dict[str, int]:
+    """One block's workspace (Om2WinoLayout in om2/om2_winograd.h), float offsets 64-byte aligned,
+    and its size (ws_floats)."""
+    a, vl = m + 2, bl.vl
+    tbp = _ceil(tile_block, bl.nr) * bl.nr
+    rs = _align((tbp + tw) * m + a + vl, vl)           # the tile rows back to back, and what vectors overrun
+    ers = _align((tile_block - 1) // tw + 2 + vl, vl)  # every tile row's ends, and one vector's overrun
+    regions = [("v", a * a * g["C"] * tbp), ("mb", a * a * bl.mr * bl.nr), ("zero", g["W"]), ("rowbuf", m * m * vl),
+               ("rv", 2 * a * rs), ("ext", 2 * a * 2 * ers), ("tab", _ceil(tbp, vl) * (vl + 2))]
+    out, at = {"tbp": tbp, "rs": rs, "ers": ers}, 0
+    for name, size in regions:
+        if name != "v":
+            out[name] = at
+        at = _align(at + size)
+    out["ws_floats"] = at
+    return out
+
+
+def plan(g: dict, m: int, bl: gemm_pack.Blocking) -> Plan:
+    a = m + 2
+    th, tw = _ceil(g["OH"], m), _ceil(g["OW"], m)
+    tiles = th * tw
+    panels = _ceil(tiles, bl.nr)
+    fit = max(1, V_BUDGET_FLOATS // (a * a * g["C"] * bl.nr))
+    # enough tile blocks for the cores where the image has the panels (they transform no input twice)
+    blocks = max(_ceil(panels, fit), min(panels, _ceil(MIN_ITEMS, g["N"])))
+    tile_block = _ceil(_ceil(tiles, blocks), bl.nr) * bl.nr
+    blocks = _ceil(tiles, tile_block)
+    items = g["N"] * blocks
+    k_ranges = max(1, min(_ceil(MIN_ITEMS, items), g["M"] // MIN_K_RANGE))
+    k_range = _ceil(_ceil(g["M"], k_ranges), bl.mr) * bl.mr
+    k_ranges = _ceil(g["M"], k_range)
+    return Plan(m, th, tw, tile_block, blocks, k_range, k_ranges, layout(g, m, tw, tile_block, bl))
+
+
+def cost(g: dict, p: Plan, bl: gemm_pack.Blocking) -> float:
+    """Modelled cycles (vector FMA instructions) of one image's Winograd convolution."""
+    a, vl = p.m + 2, bl.vl
+    lanes = p.tile_blocks * p.tile_block
+    products = a * a * _ceil(g["M"], bl.mr) * bl.mr * lanes * g["C"] / vl / WINO_EFFICIENCY
+    transforms = (p.k_ranges * g["C"] * INPUT_OPS[p.m] + g["M"] * OUTPUT_OPS[p.m]) * lanes / vl
+    u_bytes = a * a * g["M"] * g["C"] * 4
+    streamed = 0.0 if u_bytes <= L2_BYTES // 2 else u_bytes * p.tile_blocks / U_BYTES_PER_CYCLE
+    return max(products, streamed) + transforms
+
+
+def gemm_cost(g: dict, bl: gemm_pack.Blocking) -> float:
+    """Modelled cycles of the im2col GEMM for one image."""
+    p = g["OH"] * g["OW"]
+    return _ceil(g["M"], bl.mr) * bl.mr * _ceil(p, bl.nr) * bl.nr * g["C"] * 9 / bl.vl / GEMM_EFFICIENCY
+
+
+def choose(g: dict, bl: gemm_pack.Blocking, forced: int | None = None) -> Plan | None:
+    """The cheapest of F(2,3), F(4,3) (where its accuracy holds) and None (the im2col GEMM).
+    forced: 2 or 4 takes that tile size, 0 the GEMM (tests and benchmarks)."""
+    if forced is not None:
+        return plan(g, forced, bl) if forced else None
+    best, best_cost = None, gemm_cost(g, bl)
+    for m in (2, 4):
+        if m == 4 and g["C"] > MAX_CHANNELS_F4:
+            continue
+        p = plan(g, m, bl)
+        c = cost(g, p, bl)
+        if c < best_cost:
+            best, best_cost = p, c
+    return best
+
+
+def pack_weights(w: np.ndarray, m: int, bl: gemm_pack.Blocking) -> np.ndarray:
+    """[K, C, 3, 3] -> [ceil(K/MR), a*a, C, MR]: each position's U as the GEMM's A panels, the a*a
+    positions of a panel of output channels next to each other (one stream per panel)."""
+    return np.ascontiguousarray(gemm_pack.pack_a(transform_weights(w, m), bl.mr).swapaxes(0, 1))
