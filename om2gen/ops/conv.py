@@ -181,7 +181,7 @@ class Conv(Op):
         if transposed:
             tiles = gemm_pack.split(p, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
                                     b_packed_at_run_time=False)
-            ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True)
+            ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True, transposed=True)
         else:
             tiles = gemm_pack.split(g["MG"], p, k, bl, items=items, a_packed_at_run_time=not packed_w,
                                     b_packed_at_run_time=True)

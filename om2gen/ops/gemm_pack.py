@@ -107,12 +107,14 @@ def transposed_pays(rows: int, cols: int, bl: Blocking) -> bool:
     return waste > 1.1 and waste_t < waste
 
 
-def workspace_floats(t: Tiles, bl: Blocking, pack_a_at_run_time: bool) -> int:
-    """One block's packing buffers, as om2_gemm_rect lays them out: B's (unless B is a packed
-    constant, it is KC x min(tile_n, NC) columns), then A's when A is packed at run time."""
+def workspace_floats(t: Tiles, bl: Blocking, pack_a_at_run_time: bool, transposed: bool = False) -> int:
+    """One block's buffers, as om2_gemm_rect lays them out: B's packing buffer (unless B is a packed
+    constant, it is KC x min(tile_n, NC) columns), then A's when A is packed at run time, then the
+    transposed product's accumulator (the tile in whole register tiles)."""
     b = bl.kc * _ceil(min(t.tile_n, bl.nc), bl.nr) * bl.nr
     a = bl.kc * _ceil(min(t.tile_m, bl.mc), bl.mr) * bl.mr if pack_a_at_run_time else 0
-    return a + b
+    acc = _ceil(t.tile_m, bl.mr) * bl.mr * _ceil(t.tile_n, bl.nr) * bl.nr if transposed else 0
+    return a + b + acc
 
 
 def block_dim(items: int) -> int:

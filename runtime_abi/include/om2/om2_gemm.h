@@ -408,9 +408,11 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
 /* C[m0:m1, n0:n1] of one GEMM (with trans: C^T, element (i, j) stored at C[j * ldc + i], and the bias
  * taken per column). m0 is a multiple of MR and n0 of NR (so packed constant panels line up); init
  * says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], or [n] with trans; OM2_INIT_LOAD: C's current
- * values). ws holds B's packing buffer (KC x min(n1 - n0, NC) rounded up to NR columns), then A's
- * (KC x min(m1 - m0, MC) rounded up to MR rows) when A is packed at run time: om2gen sizes it
- * (gemm_pack.workspace_floats). */
+ * values; not with trans). ws holds B's packing buffer (KC x min(n1 - n0, NC) rounded up to NR
+ * columns), then A's (KC x min(m1 - m0, MC) rounded up to MR rows) when A is packed at run time, then
+ * with trans an accumulator of (m1 - m0) x (n1 - n0), both rounded up to the register tile: om2gen
+ * sizes it (gemm_pack.workspace_floats). A transposed product accumulates over the k blocks there in
+ * whole register tiles, untransposed, and is stored transposed (plus the bias) once at the end. */
 OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2Operand *A, const Om2Operand *B,
                                           float *C, int64_t ldc, int init, const float *row_bias, int64_t m0,
                                           int64_t m1, int64_t n0, int64_t n1, float *ws) {
@@ -431,8 +433,13 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
      * panels are read where they are, rows ldb apart, instead of being copied */
     const int b_in_place = B->kind == OM2_OPERAND_STRIDED && B->cs == 1;
     const int64_t ncmax = (n1 - n0) < OM2_GEMM_NC ? (n1 - n0) : OM2_GEMM_NC;
+    const int64_t mcmax = (m1 - m0) < OM2_GEMM_MC ? (m1 - m0) : OM2_GEMM_MC;
     float *bpack = ws;
     float *apack = ws + OM2_GEMM_KC * ((ncmax + OM2_GEMM_NR - 1) / OM2_GEMM_NR) * OM2_GEMM_NR;
+    /* trans: the accumulator, rows m0.., columns n0.. (whole register tiles) */
+    const int64_t accw = (n1 - n0 + OM2_GEMM_NR - 1) / OM2_GEMM_NR * OM2_GEMM_NR;
+    float *acc = apack + (A->kind == OM2_OPERAND_PACKED ? 0 : OM2_GEMM_KC * ((mcmax + OM2_GEMM_MR - 1) / OM2_GEMM_MR) *
+                                                               OM2_GEMM_MR);
     for (int64_t nb = n0; nb < n1; nb += NCB) {
         const int64_t nc = (n1 - nb) < NCB ? (n1 - nb) : NCB;
         for (int64_t kb = 0; kb < K; kb += OM2_GEMM_KC) {
@@ -484,14 +491,25 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                         const int64_t mr = (mb + mc - i) < OM2_GEMM_MR ? (mb + mc - i) : OM2_GEMM_MR;
                         const float *ai = ap + ((i - mb) / OM2_GEMM_MR) * a_panel_stride;
                         if (trans) {
-                            om2_gemm_tile_any(1, kc, ai, bj, ldb, C + (nb + j) * ldc + i, ldc, mr, nr, tile_init,
-                                              row_bias ? row_bias + nb + j : NULL);
+                            /* whole tiles into the accumulator: panels past M and N are zeros */
+                            const int64_t rows = mr == 1 ? 1 : mr <= 4 && OM2_GEMM_MR > 4 ? 4 : OM2_GEMM_MR;
+                            om2_gemm_tile_any(0, kc, ai, bj, ldb, acc + (i - m0) * accw + nb + j - n0, accw, rows,
+                                              OM2_GEMM_NR, kb > 0 ? OM2_INIT_LOAD : OM2_INIT_ZERO, NULL);
                         } else {
                             om2_gemm_tile_any(0, kc, ai, bj, ldb, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
                                               row_bias ? row_bias + i : NULL);
                         }
                     }
                 }
+            }
+        }
+        if (trans) {
+            /* C^T[j][i] = acc[i][j] + bias[j] for this block of columns */
+            for (int64_t j = nb; j < nb + nc; ++j) {
+                const float b = init == OM2_INIT_ROW_BIAS ? row_bias[j] : 0.0f;
+                const float *restrict a = acc + j - n0;
+                float *restrict c = C + j * ldc;
+                for (int64_t i = m0; i < m1; ++i) c[i] = a[(i - m0) * accw] + b;
             }
         }
     }
