@@ -3,8 +3,8 @@ node, a single kernel that evaluates every member per element (om2gen/ops/fused.
 
 Groups grow from consumers to producers (nodes visited in reverse order). A producer joins the
 group of its consumers when
-  - it is element-wise (passes/pointwise.py) and in the same region (regions of an If are not
-    visited; values they read count as read by the If node, i.e. from outside any group);
+  - it is element-wise (passes/pointwise.py) and in the same region (each branch of an If is
+    fused on its own; values a branch reads count as read by the If node, outside any group);
   - its output has the group's element count (then it may also be written out, for readers
     outside the group or as a graph output), or it broadcasts to the group's shape, is cheap to
     recompute (no transcendental call, and few extra evaluations: RECOMPUTE_BUDGET) and nothing
@@ -52,8 +52,15 @@ class _Group:
 
 
 def run(graph: Graph, ctx) -> int:
-    """Fuses the graph's top-level element-wise nodes; returns the number of fused nodes made."""
-    return _Fuser(graph, ctx).run()
+    """Fuses the graph's element-wise nodes, and those of each If branch on their own (a group
+    never spans a region boundary); returns the number of fused nodes made."""
+    made = _Fuser(graph, ctx).run()
+    for node in graph.nodes:
+        for key, (nodes, names) in list(node.attrs.get(REGIONS, {}).items()):
+            region = Graph(f"{graph.name}/{node.name}/{key}", graph.values, list(nodes), [], list(names), graph.opsets)
+            made += run(region, ctx)
+            node.attrs[REGIONS][key] = (region.nodes, names)
+    return made
 
 
 class _Fuser:

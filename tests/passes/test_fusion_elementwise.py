@@ -183,7 +183,12 @@ def test_if_regions_are_not_crossed(tmp_path):
              helper.make_node("Add", ["z", "u"], ["w"]), helper.make_node("Tanh", ["w"], ["y"])]
     model = make_model(nodes, {"x": x}, ["y"], scalars(zero=0.0), opset=13)
     for sign in (1, -1):
-        check_fusion(model, {"x": x * sign}, tmp_path / str(sign))
+        fused, plain = check_fusion(model, {"x": x * sign}, tmp_path / str(sign))
+    kernels = [t["op_type"] for t in fused.tasks if t["kernel"]]
+    # Sigmoid+Mul | ReduceSum | Greater, branch index | then: Add+Relu+Neg, copy | else: the same | Add+Tanh
+    assert kernels == ["FusedElementwise", "ReduceSum", "Greater", "If", "FusedElementwise", "If",
+                       "FusedElementwise", "If", "FusedElementwise"], kernels
+    assert len(plain.tasks) - len(fused.tasks) == 1 + 2 + 2 + 1
 
 
 def test_same_model_same_bytes(tmp_path):
