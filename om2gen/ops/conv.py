@@ -22,6 +22,9 @@ from .registry import Op, register
 MAX_UNROLLED_COLS = 16
 # Depthwise kernels with at most this many taps sum them unrolled in registers (dwconv.c.j2).
 MAX_DEPTHWISE_TAPS = 64
+# Output positions (rows x buffer columns) per depthwise work item: its buffers stay in L1/L2.
+DEPTHWISE_ITEM_FLOATS = 2048
+DEPTHWISE_UNROLL = 4            # output vectors summed at once (independent FMA chains)
 WINOGRAD_ENV = "OM2GEN_WINOGRAD"
 
 
@@ -34,6 +37,10 @@ def winograd_setting() -> int | None:
     if value in ("0", "2", "4"):
         return int(value)
     raise CompileError(f"{WINOGRAD_ENV}={value!r} is not a setting: use auto, 0 (off), 2 or 4 (the tile size)")
+
+
+def _align16(n: int) -> int:
+    return -(-n // 16) * 16
 
 
 def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
@@ -149,7 +156,7 @@ class Conv(Op):
         if not (g["CG"] == 1 and g["MG"] == 1):
             return self.lower_gemm(node, ins, outs, ctx, g, bias)
         if g["D"] == 1 and g["KD"] == 1 and g["KH"] * g["KW"] <= MAX_DEPTHWISE_TAPS:
-            return self.lower_depthwise(node, ins, outs, g, bias)
+            return self.lower_depthwise(node, ins, outs, g, bias, ctx)
         cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
         params = {k: v for k, v in g.items() if k not in ("out_spatial", "strides", "dilations", "pads")}
         params.update(summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
@@ -229,19 +236,38 @@ class Conv(Op):
         return KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=list(tiling.values()), workspace=block_dim * plan.ws_floats * 4)
 
-    def lower_depthwise(self, node, ins, outs, g, bias):
-        """One input and one output channel per group, 2-D or 1-D: taps summed in registers."""
-        # interior output columns: every tap's input column ow*SW + kw*DW - PL is inside [0, W)
-        lo = min(g["OW"], -(-g["PL"] // g["SW"]))
-        hi = max(lo, min(g["OW"], (g["W"] - 1 - (g["KW"] - 1) * g["DW"] + g["PL"]) // g["SW"] + 1))
-        taps = [{"index": kh * g["KW"] + kw, "kh": kh, "off": kw * g["DW"] - g["PL"]}
-                for kh in range(g["KH"]) for kw in range(g["KW"])]
-        params = {k: g[k] for k in ("C", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "DH", "DW", "PT", "PL")}
-        params.update(summary=f"Conv (depthwise): {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
-                      bias=bias, lo=lo, hi=hi, taps=taps,
-                      notes=[f"{g['rank']}-D, group={g['G']} strides={g['strides']} dilations={g['dilations']} "
-                             f"pads={g['pads']}"])
-        rows = g["N"] * g["M"] * g["OH"]
+    def lower_depthwise(self, node, ins, outs, g, bias, ctx):
+        """One input and one output channel per group, 2-D or 1-D (templates/kernels/dwconv.c.j2):
+        rows of a plane from zero-padded stride-phase planes, every tap one vector load."""
+        bl = gemm_pack.blocking(ctx.target)
+        # tap (kh, kw) reads plane ((kh*DH) % SH, (kw*DW) % SW) at rows/columns (kh*DH) // SH, (kw*DW) // SW on;
+        # taps on one plane row form a group (they share the row's vector loads)
+        groups: dict[tuple[int, int], list] = {}
+        for kh in range(g["KH"]):
+            for kw in range(g["KW"]):
+                key = (kh * g["DH"] % g["SH"] * g["SW"] + kw * g["DW"] % g["SW"], kh * g["DH"] // g["SH"])
+                groups.setdefault(key, []).append({"index": kh * g["KW"] + kw, "col": kw * g["DW"] // g["SW"]})
+        groups = [{"plane": p, "rows": r, "taps": t} for (p, r), t in groups.items()]
+        extra_rows = (g["KH"] - 1) * g["DH"] // g["SH"]
+        wq = g["OW"] + (g["KW"] - 1) * g["DW"] // g["SW"]   # the output columns plus the taps' reach
+        rows = max(1, min(g["OH"], DEPTHWISE_ITEM_FLOATS // wq))
+        chunks = -(-g["OH"] // rows)
+        # plane rows: whole vectors written past a row's end land in the next row or this slack, which
+        # also takes the taps' loads past the last row (DEPTHWISE_UNROLL + 1 vectors)
+        buf_floats = _align16((rows + extra_rows + 1) * wq + (DEPTHWISE_UNROLL + 1) * bl.vl)
+        out_floats = _align16(rows * wq + DEPTHWISE_UNROLL * bl.vl)
+        ws = g["SH"] * g["SW"] * buf_floats + out_floats
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
-        return KernelCall("kernels/dwconv.c.j2", "Conv", params, inputs, [outs[0].name],
-                          block_dim=common.block_dim_for(rows, g["OW"] * len(taps)), tiling=[rows])
+        tiling = dict(N=g["N"], C=g["C"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"], PL=g["PL"], R=rows,
+                      chunks=chunks, Wq=wq, buf_floats=buf_floats, ws_floats=ws)
+        params = {k: g[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW")}
+        params.update(summary=f"Conv (depthwise) {g['KH']}x{g['KW']}, strides {g['SH']}x{g['SW']}, dilations "
+                              f"{g['DH']}x{g['DW']}{', bias' if bias else ''}; shapes from the tiling data",
+                      bias=bias, ntaps=g["KH"] * g["KW"], groups=groups, unroll=DEPTHWISE_UNROLL,
+                      extra_rows=extra_rows, planes=g["SH"] * g["SW"], y_slot=len(inputs),
+                      gemm=bl.defines(),
+                      fields=list(tiling))
+        items = g["N"] * g["C"] * chunks
+        block_dim = common.block_dim_for(items, rows * wq * g["KH"] * g["KW"])
+        return KernelCall("kernels/dwconv.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
+                          tiling=list(tiling.values()), workspace=block_dim * ws * 4)

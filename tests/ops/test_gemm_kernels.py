@@ -55,6 +55,16 @@ DEPTHWISE_CASES = {
     # narrower than the kernel: no interior column, every column is a border one
     "no_interior": dict(x=(1, 3, 6, 2), w=(3, 1, 3, 3), attrs={"pads": [3, 2, 3, 2]}),
     "1d": dict(x=(1, 6, 40), w=(6, 1, 7), attrs={"pads": [3, 2], "strides": [3]}),
+    # a plane in several row chunks (work items), each with its halo rows
+    "row_chunks": dict(x=(1, 4, 40, 150), w=(4, 1, 3, 3), attrs={"pads": [1, 1, 1, 1]}),
+    # stride 2 with an odd left pad (even input columns land in phase 1), stride 3 with dilation
+    "s2_odd_pad": dict(x=(2, 8, 21, 37), w=(8, 1, 3, 3), attrs={"strides": [2, 2], "pads": [2, 3, 1, 0]}),
+    "s3_dilated": dict(x=(1, 5, 19, 23), w=(5, 1, 3, 3), attrs={"strides": [3, 3], "dilations": [2, 2],
+                                                                "pads": [2, 2, 2, 2]}),
+    # taps 16 columns or more apart: loads, not lane shifts
+    "wide_kernel": dict(x=(1, 3, 5, 70), w=(3, 1, 1, 21), attrs={"pads": [0, 10, 0, 10]}),
+    # the right of the input never read (columns past the last tap)
+    "unread_columns": dict(x=(1, 2, 9, 30), w=(2, 1, 3, 3), attrs={"strides": [4, 4]}),
 }
 
 
@@ -66,6 +76,20 @@ def test_depthwise(case, bias, tmp_path):
     if bias:
         consts["b"] = rand(c["w"][0], seed=3)
     run_node("Conv", {"x": rand(*c["x"], seed=1)}, consts, dict(c["attrs"], group=c["x"][1]), tmp_path, None)
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", ["s2_odd_pad", "row_chunks", "wide_kernel"])
+def test_depthwise_targets(case, target, tmp_path):
+    """The AVX-512 lane shifts and phase split, and the portable loops."""
+    c = DEPTHWISE_CASES[case]
+    consts = {"w": rand(*c["w"], seed=2), "b": rand(c["w"][0], seed=3)}
+    run_node("Conv", {"x": rand(*c["x"], seed=1)}, consts, dict(c["attrs"], group=c["x"][1]), tmp_path, target)
+
+
+def test_depthwise_weights_as_input(tmp_path):
+    run_node("Conv", {"x": rand(1, 6, 12, 11), "w": rand(6, 1, 3, 3, seed=4)}, {},
+             {"group": 6, "pads": [1, 0, 1, 2], "strides": [2, 1]}, tmp_path, None)
 
 
 @pytest.mark.parametrize("target", RUNNABLE)

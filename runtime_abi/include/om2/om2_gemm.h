@@ -86,12 +86,18 @@ OM2_ALWAYS_INLINE om2_vf om2_v_set1(float x) { return (om2_vf){x, x, x, x}; }
 #define om2_v_mul(a, b) ((a) * (b))
 #endif
 
-/* dst[0:n] = src[0:n], or zeros when src is NULL: the short runs of im2col packing, inline (a libc
- * call per run of a few floats costs more than the copy). The tail uses masked accesses, which
- * never touch memory past the run. */
+/* Keeps GCC from turning a copy or fill loop into a memmove/memset call (a libc call per run of a
+ * few floats costs more than the copy): the index looks modified each iteration. No instruction. */
+#define OM2_NO_LIBCALL(j) __asm__("" : "+r"(j))
+
+/* dst[0:n] = src[0:n], or zeros when src is NULL: the short runs of im2col packing, inline. The
+ * tail uses masked accesses, which never touch memory past the run. */
 OM2_ALWAYS_INLINE void om2_copy_run(float *restrict dst, const float *restrict src, int64_t n) {
     int64_t j = 0;
-    for (; j + OM2_VL <= n; j += OM2_VL) om2_v_store(dst + j, src ? om2_v_load(src + j) : om2_v_zero());
+    for (; j + OM2_VL <= n; j += OM2_VL) {
+        om2_v_store(dst + j, src ? om2_v_load(src + j) : om2_v_zero());
+        OM2_NO_LIBCALL(j);
+    }
     if (j == n) return;
 #if defined(__AVX512F__)
     const __mmask16 m = (__mmask16)((1u << (n - j)) - 1u);
@@ -318,17 +324,20 @@ static inline void om2_pack_b_strided(const Om2Operand *op, int64_t k0, int64_t 
     }
 }
 
-/* One row of an im2col panel: dst[0:n] = x row xr at columns ow*SW + off for ow in [ow0, ow0+n),
- * zero where that column is outside [0, W) (valid_row 0: the whole input row is padding). */
 /* dst[0:n] = src[0], src[SW], src[2 SW], ... (every element readable). Stride 2 (downsampling
- * convolutions) is deinterleaved with vector permutes where the ISA has them. */
+ * convolutions) is deinterleaved with vector permutes where the ISA has them: whole vectors with
+ * plain stores, the tail masked. */
 OM2_ALWAYS_INLINE void om2_copy_strided(float *restrict dst, const float *restrict src, int64_t n, int64_t SW) {
     int64_t j = 0;
 #if defined(__AVX512F__)
     if (SW == 2) {
         const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        for (; j < n; j += 16) {
-            const int64_t cnt = n - j < 16 ? n - j : 16, need = 2 * cnt - 1;   /* floats read: src[2j .. 2j+need) */
+        for (; j + 16 <= n; j += 16) {   /* reads src[2j .. 2j+31): the last float is not needed */
+            const __m512 lo = _mm512_loadu_ps(src + 2 * j), hi = _mm512_maskz_loadu_ps(0x7FFF, src + 2 * j + 16);
+            _mm512_storeu_ps(dst + j, _mm512_permutex2var_ps(lo, even, hi));
+        }
+        if (j < n) {
+            const int64_t cnt = n - j, need = 2 * cnt - 1;   /* floats read: src[2j .. 2j+need) */
             const __mmask16 m0 = need >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << need) - 1u);
             const __mmask16 m1 = need > 16 ? (__mmask16)((1u << (need - 16)) - 1u) : (__mmask16)0;
             const __m512 lo = _mm512_maskz_loadu_ps(m0, src + 2 * j), hi = _mm512_maskz_loadu_ps(m1, src + 2 * j + 16);
@@ -341,26 +350,114 @@ OM2_ALWAYS_INLINE void om2_copy_strided(float *restrict dst, const float *restri
 }
 
 /* One row of an im2col panel: dst[0:n] = x row xr at columns ow*SW + off for ow in [ow0, ow0+n),
- * zero where that column is outside [0, W) (valid_row 0: the whole input row is padding). */
+ * zero where that column is outside [0, W), i.e. outside ow in [owlo, owhi) (valid_row 0: the
+ * whole input row is padding). */
 OM2_ALWAYS_INLINE void om2_im2col_run(float *restrict dst, const float *restrict xr, int valid_row, int64_t ow0,
-                                      int64_t n, int64_t SW, int64_t off, int64_t W) {
+                                      int64_t n, int64_t SW, int64_t off, int64_t owlo, int64_t owhi) {
     if (!valid_row) {
         om2_copy_run(dst, NULL, n);
         return;
     }
-    /* dst[j] reads xr[iw0 + j*SW], inside the row for j in [lo, hi) */
+    int64_t lo = owlo - ow0, hi = owhi - ow0;
+    lo = lo < 0 ? 0 : lo > n ? n : lo;
+    hi = hi > n ? n : hi < lo ? lo : hi;
     const int64_t iw0 = ow0 * SW + off;
-    int64_t lo = iw0 >= 0 ? 0 : (-iw0 + SW - 1) / SW;
-    int64_t hi = iw0 >= W ? 0 : (W - iw0 + SW - 1) / SW;
-    lo = lo > n ? n : lo;
-    hi = hi > n ? n : (hi < lo ? lo : hi);
-    om2_copy_run(dst, NULL, lo);
+    if (lo > 0) om2_copy_run(dst, NULL, lo);
     if (SW == 1) {
         om2_copy_run(dst + lo, xr + iw0 + lo, hi - lo);
     } else {
         om2_copy_strided(dst + lo, xr + iw0 + lo * SW, hi - lo, SW);
     }
-    om2_copy_run(dst + hi, NULL, n - hi);
+    if (hi < n) om2_copy_run(dst + hi, NULL, n - hi);
+}
+
+/* dst[0:width) = one zero-padded image row: PL zeros, src[0:W) (zeros for a row outside the image:
+ * src NULL), zeros; W and PL clipped to width. Whole-vector stores only: it may also write zeros
+ * anywhere in dst[width, width + VL), which the caller must allow (a later row's place, slack). */
+OM2_ALWAYS_INLINE void om2_padded_row(float *restrict dst, const float *restrict src, int64_t W, int64_t PL,
+                                      int64_t width) {
+    const om2_vf zero = om2_v_zero();
+    int64_t j = 0;
+    const int64_t lo = PL < width ? PL : width;
+    int64_t hi = src ? PL + W : lo;
+    hi = hi < width ? hi : width;
+    for (; j < lo; j += OM2_VL) {           /* spills into the data: rewritten below */
+        om2_v_store(dst + j, zero);
+        OM2_NO_LIBCALL(j);
+    }
+    j = lo;
+    for (; j + OM2_VL <= hi; j += OM2_VL) {
+        om2_v_store(dst + j, om2_v_load(src + j - PL));
+        OM2_NO_LIBCALL(j);
+    }
+    if (j < hi) {
+#if defined(__AVX512F__)
+        om2_v_store(dst + j, _mm512_maskz_loadu_ps((__mmask16)((1u << (hi - j)) - 1u), src + j - PL));
+#else
+        float tmp[OM2_VL] = {0};
+        for (int64_t l = 0; l < hi - j; ++l) tmp[l] = src[j - PL + l];
+        om2_v_store(dst + j, om2_v_load(tmp));
+#endif
+        j += OM2_VL;
+    }
+    for (; j < width; j += OM2_VL) {
+        om2_v_store(dst + j, zero);
+        OM2_NO_LIBCALL(j);
+    }
+}
+
+/* The column phases of one zero-padded image row: dst_p[j] = padded[j*S + p] for j < width and
+ * p < S (dst_p = dst + p * pstride), padded = PL zeros, src[0:W) (src NULL: zeros), zeros. Stride 2
+ * deinterleaves the source with vector permutes (read straight from the image: no stall on data
+ * just stored). Whole-vector stores: it may also write anywhere in dst_p[width, width + 2 VL). */
+OM2_ALWAYS_INLINE void om2_padded_row_phases(float *restrict dst, int64_t pstride, const float *restrict src,
+                                             int64_t W, int64_t PL, int64_t width, const int S) {
+    /* input columns whose padded column is below S * width */
+    int64_t w = S * width - PL;
+    w = !src || w < 0 ? 0 : w < W ? w : W;
+#if defined(__AVX512F__)
+    if (S == 2) {
+        const __m512 zero = _mm512_setzero_ps();
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        /* input column i lands in phase (i + PL) % 2 at column (i + PL) / 2 */
+        float *restrict de = dst + (PL % 2) * pstride, *restrict dodd = dst + ((PL + 1) % 2) * pstride;
+        const int64_t e0 = PL / 2, o0 = (PL + 1) / 2;
+        for (int64_t j = 0; j < e0; j += 16) {           /* leading zeros, overwritten by the data after them */
+            _mm512_storeu_ps(de + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        for (int64_t j = 0; j < o0; j += 16) {
+            _mm512_storeu_ps(dodd + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        int64_t i = 0;
+        for (; i < w; i += 32) {
+            const int64_t cnt = w - i;
+            const __mmask16 m0 = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);
+            const __mmask16 m1 = cnt >= 32 ? (__mmask16)0xFFFF : cnt > 16 ? (__mmask16)((1u << (cnt - 16)) - 1u) : 0;
+            const __m512 a = _mm512_maskz_loadu_ps(m0, src + i), b = _mm512_maskz_loadu_ps(m1, src + i + 16);
+            _mm512_storeu_ps(de + e0 + i / 2, _mm512_permutex2var_ps(a, even, b));
+            _mm512_storeu_ps(dodd + o0 + i / 2, _mm512_permutex2var_ps(a, odd, b));
+        }
+        /* trailing zeros: the data's last vectors were zero past the row */
+        for (int64_t j = e0 + i / 2; j < width; j += 16) {
+            _mm512_storeu_ps(de + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        for (int64_t j = o0 + i / 2; j < width; j += 16) {
+            _mm512_storeu_ps(dodd + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        return;
+    }
+#endif
+    for (int p = 0; p < S; ++p) {
+        for (int64_t j = 0; j < width; ++j) {
+            const int64_t col = j * S + p - PL;
+            dst[p * pstride + j] = col >= 0 && col < w ? src[col] : 0.0f;
+        }
+    }
 }
 
 /* im2col into panels of `width` columns (NR for B; MR when the image is the A operand of a
@@ -377,6 +474,10 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
         const int64_t kw = t % g->KW, kh = (t / g->KW) % g->KH, kd = t / (g->KW * g->KH);
         const float *restrict xc = g->x + c * g->D * g->H * g->W;
         const int64_t off = kw * g->DW - g->PL;
+        /* output columns whose input column ow*SW + off is inside [0, W) */
+        int64_t owlo = off >= 0 ? 0 : (-off + g->SW - 1) / g->SW;
+        int64_t owhi = off >= g->W ? 0 : (g->W - off + g->SW - 1) / g->SW;
+        owhi = owhi < owlo ? owlo : owhi;
         int64_t od = od0, oh = oh0, ow = ow00, left = nc;
         for (int64_t q = 0; q < npanels; ++q) {
             float *restrict row = dst + q * kc * width + kk * width;
@@ -388,7 +489,7 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
                 const int64_t id = od * g->SD + kd * g->DD - g->PF, ih = oh * g->SH + kh * g->DH - g->PT;
                 const int valid_row = id >= 0 && id < g->D && ih >= 0 && ih < g->H;
                 om2_im2col_run(row + j, xc + (valid_row ? (id * g->H + ih) * g->W : 0), valid_row, ow, run, g->SW,
-                               off, g->W);
+                               off, owlo, owhi);
                 j += run;
                 left -= run;
                 ow += run;
