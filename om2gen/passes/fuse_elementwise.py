@@ -108,6 +108,13 @@ class _Fuser:
         probe = views.of_lowering(result, views.whole(src.name, src.shape), out.shape)
         return result if probe is not None else None
 
+    def _view(self, n: Node, source: views.View) -> views.View | None:
+        """The view node n makes of `source` (the view its input is read through), or None."""
+        out_shape = self.graph.values[n.outputs[0]].shape
+        if n.op_type == "Transpose":   # any source: a permutation of its strides
+            return views.permute(source, registry.lookup(n).perm(n, len(source.shape)))
+        return views.of_lowering(self.view_result[id(n)], source, out_shape)
+
     # --- grouping ----------------------------------------------------------------------------------
     def group(self) -> None:
         for n in reversed(self.nodes):
@@ -161,7 +168,7 @@ class _Fuser:
         stack = [(v, views.whole(src, shape))]
         while stack:
             w, source = stack.pop()
-            view = views.of_lowering(self.view_result[id(w)], source, self.graph.values[w.outputs[0]].shape)
+            view = self._view(w, source)
             if view is None or view.offset:
                 return None
             shown.append(w.outputs[0])
@@ -291,13 +298,9 @@ class _Fuser:
             if id(n) not in self.absorbed:
                 continue
             src = n.inputs[0]
-            out_shape = self.graph.values[n.outputs[0]].shape
-            view = None
-            if src in result:
-                view = views.of_lowering(self.view_result[id(n)], result[src], out_shape)
+            view = self._view(n, result[src]) if src in result else None
             if view is None:
-                view = views.of_lowering(self.view_result[id(n)], views.whole(src, self.graph.values[src].shape),
-                                         out_shape)
+                view = self._view(n, views.whole(src, self.graph.values[src].shape))
                 p = self.producer.get(src)
                 while p is not None and id(p) in self.absorbed:   # src must now be computed
                     del self.absorbed[id(p)]

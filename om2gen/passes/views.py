@@ -109,6 +109,11 @@ def of_lowering(result, source: View, out_shape) -> View | None:
     return None if merged is None else reshape(merged, out_shape)
 
 
+def permute(view: View, perm) -> View:
+    """The view with its dims in the order `perm` (a Transpose), whatever its strides."""
+    return View(view.base, tuple(view.shape[p] for p in perm), tuple(view.strides[p] for p in perm), view.offset)
+
+
 def broadcast(view: View, shape) -> tuple[int, ...] | None:
     """Element strides of `view` read at every index of `shape` under ONNX (numpy) broadcasting;
     None if it does not broadcast to `shape`."""

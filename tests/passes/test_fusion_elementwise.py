@@ -138,6 +138,23 @@ def test_movement_read_by_a_kernel_too_is_kept(tmp_path):
     assert fused.op_types() == ["Transpose", "Softmax", "FusedElementwise"]
 
 
+def test_attention_key_path_is_read_in_place(tmp_path):
+    """BERT's key path: Gather of one head block, Reshape, Transpose, Reshape, Transpose again
+    (K^T), scaled: the second Transpose permutes an already transposed view."""
+    x = rand(3, 8, 1, 6, seed=1)
+    shape = lambda *d: np.array(d, np.int64)  # noqa: E731
+    nodes = [helper.make_node("Gather", ["x", "idx"], ["g"], axis=0),
+             helper.make_node("Reshape", ["g", "s1"], ["r1"]),
+             helper.make_node("Transpose", ["r1"], ["t1"], perm=[1, 0, 2]),
+             helper.make_node("Reshape", ["t1", "s2"], ["r2"]),
+             helper.make_node("Transpose", ["r2"], ["t2"], perm=[0, 1, 3, 2]),
+             helper.make_node("Mul", ["t2", "scale"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"], {"idx": np.array(1, np.int64), "s1": shape(8, 2, 3),
+                                                "s2": shape(1, 2, 8, 3), "scale": np.array(0.5, F32)})
+    fused, plain = check_fusion(model, {"x": x}, tmp_path)
+    assert fused.op_types() == ["FusedElementwise"] and plain.op_types() == ["Gather", "Transpose", "Transpose", "Mul"]
+
+
 @pytest.mark.parametrize("kind", ["int64", "float16", "bool"])
 def test_other_dtypes(kind, tmp_path):
     if kind == "int64":
