@@ -129,12 +129,12 @@ enum { OM2_INIT_ZERO = 0, OM2_INIT_ROW_BIAS = 1, OM2_INIT_LOAD = 2 };
 /* One tile of `rows` x NR (rows is a constant after inlining: MR, or fewer for short matrices):
  * c[0:mr, 0:nr] = init + sum_k a[k][i] * b[k][j], with mr <= rows. trans (a constant too) stores
  * the tile transposed, element (i, j) at c[j * ldc + i], and takes the bias per column j.
- * pf (NULL: none) is prefetched into L2 alongside a, MR floats per k: the next A panel a caller
- * streams from memory. */
+ * pf (NULL: none) is prefetched into L2 alongside, pf_step floats per k: the next packed panel a
+ * caller streams from memory, one panel ahead. */
 OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t kc, const float *restrict a,
                                         const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc,
                                         int64_t mr, int64_t nr, int init, const float *restrict bias,
-                                        const float *pf) {
+                                        const float *pf, int64_t pf_step) {
     om2_vf acc[OM2_GEMM_MR][OM2_GEMM_NV];
     const int full = !trans && mr == rows && nr == OM2_GEMM_NR;
     float edge[OM2_GEMM_MR * OM2_GEMM_NR];
@@ -201,7 +201,7 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t
     }
     for (; k < kc; ++k) {
         om2_vf bv[OM2_GEMM_NV];
-        if (pf) __builtin_prefetch(pf + k * OM2_GEMM_MR, 0, 2);
+        if (pf) __builtin_prefetch(pf + k * pf_step, 0, 2);
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) bv[v] = om2_v_load(b + v * OM2_VL);
 #pragma GCC unroll 32
@@ -238,30 +238,30 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t
 OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc, const float *restrict a,
                                      const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int64_t mr,
                                      int64_t nr, int init, const float *restrict bias) {
-    om2_gemm_tile_pf(rows, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL);
+    om2_gemm_tile_pf(rows, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL, 0);
 }
 
 /* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
 OM2_ALWAYS_INLINE void om2_gemm_tile_any_pf(const int trans, int64_t kc, const float *restrict a,
                                             const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc,
                                             int64_t mr, int64_t nr, int init, const float *restrict bias,
-                                            const float *pf) {
+                                            const float *pf, int64_t pf_step) {
 #if OM2_GEMM_MR > 4
     if (mr == 1) {
-        om2_gemm_tile_pf(1, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf);
+        om2_gemm_tile_pf(1, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf, pf_step);
     } else if (mr <= 4) {
-        om2_gemm_tile_pf(4, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf);
+        om2_gemm_tile_pf(4, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf, pf_step);
     } else
 #endif
     {
-        om2_gemm_tile_pf(OM2_GEMM_MR, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf);
+        om2_gemm_tile_pf(OM2_GEMM_MR, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf, pf_step);
     }
 }
 
 OM2_ALWAYS_INLINE void om2_gemm_tile_any(const int trans, int64_t kc, const float *restrict a, const float *restrict b,
                                          int64_t ldb, float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int init,
                                          const float *restrict bias) {
-    om2_gemm_tile_any_pf(trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL);
+    om2_gemm_tile_any_pf(trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL, 0);
 }
 
 /* ---- operands ---------------------------------------------------------------------------- */
@@ -591,14 +591,25 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                     for (int64_t i = mb; i < mb + mc; i += OM2_GEMM_MR) {
                         const int64_t mr = (mb + mc - i) < OM2_GEMM_MR ? (mb + mc - i) : OM2_GEMM_MR;
                         const float *ai = ap + ((i - mb) / OM2_GEMM_MR) * a_panel_stride;
+                        /* a packed constant's first pass streams it from memory: the first tile of a
+                         * B panel prefetches the next B panel, the first column of A tiles the next A one */
+                        const float *pf = NULL;
+                        int64_t pf_step = 0;
+                        if (B->kind == OM2_OPERAND_PACKED && i == mb && j + OM2_GEMM_NR < nc) {
+                            pf = bj + b_panel_stride;
+                            pf_step = OM2_GEMM_NR;
+                        } else if (A->kind == OM2_OPERAND_PACKED && j == 0 && i + OM2_GEMM_MR < mb + mc) {
+                            pf = ai + a_panel_stride;
+                            pf_step = OM2_GEMM_MR;
+                        }
                         if (trans) {
                             /* whole tiles into the accumulator: panels past M and N are zeros */
                             const int64_t rows = mr == 1 ? 1 : mr <= 4 && OM2_GEMM_MR > 4 ? 4 : OM2_GEMM_MR;
-                            om2_gemm_tile_any(0, kc, ai, bj, ldb, acc + (i - m0) * accw + nb + j - n0, accw, rows,
-                                              OM2_GEMM_NR, kb > 0 ? OM2_INIT_LOAD : OM2_INIT_ZERO, NULL);
+                            om2_gemm_tile_any_pf(0, kc, ai, bj, ldb, acc + (i - m0) * accw + nb + j - n0, accw, rows,
+                                                 OM2_GEMM_NR, kb > 0 ? OM2_INIT_LOAD : OM2_INIT_ZERO, NULL, pf, pf_step);
                         } else {
-                            om2_gemm_tile_any(0, kc, ai, bj, ldb, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
-                                              row_bias ? row_bias + i : NULL);
+                            om2_gemm_tile_any_pf(0, kc, ai, bj, ldb, C + i * ldc + nb + j, ldc, mr, nr, tile_init,
+                                                 row_bias ? row_bias + i : NULL, pf, pf_step);
                         }
                     }
                 }

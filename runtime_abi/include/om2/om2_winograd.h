@@ -330,7 +330,7 @@ static inline void om2_wino_block(const Om2WinoGeom *g, const Om2WinoLayout *lay
                 const float *a = Up + xi * g->C * OM2_GEMM_MR;
                 om2_gemm_tile_any_pf(0, g->C, a, V + xi * xi_stride + p * OM2_GEMM_NR, lay->tbp,
                                      Mb + xi * OM2_GEMM_MR * OM2_GEMM_NR, OM2_GEMM_NR, mr, OM2_GEMM_NR, OM2_INIT_ZERO,
-                                     NULL, p == 0 ? a + g->C * OM2_GEMM_MR : NULL);
+                                     NULL, p == 0 ? a + g->C * OM2_GEMM_MR : NULL, OM2_GEMM_MR);
             }
             const int64_t nt = t1 - t0 - p * OM2_GEMM_NR;
             om2_wino_output(g, Mb, bias, y, kb, mr, t0 + p * OM2_GEMM_NR, nt < OM2_GEMM_NR ? nt : OM2_GEMM_NR,
