@@ -264,7 +264,7 @@ class Conv(Op):
         params.update(summary=f"Conv (depthwise) {g['KH']}x{g['KW']}, strides {g['SH']}x{g['SW']}, dilations "
                               f"{g['DH']}x{g['DW']}{', bias' if bias else ''}; shapes from the tiling data",
                       bias=bias, ntaps=g["KH"] * g["KW"], groups=groups, unroll=DEPTHWISE_UNROLL,
-                      extra_rows=extra_rows, planes=g["SH"] * g["SW"], y_slot=len(inputs),
+                      extra_rows=extra_rows, planes=g["SH"] * g["SW"], ahead=2 * g["SH"], y_slot=len(inputs),
                       gemm=bl.defines(),
                       fields=list(tiling))
         items = g["N"] * g["C"] * chunks

@@ -174,6 +174,12 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t
             }
         }
     }
+    if (full && init != OM2_INIT_LOAD) {
+        /* the next tile to the right (the caller's next column panel): its rows of C start their
+         * way into the cache now, so short-k tiles do not stall on their stores */
+#pragma GCC unroll 32
+        for (int i = 0; i < rows; ++i) __builtin_prefetch(c + i * ldc + OM2_GEMM_NR, 1, 3);
+    }
     int64_t k = 0;
     if (rows == 1) {
         /* one row: four independent chains over k, or every FMA would wait for the previous one */
@@ -181,6 +187,9 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) part[0][v] = part[1][v] = part[2][v] = om2_v_zero();
         for (; k + 4 <= kc; k += 4) {
+            if (pf) {
+                for (int u = 0; u < 4; ++u) __builtin_prefetch(pf + (k + u) * pf_step, 0, 2);
+            }
 #pragma GCC unroll 8
             for (int v = 0; v < OM2_GEMM_NV; ++v) {
                 acc[0][v] = om2_v_fma(om2_v_set1(a[0]), om2_v_load(b + v * OM2_VL), acc[0][v]);
@@ -288,6 +297,14 @@ static inline void om2_pack_a_strided(const Om2Operand *op, int64_t m0, int64_t 
     for (int64_t p = 0; p < mc; p += OM2_GEMM_MR) {
         const int64_t rows = mc - p < OM2_GEMM_MR ? mc - p : OM2_GEMM_MR;
         float *restrict d = dst + p * kc;
+        if (op->rs == 1) {
+            /* column-major (a pointwise conv's image as the A of a transposed product): rows contiguous */
+            for (int64_t k = 0; k < kc; ++k) {
+                om2_copy_run(d + k * OM2_GEMM_MR, op->ptr + m0 + p + (k0 + k) * op->cs, rows);
+                om2_copy_run(d + k * OM2_GEMM_MR + rows, NULL, OM2_GEMM_MR - rows);
+            }
+            continue;
+        }
         if (op->cs == 1) {
             for (int64_t i = 0; i < rows; ++i) {
                 const float *restrict s = op->ptr + (m0 + p + i) * op->rs + k0;
