@@ -85,7 +85,10 @@ def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, *, a_packed_at_r
     work); the side with the smaller minimum splits first, the other only when the first gives
     fewer than ENOUGH_TILES."""
     macs = m * n * max(k, 1)
-    want = max(1, min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE) // items)
+    # tiles in all a multiple of ENOUGH_TILES: blocks of equal work then divide evenly over 2 or 4 cores
+    total = min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE)
+    total = total // ENOUGH_TILES * ENOUGH_TILES if total >= ENOUGH_TILES else total
+    want = max(1, total // items)
     min_m = MIN_TILE if b_packed_at_run_time else 2 * bl.mr
     min_n = MIN_TILE if a_packed_at_run_time else 3 * bl.nr
     if min_n <= min_m:

@@ -31,6 +31,7 @@ MAX_CHANNELS_F4 = 1024
 V_BUDGET_FLOATS = 96 * 1024         # a tile block's transformed input, kept in L2
 MIN_ITEMS = 4                       # blocks a launch should offer the cores, if the shape allows
 MIN_K_RANGE = 64                    # output channels per block below which ranges stop splitting
+BALANCE_PANELS = 16                 # an image with up to this many panels of tiles gets a block per panel
 # cost model, in vector-FMA-instruction units; calibrated on Zen 4 (benchmarks/bench_kernels.py)
 GEMM_EFFICIENCY = 0.80              # the im2col GEMM, packing included
 WINO_EFFICIENCY = 0.90              # the Winograd products (no packing: V is built in place)
@@ -179,8 +180,9 @@ def plan(g: dict, m: int, bl: gemm_pack.Blocking) -> Plan:
     tiles = th * tw
     panels = _ceil(tiles, bl.nr)
     fit = max(1, V_BUDGET_FLOATS // (a * a * g["C"] * bl.nr))
-    # enough tile blocks for the cores where the image has the panels (they transform no input twice)
-    blocks = max(_ceil(panels, fit), min(panels, _ceil(MIN_ITEMS, g["N"])))
+    # enough tile blocks for the cores where the image has the panels (they transform no input twice);
+    # up to BALANCE_PANELS panels, one each: blocks of whole panels then divide evenly over the cores
+    blocks = max(_ceil(panels, fit), min(panels, max(BALANCE_PANELS, _ceil(MIN_ITEMS, g["N"]))))
     tile_block = _ceil(_ceil(tiles, blocks), bl.nr) * bl.nr
     blocks = _ceil(tiles, tile_block)
     items = g["N"] * blocks
