@@ -187,9 +187,7 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_pf(const int rows, const int trans, int64_t
 #pragma GCC unroll 8
         for (int v = 0; v < OM2_GEMM_NV; ++v) part[0][v] = part[1][v] = part[2][v] = om2_v_zero();
         for (; k + 4 <= kc; k += 4) {
-            if (pf) {
-                for (int u = 0; u < 4; ++u) __builtin_prefetch(pf + (k + u) * pf_step, 0, 2);
-            }
+
 #pragma GCC unroll 8
             for (int v = 0; v < OM2_GEMM_NV; ++v) {
                 acc[0][v] = om2_v_fma(om2_v_set1(a[0]), om2_v_load(b + v * OM2_VL), acc[0][v]);
