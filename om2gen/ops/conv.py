@@ -43,6 +43,15 @@ def _align16(n: int) -> int:
     return -(-n // 16) * 16
 
 
+def im2col_plane_floats(g: dict, positions: int, bl) -> int:
+    """Workspace of the column-phase planes for a tile of `positions` output positions
+    (om2_im2col_plane_floats in om2/om2_gemm.h): CG x SW planes of the input rows they read."""
+    rows = (positions + g["OW"] - 1) // g["OW"] + 1          # output rows a run of positions can touch
+    r = (rows - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1
+    pwq = g["OW"] + (g["KW"] - 1) * g["DW"] // g["SW"]
+    return g["CG"] * g["SW"] * _align16(r * pwq + 2 * bl.vl)
+
+
 def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
     """Begin/end pads per spatial dim, resolving auto_pad as the spec defines it."""
     auto = attr("auto_pad")
@@ -193,6 +202,11 @@ class Conv(Op):
             tiles = gemm_pack.split(g["MG"], p, k, bl, items=items, a_packed_at_run_time=not packed_w,
                                     b_packed_at_run_time=True)
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
+        # a strided 2-D kernel that reads every row and column phase: im2col from column-phase planes
+        planes = 0
+        if not pointwise and g["D"] == 1 and g["KD"] == 1 and g["SW"] > 1 and g["KW"] >= g["SW"] and g["KH"] >= g["SH"]:
+            planes = ws
+            ws += im2col_plane_floats(g, tiles.tile_m if transposed else tiles.tile_n, bl)
         items *= tiles.tiles_m * tiles.tiles_n
         inputs = [ins[0].name]
         if packed_w:
@@ -208,7 +222,7 @@ class Conv(Op):
                                            "DD", "DH", "DW", "PF", "PT", "PL")},
                       tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
                       w_group_stride=int(np.prod(packed.shape[1:])) if packed_w else 0, ws_floats=ws,
-                      pointwise=int(pointwise))
+                      pointwise=int(pointwise), planes=planes)
         # Nothing shape-specific goes into the source (shapes are tiling data), so every Conv of a
         # model with the same operand kinds shares one binary.
         params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"

@@ -38,6 +38,14 @@ CONV_CASES = {
     # pointwise: B read in place (rows P apart), only the last partial panel packed; k blocks
     "pointwise_in_place": dict(x=(2, 300, 9, 15), w=(40, 300, 1, 1), attrs={}),
     "dilated_3d": dict(x=(1, 3, 6, 7, 8), w=(5, 3, 2, 3, 2), attrs={"dilations": [2, 1, 2], "pads": [1, 1, 0, 0, 1, 1]}),
+    # strided kernels im2col from column-phase planes: stride 3 (no vector split), stride 2 x 1,
+    # dilated stride 2 (one phase read), and a small image (transposed product, planes for A)
+    "planes_s3": dict(x=(1, 8, 20, 23), w=(10, 8, 3, 3), attrs={"strides": [3, 3], "pads": [1, 2, 0, 1]}),
+    "planes_s2x1": dict(x=(2, 5, 17, 31), w=(7, 5, 3, 3), attrs={"strides": [1, 2], "pads": [1, 1, 1, 1]}),
+    "planes_dilated": dict(x=(1, 6, 25, 40), w=(9, 6, 3, 3), attrs={"strides": [2, 2], "dilations": [2, 2],
+                                                                   "pads": [2, 3, 2, 1]}),
+    "planes_transposed": dict(x=(1, 160, 14, 14), w=(200, 160, 3, 3), attrs={"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "planes_7x7_s2": dict(x=(1, 3, 61, 50), w=(16, 3, 7, 7), attrs={"strides": [2, 2], "pads": [3, 3, 3, 3]}),
 }
 
 

@@ -278,7 +278,27 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_any(const int trans, int64_t kc, const floa
 typedef struct {
     const float *x;                   /* this image's first channel of this group */
     int64_t D, H, W, KD, KH, KW, OD, OH, OW, SD, SH, SW, DD, DH, DW, PF, PT, PL;
+    /* 2-D with SW > 1: when planes is set (workspace, om2gen sizes it), om2_gemm_rect first splits
+     * the input rows its positions read into C x SW zero-padded column-phase planes, and im2col
+     * copies contiguous runs out of them instead of gathering every SW-th element */
+    float *planes;
+    int64_t C;                        /* channels of this group */
 } Om2Im2col;
+
+/* The column-phase planes of the input rows that output positions [p0, p1) read: plane (c, cph)
+ * row r, column j = padded input row ih_lo + r, column j*SW + cph; planes pstride floats apart. */
+typedef struct {
+    const float *base;
+    int64_t ih_lo, R, PWq, pstride;
+} Om2Im2colPlanes;
+
+/* Floats of the planes for positions spanning up to `rows` output rows (om2gen mirrors this in
+ * om2gen/ops/conv.py): per plane R x PWq and two vectors a row's whole-vector stores overrun. */
+static inline int64_t om2_im2col_plane_floats(const Om2Im2col *g, int64_t rows, int64_t *R, int64_t *PWq) {
+    *R = (rows - 1) * g->SH + (g->KH - 1) * g->DH + 1;
+    *PWq = g->OW + (g->KW - 1) * g->DW / g->SW;
+    return (*R * *PWq + 2 * OM2_VL + 15) / 16 * 16;
+}
 
 enum { OM2_OPERAND_PACKED = 0, OM2_OPERAND_STRIDED = 1, OM2_OPERAND_IM2COL = 2 };
 
@@ -521,6 +541,59 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
     }
 }
 
+/* Splits the input rows output positions [p0, p1) read into column-phase planes (2-D, SW > 1). */
+OM2_ALWAYS_INLINE Om2Im2colPlanes om2_im2col_build_planes(const Om2Im2col *g, int64_t p0, int64_t p1) {
+    Om2Im2colPlanes pl;
+    const int64_t oh_a = p0 / g->OW, oh_b = (p1 - 1) / g->OW;
+    pl.pstride = om2_im2col_plane_floats(g, oh_b - oh_a + 1, &pl.R, &pl.PWq);
+    pl.ih_lo = oh_a * g->SH - g->PT;
+    pl.base = g->planes;
+    for (int64_t c = 0; c < g->C; ++c) {
+        const float *restrict xc = g->x + c * g->H * g->W;
+        /* rows in increasing order per plane: a row's vector overrun is the next row's place or the slack */
+        for (int64_t r = 0; r < pl.R; ++r) {
+            const int64_t ih = pl.ih_lo + r;
+            om2_padded_row_phases(g->planes + c * g->SW * pl.pstride + r * pl.PWq, pl.pstride,
+                                  ih >= 0 && ih < g->H ? xc + ih * g->W : NULL, g->W, g->PL, pl.PWq, (int)g->SW);
+        }
+    }
+    return pl;
+}
+
+/* om2_pack_im2col from column-phase planes: every run is a contiguous copy. */
+OM2_ALWAYS_INLINE void om2_pack_im2col_planes(const int width, const Om2Im2col *g, const Om2Im2colPlanes *pl,
+                                              int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *restrict dst) {
+    const int64_t taps = g->KH * g->KW;
+    const int64_t npanels = (nc + width - 1) / width;
+    const int64_t oh0 = n0 / g->OW, ow00 = n0 % g->OW;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+        const int64_t k = k0 + kk;
+        const int64_t c = k / taps, t = k % taps, kw = t % g->KW, kh = t / g->KW;
+        /* output (oh, ow) reads plane (c, kw*DW % SW) at row oh*SH + kh*DH - PT - ih_lo, column ow + kw*DW / SW */
+        const float *restrict src = pl->base + (c * g->SW + kw * g->DW % g->SW) * pl->pstride +
+                                    (kh * g->DH - g->PT - pl->ih_lo) * pl->PWq + kw * g->DW / g->SW;
+        int64_t oh = oh0, ow = ow00, left = nc;
+        for (int64_t q = 0; q < npanels; ++q) {
+            float *restrict row = dst + q * kc * width + kk * width;
+            int64_t j = 0;
+            while (j < width && left > 0) {
+                int64_t run = g->OW - ow;
+                if (run > width - j) run = width - j;
+                if (run > left) run = left;
+                om2_copy_run(row + j, src + oh * g->SH * pl->PWq + ow, run);
+                j += run;
+                left -= run;
+                ow += run;
+                if (ow == g->OW) {
+                    ow = 0;
+                    ++oh;
+                }
+            }
+            if (j < width) om2_copy_run(row + j, NULL, width - j);
+        }
+    }
+}
+
 /* C[m0:m1, n0:n1] of one GEMM (with trans: C^T, element (i, j) stored at C[j * ldc + i], and the bias
  * taken per column). m0 is a multiple of MR and n0 of NR (so packed constant panels line up); init
  * says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], or [n] with trans; OM2_INIT_LOAD: C's current
@@ -556,6 +629,10 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
     const int64_t accw = (n1 - n0 + OM2_GEMM_NR - 1) / OM2_GEMM_NR * OM2_GEMM_NR;
     float *acc = apack + (A->kind == OM2_OPERAND_PACKED ? 0 : OM2_GEMM_KC * ((mcmax + OM2_GEMM_MR - 1) / OM2_GEMM_MR) *
                                                                OM2_GEMM_MR);
+    /* a strided convolution's image: its column-phase planes for this tile's positions, once */
+    Om2Im2colPlanes a_planes = {0}, b_planes = {0};
+    if (A->kind == OM2_OPERAND_IM2COL && A->conv->planes) a_planes = om2_im2col_build_planes(A->conv, m0, m1);
+    if (B->kind == OM2_OPERAND_IM2COL && B->conv->planes) b_planes = om2_im2col_build_planes(B->conv, n0, n1);
     for (int64_t nb = n0; nb < n1; nb += NCB) {
         const int64_t nc = (n1 - nb) < NCB ? (n1 - nb) : NCB;
         for (int64_t kb = 0; kb < K; kb += OM2_GEMM_KC) {
@@ -566,7 +643,9 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                 bp = B->ptr + (nb / OM2_GEMM_NR) * K * OM2_GEMM_NR + kb * OM2_GEMM_NR;
                 b_panel_stride = K * OM2_GEMM_NR;
             } else {
-                if (B->kind == OM2_OPERAND_IM2COL) {
+                if (B->kind == OM2_OPERAND_IM2COL && b_planes.base) {
+                    om2_pack_im2col_planes(OM2_GEMM_NR, B->conv, &b_planes, kb, kc, nb, nc, bpack);
+                } else if (B->kind == OM2_OPERAND_IM2COL) {
                     om2_pack_im2col(OM2_GEMM_NR, B->conv, kb, kc, nb, nc, bpack);
                 } else if (b_in_place) {
                     /* only the last, partial panel is packed, where the panel loop looks for it */
@@ -586,7 +665,9 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                     ap = A->ptr + (mb / OM2_GEMM_MR) * K * OM2_GEMM_MR + kb * OM2_GEMM_MR;
                     a_panel_stride = K * OM2_GEMM_MR;
                 } else {
-                    if (A->kind == OM2_OPERAND_IM2COL) {
+                    if (A->kind == OM2_OPERAND_IM2COL && a_planes.base) {
+                        om2_pack_im2col_planes(OM2_GEMM_MR, A->conv, &a_planes, kb, kc, mb, mc, apack);
+                    } else if (A->kind == OM2_OPERAND_IM2COL) {
                         om2_pack_im2col(OM2_GEMM_MR, A->conv, kb, kc, mb, mc, apack);
                     } else {
                         om2_pack_a_strided(A, mb, mc, kb, kc, apack);
