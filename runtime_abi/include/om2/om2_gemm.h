@@ -497,9 +497,10 @@ OM2_ALWAYS_INLINE void om2_padded_row_phases(float *restrict dst, int64_t pstrid
 
 /* im2col into panels of `width` columns (NR for B; MR when the image is the A operand of a
  * transposed product): row k = (c, kd, kh, kw), columns p in [n0, n0+nc). Each panel row is
- * filled output row by output row, so stride-1 columns are plain copies. */
-OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int64_t k0, int64_t kc, int64_t n0,
-                                       int64_t nc, float *restrict dst) {
+ * filled output row by output row, so stride-1 columns are plain copies; with column-phase
+ * planes (pl, om2_im2col_build_planes) strided ones are too. */
+OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, const Om2Im2colPlanes *pl, int64_t k0,
+                                       int64_t kc, int64_t n0, int64_t nc, float *restrict dst) {
     const int64_t taps = g->KD * g->KH * g->KW;
     const int64_t npanels = (nc + width - 1) / width;
     const int64_t od0 = n0 / (g->OH * g->OW), oh0 = (n0 / g->OW) % g->OH, ow00 = n0 % g->OW;
@@ -509,10 +510,18 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
         const int64_t kw = t % g->KW, kh = (t / g->KW) % g->KH, kd = t / (g->KW * g->KH);
         const float *restrict xc = g->x + c * g->D * g->H * g->W;
         const int64_t off = kw * g->DW - g->PL;
-        /* output columns whose input column ow*SW + off is inside [0, W) */
-        int64_t owlo = off >= 0 ? 0 : (-off + g->SW - 1) / g->SW;
-        int64_t owhi = off >= g->W ? 0 : (g->W - off + g->SW - 1) / g->SW;
-        owhi = owhi < owlo ? owlo : owhi;
+        /* output columns whose input column ow*SW + off is inside [0, W) (planes need no bounds) */
+        int64_t owlo = 0, owhi = 0;
+        if (!pl) {
+            owlo = off >= 0 ? 0 : (-off + g->SW - 1) / g->SW;
+            owhi = off >= g->W ? 0 : (g->W - off + g->SW - 1) / g->SW;
+            owhi = owhi < owlo ? owlo : owhi;
+        }
+        /* with planes (2-D): output (oh, ow) reads plane (c, kw*DW % SW) at row oh*SH + kh*DH - PT - ih_lo,
+         * column ow + kw*DW / SW, a contiguous run */
+        const float *restrict src = pl ? pl->base + (c * g->SW + kw * g->DW % g->SW) * pl->pstride +
+                                             (kh * g->DH - g->PT - pl->ih_lo) * pl->PWq + kw * g->DW / g->SW
+                                       : NULL;
         int64_t od = od0, oh = oh0, ow = ow00, left = nc;
         for (int64_t q = 0; q < npanels; ++q) {
             float *restrict row = dst + q * kc * width + kk * width;
@@ -521,10 +530,14 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, int6
                 int64_t run = g->OW - ow;
                 if (run > width - j) run = width - j;
                 if (run > left) run = left;
-                const int64_t id = od * g->SD + kd * g->DD - g->PF, ih = oh * g->SH + kh * g->DH - g->PT;
-                const int valid_row = id >= 0 && id < g->D && ih >= 0 && ih < g->H;
-                om2_im2col_run(row + j, xc + (valid_row ? (id * g->H + ih) * g->W : 0), valid_row, ow, run, g->SW,
-                               off, owlo, owhi);
+                if (pl) {
+                    om2_copy_run(row + j, src + oh * g->SH * pl->PWq + ow, run);
+                } else {
+                    const int64_t id = od * g->SD + kd * g->DD - g->PF, ih = oh * g->SH + kh * g->DH - g->PT;
+                    const int valid_row = id >= 0 && id < g->D && ih >= 0 && ih < g->H;
+                    om2_im2col_run(row + j, xc + (valid_row ? (id * g->H + ih) * g->W : 0), valid_row, ow, run,
+                                   g->SW, off, owlo, owhi);
+                }
                 j += run;
                 left -= run;
                 ow += run;
@@ -558,40 +571,6 @@ OM2_ALWAYS_INLINE Om2Im2colPlanes om2_im2col_build_planes(const Om2Im2col *g, in
         }
     }
     return pl;
-}
-
-/* om2_pack_im2col from column-phase planes: every run is a contiguous copy. */
-OM2_ALWAYS_INLINE void om2_pack_im2col_planes(const int width, const Om2Im2col *g, const Om2Im2colPlanes *pl,
-                                              int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *restrict dst) {
-    const int64_t taps = g->KH * g->KW;
-    const int64_t npanels = (nc + width - 1) / width;
-    const int64_t oh0 = n0 / g->OW, ow00 = n0 % g->OW;
-    for (int64_t kk = 0; kk < kc; ++kk) {
-        const int64_t k = k0 + kk;
-        const int64_t c = k / taps, t = k % taps, kw = t % g->KW, kh = t / g->KW;
-        /* output (oh, ow) reads plane (c, kw*DW % SW) at row oh*SH + kh*DH - PT - ih_lo, column ow + kw*DW / SW */
-        const float *restrict src = pl->base + (c * g->SW + kw * g->DW % g->SW) * pl->pstride +
-                                    (kh * g->DH - g->PT - pl->ih_lo) * pl->PWq + kw * g->DW / g->SW;
-        int64_t oh = oh0, ow = ow00, left = nc;
-        for (int64_t q = 0; q < npanels; ++q) {
-            float *restrict row = dst + q * kc * width + kk * width;
-            int64_t j = 0;
-            while (j < width && left > 0) {
-                int64_t run = g->OW - ow;
-                if (run > width - j) run = width - j;
-                if (run > left) run = left;
-                om2_copy_run(row + j, src + oh * g->SH * pl->PWq + ow, run);
-                j += run;
-                left -= run;
-                ow += run;
-                if (ow == g->OW) {
-                    ow = 0;
-                    ++oh;
-                }
-            }
-            if (j < width) om2_copy_run(row + j, NULL, width - j);
-        }
-    }
 }
 
 /* C[m0:m1, n0:n1] of one GEMM (with trans: C^T, element (i, j) stored at C[j * ldc + i], and the bias
@@ -643,10 +622,8 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                 bp = B->ptr + (nb / OM2_GEMM_NR) * K * OM2_GEMM_NR + kb * OM2_GEMM_NR;
                 b_panel_stride = K * OM2_GEMM_NR;
             } else {
-                if (B->kind == OM2_OPERAND_IM2COL && b_planes.base) {
-                    om2_pack_im2col_planes(OM2_GEMM_NR, B->conv, &b_planes, kb, kc, nb, nc, bpack);
-                } else if (B->kind == OM2_OPERAND_IM2COL) {
-                    om2_pack_im2col(OM2_GEMM_NR, B->conv, kb, kc, nb, nc, bpack);
+                if (B->kind == OM2_OPERAND_IM2COL) {
+                    om2_pack_im2col(OM2_GEMM_NR, B->conv, b_planes.base ? &b_planes : NULL, kb, kc, nb, nc, bpack);
                 } else if (b_in_place) {
                     /* only the last, partial panel is packed, where the panel loop looks for it */
                     const int64_t full = nc / OM2_GEMM_NR * OM2_GEMM_NR;
@@ -665,10 +642,8 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                     ap = A->ptr + (mb / OM2_GEMM_MR) * K * OM2_GEMM_MR + kb * OM2_GEMM_MR;
                     a_panel_stride = K * OM2_GEMM_MR;
                 } else {
-                    if (A->kind == OM2_OPERAND_IM2COL && a_planes.base) {
-                        om2_pack_im2col_planes(OM2_GEMM_MR, A->conv, &a_planes, kb, kc, mb, mc, apack);
-                    } else if (A->kind == OM2_OPERAND_IM2COL) {
-                        om2_pack_im2col(OM2_GEMM_MR, A->conv, kb, kc, mb, mc, apack);
+                    if (A->kind == OM2_OPERAND_IM2COL) {
+                        om2_pack_im2col(OM2_GEMM_MR, A->conv, a_planes.base ? &a_planes : NULL, kb, kc, mb, mc, apack);
                     } else {
                         om2_pack_a_strided(A, mb, mc, kb, kc, apack);
                     }
