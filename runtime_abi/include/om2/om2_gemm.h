@@ -467,6 +467,11 @@ OM2_ALWAYS_INLINE void om2_padded_row_phases(float *restrict dst, int64_t pstrid
             OM2_NO_LIBCALL(j);
         }
         int64_t i = 0;
+        for (; i + 32 <= w; i += 32) {
+            const __m512 a = _mm512_loadu_ps(src + i), b = _mm512_loadu_ps(src + i + 16);
+            _mm512_storeu_ps(de + e0 + i / 2, _mm512_permutex2var_ps(a, even, b));
+            _mm512_storeu_ps(dodd + o0 + i / 2, _mm512_permutex2var_ps(a, odd, b));
+        }
         for (; i < w; i += 32) {
             const int64_t cnt = w - i;
             const __mmask16 m0 = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);
