@@ -413,10 +413,13 @@ inline void cpu_relax() {
 #endif
 }
 
-/* How long a thread polls for work (or completion) before it sleeps. Consecutive launches of a
- * replay come within microseconds, so workers stay awake across a model run; an idle process
- * has every pool thread asleep after this long. */
-constexpr auto kSpinBudget = std::chrono::microseconds(100);
+/* How long a thread polls for work (or completion) before it sleeps. Launches of a replay come
+ * within microseconds, but single-block stretches of a model can last a millisecond or more; a
+ * worker that slept through one must be woken for the next multi-block launch, and on a VM a
+ * halted vCPU takes tens of microseconds to wake (MobileNetV2 on 2 threads: 9.9 ms with a
+ * 100 us budget, 5.2-5.5 ms with 2 ms). An idle process has every pool thread asleep after
+ * this long. */
+constexpr auto kSpinBudget = std::chrono::microseconds(2000);
 
 /* Polls `ready` for up to kSpinBudget; true as soon as it holds. */
 template <typename Ready>
