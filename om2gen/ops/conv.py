@@ -39,6 +39,26 @@ def winograd_setting() -> int | None:
     raise CompileError(f"{WINOGRAD_ENV}={value!r} is not a setting: use auto, 0 (off), 2 or 4 (the tile size)")
 
 
+# Set by passes/conv_act.py on a Conv that also computes the Relu or Clip after it: (lo, hi) floats,
+# either infinite when unbounded; every path clamps its final store to [lo, hi].
+ACTIVATION_ATTR = "_om2_activation"
+
+
+def _c_float(v: float) -> str:
+    if math.isinf(v):
+        return "__builtin_inff()" if v > 0 else "-__builtin_inff()"
+    return f"{float(v)!r}f"
+
+
+def activation(node) -> dict | None:
+    """The fused activation's bounds as C float literals, or None."""
+    bounds = node.attrs.get(ACTIVATION_ATTR)
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    return {"lo": _c_float(lo), "hi": _c_float(hi), "desc": f"clamped to [{lo}, {hi}]"}
+
+
 def _align16(n: int) -> int:
     return -(-n // 16) * 16
 
@@ -169,7 +189,7 @@ class Conv(Op):
         cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
         params = {k: v for k, v in g.items() if k not in ("out_spatial", "strides", "dilations", "pads")}
         params.update(summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
-                      bias=bias, cols=cols, unroll=g["KW"] <= MAX_UNROLLED_COLS)
+                      bias=bias, cols=cols, unroll=g["KW"] <= MAX_UNROLLED_COLS, act=activation(node))
         params["notes"] = [f"{g['rank']}-D, group={g['G']} strides={g['strides']} dilations={g['dilations']} "
                            f"pads={g['pads']}"]
         rows = g["N"] * g["M"] * g["OD"] * g["OH"]
@@ -187,7 +207,7 @@ class Conv(Op):
         if winograd.applicable(g, packed_w):
             plan = winograd.choose(g, bl, winograd_setting())
             if plan is not None:
-                return self.lower_winograd(ins, outs, g, bias, plan, bl)
+                return self.lower_winograd(node, ins, outs, g, bias, plan, bl)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
         transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
         items = g["N"] * g["G"]
@@ -229,12 +249,12 @@ class Conv(Op):
                               f"{', bias' if bias else ''}{', transposed' if transposed else ''}); shapes from "
                               "the tiling data",
                       bias=bias, packed_w=packed_w, transposed=transposed, y_slot=len(inputs), gemm=bl.defines(),
-                      fields=list(tiling))
+                      fields=list(tiling), act=activation(node))
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=list(tiling.values()), workspace=block_dim * ws * 4)
 
-    def lower_winograd(self, ins, outs, g, bias, plan, bl):
+    def lower_winograd(self, node, ins, outs, g, bias, plan, bl):
         """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now."""
         u = winograd.pack_weights(np.asarray(ins[1].const, np.float32), plan.m, bl)
         inputs = [ins[0].name, u] + ([ins[2].name] if bias else [])
@@ -245,7 +265,8 @@ class Conv(Op):
         params = dict(summary=f"Conv 3x3 stride 1 as Winograd F({plan.m}x{plan.m}, 3x3) (weights transformed at "
                               f"compile time{', bias' if bias else ''}); shapes from the tiling data",
                       m=plan.m, points=", ".join(str(p) for p in winograd.POINTS[plan.m]), bt=code["bt"],
-                      at=code["at"], bias=bias, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling))
+                      at=code["at"], bias=bias, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling),
+                      act=activation(node))
         block_dim = gemm_pack.block_dim(g["N"] * plan.tile_blocks * plan.k_ranges)
         return KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=list(tiling.values()), workspace=block_dim * plan.ws_floats * 4)
@@ -279,8 +300,7 @@ class Conv(Op):
                               f"{g['DH']}x{g['DW']}{', bias' if bias else ''}; shapes from the tiling data",
                       bias=bias, ntaps=g["KH"] * g["KW"], groups=groups, unroll=DEPTHWISE_UNROLL,
                       extra_rows=extra_rows, planes=g["SH"] * g["SW"], ahead=2 * g["SH"], y_slot=len(inputs),
-                      gemm=bl.defines(),
-                      fields=list(tiling))
+                      gemm=bl.defines(), fields=list(tiling), act=activation(node))
         items = g["N"] * g["C"] * chunks
         block_dim = common.block_dim_for(items, rows * wq * g["KH"] * g["KW"])
         return KernelCall("kernels/dwconv.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,

@@ -11,12 +11,13 @@ import os
 from ..ir import Graph
 from ..lower.lowering import LowerContext
 from ..version import GENERATOR
-from . import dce, fold_bn, fuse_elementwise, gemm_bias, layernorm
+from . import conv_act, dce, fold_bn, fuse_elementwise, gemm_bias, layernorm
 
 ENV = "OM2GEN_FUSION"
 
 PASSES = [
     ("BatchNormalization folding", fold_bn.run),
+    ("Conv + Relu / Clip", conv_act.run),
     ("MatMul + Add as Gemm", gemm_bias.run),
     ("LayerNormalization patterns", layernorm.run),
     ("element-wise fusion", fuse_elementwise.run),   # last: it sees what the others left

@@ -48,6 +48,8 @@ typedef __m512 om2_vf;
 #define om2_v_add(a, b) _mm512_add_ps((a), (b))
 #define om2_v_sub(a, b) _mm512_sub_ps((a), (b))
 #define om2_v_mul(a, b) _mm512_mul_ps((a), (b))
+#define om2_v_max(a, b) _mm512_max_ps((a), (b))
+#define om2_v_min(a, b) _mm512_min_ps((a), (b))
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 typedef __m256 om2_vf;
@@ -60,6 +62,8 @@ typedef __m256 om2_vf;
 #define om2_v_add(a, b) _mm256_add_ps((a), (b))
 #define om2_v_sub(a, b) _mm256_sub_ps((a), (b))
 #define om2_v_mul(a, b) _mm256_mul_ps((a), (b))
+#define om2_v_max(a, b) _mm256_max_ps((a), (b))
+#define om2_v_min(a, b) _mm256_min_ps((a), (b))
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
 typedef float32x4_t om2_vf;
@@ -72,6 +76,8 @@ typedef float32x4_t om2_vf;
 #define om2_v_add(a, b) vaddq_f32((a), (b))
 #define om2_v_sub(a, b) vsubq_f32((a), (b))
 #define om2_v_mul(a, b) vmulq_f32((a), (b))
+#define om2_v_max(a, b) vmaxq_f32((a), (b))
+#define om2_v_min(a, b) vminq_f32((a), (b))
 #else
 /* Portable: GCC vector extensions (SSE2 on baseline x86-64). No FMA here, so a multiply and an add. */
 typedef float om2_vf __attribute__((vector_size(16), aligned(4)));
@@ -84,11 +90,26 @@ OM2_ALWAYS_INLINE om2_vf om2_v_set1(float x) { return (om2_vf){x, x, x, x}; }
 #define om2_v_add(a, b) ((a) + (b))
 #define om2_v_sub(a, b) ((a) - (b))
 #define om2_v_mul(a, b) ((a) * (b))
+/* like x86 maxps/minps: b where either lane is NaN */
+OM2_ALWAYS_INLINE om2_vf om2_v_max(om2_vf a, om2_vf b) { for (int i = 0; i < 4; ++i) b[i] = a[i] > b[i] ? a[i] : b[i]; return b; }
+OM2_ALWAYS_INLINE om2_vf om2_v_min(om2_vf a, om2_vf b) { for (int i = 0; i < 4; ++i) b[i] = a[i] < b[i] ? a[i] : b[i]; return b; }
 #endif
 
 /* Keeps GCC from turning a copy or fill loop into a memmove/memset call (a libc call per run of a
  * few floats costs more than the copy): the index looks modified each iteration. No instruction. */
 #define OM2_NO_LIBCALL(j) __asm__("" : "+r"(j))
+
+/* p[0:n] = min(hi, max(lo, p[0:n])) in place (a Relu or Clip fused into a convolution's store;
+ * NaN stays NaN): over a tile the kernel has just written, while it is in cache. */
+static inline void om2_clamp_run(float *restrict p, int64_t n, float lo, float hi) {
+    const om2_vf vlo = om2_v_set1(lo), vhi = om2_v_set1(hi);
+    int64_t j = 0;
+    for (; j + OM2_VL <= n; j += OM2_VL) om2_v_store(p + j, om2_v_min(vhi, om2_v_max(vlo, om2_v_load(p + j))));
+    for (; j < n; ++j) {
+        const float v = p[j] < lo ? lo : p[j];
+        p[j] = v > hi ? hi : v;
+    }
+}
 
 /* dst[0:n] = src[0:n], or zeros when src is NULL: the short runs of im2col packing, inline. The
  * tail uses masked accesses, which never touch memory past the run. */

@@ -268,6 +268,12 @@ static inline void om2_wino_input(const Om2WinoGeom *g, const Om2WinoLayout *lay
     }
 }
 
+/* The activation fused into the store (a Relu or Clip after the Conv): the kernel defines it before
+ * including this header, as a function of one om2_vf. */
+#ifndef OM2_WINO_ACT
+#define OM2_WINO_ACT(v) (v)
+#endif
+
 /* ---- 2. products and output transform ---------------------------------------------------------- */
 
 /* Rows i < mr of Mb ([xi][MR][NR], output channels kb + i, tiles tb + lane) through A^T . A, plus
@@ -294,7 +300,7 @@ static inline void om2_wino_output(const Om2WinoGeom *g, const float *restrict M
                 om2_vf col[OM2_WINO_A], out[OM2_WINO_M];
                 for (int xh = 0; xh < A; ++xh) col[xh] = s[xh][sc];
                 om2_wino_at(col, out);
-                for (int r = 0; r < M; ++r) s[r][sc] = om2_v_add(out[r], b);   /* s[r] now holds output row r */
+                for (int r = 0; r < M; ++r) s[r][sc] = OM2_WINO_ACT(om2_v_add(out[r], b));   /* s[r] now holds output row r */
             }
             for (int r = 0; r < M; ++r) om2_wino_interleave(rowbuf + r * M * OM2_VL, s[r]);
             /* lanes [0, cnt) are tiles tb + l0 + lane: copy them out tile row by tile row */

@@ -1,0 +1,68 @@
+"""Conv + Relu / Clip: an activation that directly follows a float32 Conv, and is the only reader
+of its output, goes into the Conv kernel's store (every Conv path clamps its final output, see
+ops/conv.py's ACTIVATION_ATTR), so it is not a task of its own. Relu is the clamp [0, inf); Clip
+needs compile-time constant bounds (attributes before opset 11, constant inputs since).
+
+The Conv takes over the activation's output name, so a graph output stays what it was.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..ops import registry
+from ..ops.conv import ACTIVATION_ATTR
+from . import rewrite
+
+
+def run(graph: Graph, ctx=None) -> int:
+    producer = rewrite.producers(graph)
+    users = graph.consumers()
+    outputs = set(graph.outputs)
+    fused = set()
+    for act in graph.nodes:
+        if act.op_type not in ("Relu", "Clip") or act.domain or not act.inputs or len(act.outputs) != 1:
+            continue
+        x = act.inputs[0]
+        conv = producer.get(x)
+        if conv is None or conv.op_type != "Conv" or conv.domain or ACTIVATION_ATTR in conv.attrs:
+            continue
+        if x in outputs or len(users.get(x, [])) != 1 or conv.outputs[0] != x:
+            continue
+        v = graph.values.get(x)
+        if v is None or v.dtype.name != "float32":
+            continue
+        bounds = _bounds(graph, act)
+        if bounds is None:
+            continue
+        conv.attrs[ACTIVATION_ATTR] = bounds
+        graph.values.pop(x)
+        conv.outputs[0] = act.outputs[0]
+        rewrite.note_covered(conv, act)
+        fused.add(id(act))
+    graph.nodes = [n for n in graph.nodes if id(n) not in fused]
+    return len(fused)
+
+
+def _bounds(graph: Graph, act: Node) -> tuple[float, float] | None:
+    """(lo, hi) of the clamp the activation is, None if its bounds are not constants."""
+    if act.op_type == "Relu":
+        return 0.0, math.inf
+    if act.opset < 11:
+        op = registry.lookup(act)
+        return float(op.attr(act, "min")), float(op.attr(act, "max"))
+    lo, hi = -math.inf, math.inf
+    for i in (1, 2):
+        name = act.inputs[i] if len(act.inputs) > i else ""
+        if not name:
+            continue
+        bound = rewrite.const_array(graph, name)
+        if bound is None or bound.size != 1 or bound.dtype != np.float32:
+            return None
+        if i == 1:
+            lo = float(bound.reshape(-1)[0])
+        else:
+            hi = float(bound.reshape(-1)[0])
+    return lo, hi
