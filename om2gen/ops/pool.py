@@ -4,6 +4,8 @@ and GlobalAveragePool for any rank.
 Like Conv, every rank is lowered as 3-D with leading singleton dims. The window of an output
 element is clipped per dim to the taps that land inside the input; AveragePool divides by the
 taps inside the input, or (count_include_pad) inside the explicitly padded input.
+A float32 2-D undilated MaxPool without Indices runs the output columns whose window is wholly
+inside the row through an unchecked loop the compiler vectorises (same tap order, same NaN rule).
 """
 from __future__ import annotations
 
@@ -74,12 +76,23 @@ class Pool(Op):
         d, h, w = g["dims"]
         params = dict(summary=f"{node.op_type}: {x.describe()} -> {', '.join(o.describe() for o in outs)}",
                       notes=g["notes"], kind=self.kind, ctype=x.dtype.c_type, dims=g["dims"], d=d, h=h, w=w,
-                      indices=False, include_pad=False)
+                      indices=False, include_pad=False, fast=None)
         params.update(self.params(node, ins, g))
         rows = g["N"] * g["C"] * d["OUT"] * h["OUT"]
         work = w["OUT"] * d["K"] * h["K"] * w["K"]
         return KernelCall("kernels/pool2d.c.j2", node.op_type, params, [x.name], [o.name for o in outs],
                           block_dim=common.block_dim_for(rows, work), tiling=[rows])
+
+
+def interior_columns(g) -> dict | None:
+    """The output columns [lo, hi) of a 2-D undilated pool whose window lies wholly inside the input row,
+    for the kernel's unchecked (vectorised) loop; None when there are none or the pool is not 2-D."""
+    d, h, w = g["dims"]
+    if g["rank"] != 2 or h["DIL"] != 1 or w["DIL"] != 1:
+        return None
+    lo = -(-w["PB"] // w["S"])
+    hi = min((w["size"] - w["K"] + w["PB"]) // w["S"] + 1, w["OUT"])
+    return {"lo": lo, "hi": hi} if hi > lo else None
 
 
 @register("MaxPool", since=1)
@@ -100,7 +113,8 @@ class MaxPool1(Pool):
 
     def params(self, node, ins, g):
         if len(node.outputs) < 2 or not node.outputs[1]:
-            return {"init": _MAX_INIT[ins[0].dtype.name], "is_float": ins[0].dtype.name.startswith("float")}
+            return {"init": _MAX_INIT[ins[0].dtype.name], "is_float": ins[0].dtype.name.startswith("float"),
+                    "fast": interior_columns(g) if ins[0].dtype.name == "float32" else None}
         order = int(self.opt(node, "storage_order", 0))
         if order not in (0, 1):
             raise UnsupportedOpError(f"node {node.name!r} (MaxPool): storage_order {order} is not 0 or 1")

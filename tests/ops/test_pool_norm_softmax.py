@@ -1,7 +1,10 @@
 """Pooling, BatchNormalization and Softmax against ONNX Runtime."""
 import numpy as np
 import pytest
-from helpers import check_op, rand
+from onnx import helper
+
+import om2gen
+from helpers import check_op, make_model, rand
 
 COVERS = {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "BatchNormalization", "Softmax"}
 
@@ -90,6 +93,45 @@ INDEXED = {
     "1d": ((2, 2, 13), {"kernel_shape": [3], "strides": [2], "pads": [1, 0]}),
     "3d": ((1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 2], "strides": [2, 2, 2], "pads": [0, 1, 0, 1, 1, 1]}),
 }
+
+
+# (input shape, attributes) around MaxPool's unchecked interior-column loop: borders on either side,
+# odd widths, ceil_mode, asymmetric pads, strides 1 and 2, kernels 2 and 3, rows with no interior
+FAST_MAX = {
+    "k3s2p1_odd": ((1, 3, 13, 15), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "k3s2_ceil": ((1, 2, 11, 13), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    "k3s2p1_ceil": ((1, 2, 12, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                     "ceil_mode": 1}),
+    "k2s2_odd": ((1, 2, 9, 17), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    "k2s1_pads": ((1, 2, 6, 19), {"kernel_shape": [2, 2], "pads": [1, 0, 0, 1]}),
+    "k3s1p1": ((2, 2, 7, 21), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    "k3s1_asym": ((1, 2, 8, 10), {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0]}),
+    "k3s2_wide_pads": ((1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    "no_interior": ((1, 2, 5, 3), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 2, 1, 2]}),
+    "width_eq_kernel": ((1, 2, 6, 3), {"kernel_shape": [3, 3], "strides": [2, 1]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAST_MAX))
+def test_maxpool_interior_columns(case, tmp_path):
+    shape, attrs = FAST_MAX[case]
+    check_op("MaxPool", {"x": rand(*shape, seed=2)}, attrs, tmp_path=tmp_path)
+
+
+def test_maxpool_nan_propagates(tmp_path):
+    """A NaN in a window gives NaN, in the border columns and the interior alike (numpy's max; ONNX
+    Runtime's MaxPool differs here, so the reference is numpy)."""
+    x = rand(1, 2, 11, 13, seed=3)
+    x[0, 0, 4, 0] = x[0, 0, 5, 6] = x[0, 1, 0, 12] = x[0, 1, 7, 7] = np.nan
+    model = make_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                                         pads=[1, 1, 1, 1])], {"x": x}, ["y"])
+    om2gen.compile(model, tmp_path / "model.om2")
+    with om2gen.load(tmp_path / "model.om2") as m:
+        got = m.run({"x": x})["y"]
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    ref = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(4, 5))
+    assert np.isnan(ref).any() and not np.isnan(ref).all()
+    np.testing.assert_array_equal(got, ref)
 
 
 @pytest.mark.parametrize("storage_order", [0, 1])
