@@ -12,10 +12,9 @@ from pathlib import Path
 
 from . import so_in_om
 from .build import Options, _Progress, write_archive
-from .errors import ArchiveError, Om2Error
+from .errors import Om2Error
 from .om import reader
 from .om.container import read_om
-from .toolchain import targets
 
 
 def convert(source, output, *, progress: bool = False) -> Path:
@@ -31,11 +30,7 @@ def convert(source, output, *, progress: bool = False) -> Path:
     where = str(source)
     parsed = reader.read(om, where)
     md = parsed.model_def
-    soc = md.attr["soc_version"].s.decode("utf-8", "replace") if "soc_version" in md.attr else ""
-    if soc not in targets.TARGETS:
-        raise ArchiveError(f"{where}: built for soc_version {soc!r}, which is not an om2gen target "
-                           f"({', '.join(targets.TARGETS)}); only OM files written by om2gen convert")
-    tgt = targets.TARGETS[soc]
+    tgt = reader.target_of(md, where)
     program = parsed.program
     report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     flag = so_in_om.flag_from_model_def(md, where)

@@ -16,7 +16,6 @@ from .. import so_in_om
 from ..errors import ArchiveError, RuntimeFailure
 from ..executor.native import ffi, lib, string
 from ..executor.tables import Tables
-from ..toolchain import targets
 from . import reader
 from .container import read_om
 
@@ -63,12 +62,7 @@ def _read(source, res: OmResources) -> memoryview:
 
 def _target(om_model, where: str) -> None:
     """The OM's soc_version names the om2gen target it was built for; it must run here."""
-    md = om_model.model_def
-    name = md.attr["soc_version"].s.decode("utf-8", "replace") if "soc_version" in md.attr else ""
-    if name not in targets.TARGETS:
-        raise ArchiveError(f"{where}: built for soc_version {name!r}, which is not an om2gen target "
-                           f"({', '.join(targets.TARGETS)}); only OM files written by om2gen run here")
-    target = targets.TARGETS[name]
+    target = reader.target_of(om_model.model_def, where)
     from ..executor.model import check_target
     check_target(where, target.name, target.arch, target.isa_features)
 

@@ -271,6 +271,17 @@ def _read(om: OmFile, stage) -> OmModel:
     return model
 
 
+def target_of(model_def, where: str):
+    """The om2gen target (toolchain.targets.Target) an OM was built for: its soc_version."""
+    from ..toolchain import targets
+    a = model_def.attr["soc_version"] if "soc_version" in model_def.attr else None
+    name = a.s.decode("utf-8", "replace") if a is not None and a.WhichOneof("value") == "s" else ""
+    if name not in targets.TARGETS:
+        raise ArchiveError(f"{where}: built for soc_version {name!r}, which is not an om2gen target "
+                           f"({', '.join(targets.TARGETS)}); only OM files written by om2gen can be run or converted")
+    return targets.TARGETS[name]
+
+
 def _op(graph, index: int, where: str):
     if not 0 <= index < len(graph.op):
         raise ArchiveError(f"{where} refers to op {index}, the graph has {len(graph.op)} ops")
