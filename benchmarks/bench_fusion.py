@@ -30,6 +30,7 @@ import onnx  # noqa: E402
 
 import catalog  # noqa: E402
 import om2gen  # noqa: E402
+from om2gen import bench  # noqa: E402
 from om2gen.archive import layout  # noqa: E402
 from om2gen.passes import optimize  # noqa: E402
 
@@ -58,37 +59,6 @@ def ort_feeds(model) -> dict:
     for k, v in model.input_values.items():
         feeds[k] = np.array(v, dtype=onnx.helper.tensor_dtype_to_np_dtype(declared[k].type.tensor_type.elem_type))
     return feeds
-
-
-def om2_call(m, feeds):
-    ins = [np.ascontiguousarray(feeds[t.name]) for t in m.inputs]
-    outs = [np.empty(t.shape, t.dtype) for t in m.outputs]
-    in_ptrs, out_ptrs = [a.ctypes.data for a in ins], [a.ctypes.data for a in outs]
-
-    def call():
-        m.execute_raw(in_ptrs, out_ptrs)
-    call.keep = (ins, outs)
-    return call, outs
-
-
-def ort_call(session, feeds):
-    import onnxruntime as ort
-    binding = session.io_binding()
-    keep = []
-    for meta in session.get_inputs():
-        arr = np.ascontiguousarray(feeds[meta.name])
-        keep.append(arr)
-        binding.bind_cpu_input(meta.name, arr)
-    for meta, ref in zip(session.get_outputs(), session.run(None, {k: feeds[k] for k in
-                                                                   (i.name for i in session.get_inputs())})):
-        value = ort.OrtValue.ortvalue_from_numpy(np.empty_like(ref))
-        keep.append(value)
-        binding.bind_ortvalue_output(meta.name, value)
-
-    def call():
-        session.run_with_iobinding(binding)
-    call.keep = keep
-    return call
 
 
 def measure(calls: dict, runs: int, warmup: int, max_seconds: float) -> dict:
@@ -126,8 +96,9 @@ def bench_model(model, workdir: Path, threads: int, runs: int, warmup: int, max_
     try:
         calls, outs = {}, {}
         for v, m in loaded.items():
-            calls[v], outs[v] = om2_call(m, feeds)
-        calls["ort"] = ort_call(session, feeds)
+            calls[v] = bench.om2_engine_call(m, feeds)
+            outs[v] = calls[v].keep[1]
+        calls["ort"] = bench.ort_engine_call(session, {i.name: feeds[i.name] for i in session.get_inputs()})
         times = measure(calls, runs, warmup, max_seconds)
         # sanity: both archives compute the same thing
         result["max_abs_diff"] = max(float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
