@@ -71,6 +71,7 @@
 #include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -421,16 +422,45 @@ inline void cpu_relax() {
  * this long. */
 constexpr auto kSpinBudget = std::chrono::microseconds(2000);
 
-/* Polls `ready` for up to kSpinBudget; true as soon as it holds. */
-template <typename Ready>
-bool spin_until(Ready&& ready) {
+/* Polls `ready` for up to kSpinBudget; true as soon as it holds. `every_so_often` runs every 64
+ * polls (a spinning worker uses it to leave the launcher's CPU, see KernelPool). */
+template <typename Ready, typename Hook>
+bool spin_until(Ready&& ready, Hook&& every_so_often) {
     const Clock::time_point start = Clock::now();
     for (uint32_t i = 1;; ++i) {
         if (ready()) return true;
         cpu_relax();
-        if ((i & 63u) == 0 && Clock::now() - start > kSpinBudget) return false;
+        if ((i & 63u) == 0) {
+            if (Clock::now() - start > kSpinBudget) return false;
+            every_so_often();
+        }
     }
 }
+
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+    return spin_until(std::forward<Ready>(ready), [] {});
+}
+
+/* The CPUs this thread may run on (its mask when the pool started it). */
+struct CpuHome {
+    cpu_set_t allowed;
+    bool known;
+
+    CpuHome() { known = sched_getaffinity(0, sizeof allowed, &allowed) == 0; }
+
+    /* Moves this thread off `cpu` if it is running there and may run elsewhere: it sets a mask
+     * without `cpu` (the kernel migrates the thread before the call returns), then gives the
+     * thread its whole mask back (which does not move it). */
+    void step_off(int cpu) const {
+        if (!known || cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
+        cpu_set_t elsewhere = allowed;
+        CPU_CLR(cpu, &elsewhere);
+        if (CPU_COUNT(&elsewhere) == 0) return;
+        if (sched_setaffinity(0, sizeof elsewhere, &elsewhere) != 0) return;
+        sched_setaffinity(0, sizeof allowed, &allowed);
+    }
+};
 
 uint32_t online_cpus() {
     const long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -465,8 +495,14 @@ class InKernelScope {
 // does nothing, so a launch never waits for a sleeping thread that has no block to run.
 //
 // Idle workers poll state_ for kSpinBudget, then sleep on the futex wake_word_; the launcher
-// wakes at most `limit` sleepers. The launcher itself polls for completion, then sleeps on
-// done_word_, which the last leaving worker signals. Sleepers and wakers use sequentially
+// wakes at most `limit` sleepers. A worker never spins or works on the launcher's CPU (the
+// launcher publishes it with each launch): Linux may wake a sleeping worker on the CPU of the
+// thread that woke it, and on a VM whose idle vCPUs look busy to the guest scheduler (KVM
+// reports a halted vCPU as preempted) it often does; the two threads then share one core and
+// the launch runs at half the speed of one thread (bert_tiny on 2 threads: 7-8 ms instead of
+// 1.9 ms after an idle pause). Such a worker moves itself to another CPU of its mask.
+// The launcher itself polls for completion, then sleeps on done_word_, which the last leaving
+// worker signals. Sleepers and wakers use sequentially
 // consistent operations on (sleepers_, wake_word_, state_) and (caller_sleeping_, done_word_,
 // state_), so a wake-up is never lost: either the sleeper sees the new state or the waker sees
 // the sleeper.
@@ -504,7 +540,7 @@ class KernelPool {
     void run_blocks();
     void close_and_wait();
     void worker_main(uint32_t seen_seq);
-    bool wait_for_launch(uint32_t seen_seq, uint32_t* seq);
+    bool wait_for_launch(uint32_t seen_seq, uint32_t* seq, const CpuHome& home);
     bool try_join(uint32_t seq);
     void leave();
 
@@ -513,6 +549,7 @@ class KernelPool {
     std::atomic<uint32_t> thread_count_{0};  // T; 0 until decided
     uint32_t seq_ = 0;
     Job job_;
+    std::atomic<int> launcher_cpu_{-1};
 
     alignas(64) std::atomic<uint64_t> state_{0};
     alignas(64) std::atomic<uint64_t> next_block_{0};
@@ -551,6 +588,7 @@ void KernelPool::run_serially(const Job& job) {
 }
 
 void KernelPool::publish(uint32_t limit) {
+    launcher_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
     next_block_.store(0, std::memory_order_relaxed);
     ++seq_;
     state_.store((uint64_t{seq_} << kSeqShift) | (uint64_t{limit} << kLimitShift), std::memory_order_seq_cst);
@@ -584,9 +622,11 @@ void KernelPool::close_and_wait() {
 
 void KernelPool::worker_main(uint32_t seen_seq) {
     t_in_kernel = true;  // a kernel running on a worker must not launch
+    const CpuHome home;
     uint32_t seq = 0;
-    while (wait_for_launch(seen_seq, &seq)) {
+    while (wait_for_launch(seen_seq, &seq, home)) {
         seen_seq = seq;
+        home.step_off(launcher_cpu_.load(std::memory_order_relaxed));
         if (try_join(seq)) {
             run_blocks();
             leave();
@@ -594,11 +634,12 @@ void KernelPool::worker_main(uint32_t seen_seq) {
     }
 }
 
-bool KernelPool::wait_for_launch(uint32_t seen_seq, uint32_t* seq) {
+bool KernelPool::wait_for_launch(uint32_t seen_seq, uint32_t* seq, const CpuHome& home) {
     auto changed = [&] {
         return stop_.load(std::memory_order_seq_cst) || seq_of(state_.load(std::memory_order_seq_cst)) != seen_seq;
     };
-    if (!spin_until(changed)) {
+    auto leave_launcher_cpu = [&] { home.step_off(launcher_cpu_.load(std::memory_order_relaxed)); };
+    if (!spin_until(changed, leave_launcher_cpu)) {
         for (;;) {
             sleepers_.fetch_add(1, std::memory_order_seq_cst);
             const uint32_t word = wake_word_.load(std::memory_order_seq_cst);
