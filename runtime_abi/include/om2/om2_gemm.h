@@ -269,7 +269,16 @@ OM2_ALWAYS_INLINE void om2_gemm_tile(const int rows, const int trans, int64_t kc
     om2_gemm_tile_pf(rows, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, NULL, 0);
 }
 
-/* The tile for mr valid rows: the full MR-row kernel, or a short one when most rows would be padding. */
+/* The kernel rows for a panel of mr valid rows: the full MR, or a short kernel (1, 4, or 8 of 16)
+ * when most rows would be padding (a 24-channel convolution's second panel, a 5-position image). */
+OM2_ALWAYS_INLINE int64_t om2_gemm_rows_for(int64_t mr) {
+    if (OM2_GEMM_MR > 4 && mr == 1) return 1;
+    if (OM2_GEMM_MR > 4 && mr <= 4) return 4;
+    if (OM2_GEMM_MR > 8 && mr <= 8) return 8;
+    return OM2_GEMM_MR;
+}
+
+/* The tile for mr valid rows, with om2_gemm_rows_for(mr) kernel rows. */
 OM2_ALWAYS_INLINE void om2_gemm_tile_any_pf(const int trans, int64_t kc, const float *restrict a,
                                             const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc,
                                             int64_t mr, int64_t nr, int init, const float *restrict bias,
@@ -279,6 +288,11 @@ OM2_ALWAYS_INLINE void om2_gemm_tile_any_pf(const int trans, int64_t kc, const f
         om2_gemm_tile_pf(1, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf, pf_step);
     } else if (mr <= 4) {
         om2_gemm_tile_pf(4, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf, pf_step);
+    } else
+#endif
+#if OM2_GEMM_MR > 8
+    if (mr <= 8) {
+        om2_gemm_tile_pf(8, trans, kc, a, b, ldb, c, ldc, mr, nr, init, bias, pf, pf_step);
     } else
 #endif
     {
@@ -701,7 +715,7 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
                         }
                         if (trans) {
                             /* whole tiles into the accumulator: panels past M and N are zeros */
-                            const int64_t rows = mr == 1 ? 1 : mr <= 4 && OM2_GEMM_MR > 4 ? 4 : OM2_GEMM_MR;
+                            const int64_t rows = om2_gemm_rows_for(mr);
                             om2_gemm_tile_any_pf(0, kc, ai, bj, ldb, acc + (i - m0) * accw + nb + j - n0, accw, rows,
                                                  OM2_GEMM_NR, kb > 0 ? OM2_INIT_LOAD : OM2_INIT_ZERO, NULL, pf, pf_step);
                         } else {
