@@ -27,14 +27,14 @@ from .registry import Op, register
 # None marks a parameter the function does not take (it then consumes no activation_alpha/beta).
 _ACTIVATIONS = {
     "relu": ("x > 0.0f ? x : 0.0f", None, None),
-    "tanh": ("tanhf(x)", None, None),
-    "sigmoid": ("1.0f / (1.0f + expf(-x))", None, None),
+    "tanh": ("om2_tanhf(x)", None, None),
+    "sigmoid": ("1.0f / (1.0f + om2_expf(-x))", None, None),
     "affine": ("{alpha} * x + {beta}", 1.0, 0.0),
     "leakyrelu": ("x >= 0.0f ? x : {alpha} * x", 0.01, None),
     "thresholdedrelu": ("x > {alpha} ? x : 0.0f", 1.0, None),
-    "scaledtanh": ("{alpha} * tanhf({beta} * x)", 1.0, 1.0),
+    "scaledtanh": ("{alpha} * om2_tanhf({beta} * x)", 1.0, 1.0),
     "hardsigmoid": ("fmaxf(0.0f, fminf(1.0f, {alpha} * x + {beta}))", 0.2, 0.5),
-    "elu": ("x >= 0.0f ? x : {alpha} * (expf(x) - 1.0f)", 1.0, None),
+    "elu": ("x >= 0.0f ? x : {alpha} * (om2_expf(x) - 1.0f)", 1.0, None),
     "softsign": ("x / (1.0f + fabsf(x))", None, None),
     "softplus": ("x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x))", None, None),
 }
