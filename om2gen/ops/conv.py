@@ -47,6 +47,9 @@ def winograd_setting() -> int | None:
 # Set by passes/conv_act.py on a Conv that also computes the Relu or Clip after it: (lo, hi) floats,
 # either infinite when unbounded; every path clamps its final store to [lo, hi].
 ACTIVATION_ATTR = "_om2_activation"
+# Set by passes/conv_add.py on a pointwise Conv that also adds its input 3 (a tensor of the output's
+# shape) to its result, before the activation; only the packed-GEMM path (conv_gemm.c.j2) takes it.
+RESIDUAL_ATTR = "_om2_residual"
 
 
 def _c_float(v: float) -> str:
@@ -189,6 +192,10 @@ class Conv(Op):
         bias = len(ins) > 2 and ins[2] is not None
         if not (g["CG"] == 1 and g["MG"] == 1):
             return self.lower_gemm(node, ins, outs, ctx, g, bias)
+        if node.attrs.get(RESIDUAL_ATTR):
+            raise CompileError(f"node {node.name!r} (Conv): a fused residual Add needs the packed-GEMM kernel, "
+                               f"but this convolution is depthwise (an om2gen bug: report it; OM2GEN_FUSION=0 "
+                               f"compiles the model without fusion meanwhile)")
         if g["D"] == 1 and g["KD"] == 1 and g["KH"] * g["KW"] <= MAX_DEPTHWISE_TAPS:
             return self.lower_depthwise(node, ins, outs, g, bias, ctx)
         cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
@@ -209,7 +216,7 @@ class Conv(Op):
         p = g["OD"] * g["OH"] * g["OW"]
         w = ins[1]
         packed_w = w.is_const
-        if winograd.applicable(g, packed_w):
+        if winograd.applicable(g, packed_w) and not node.attrs.get(RESIDUAL_ATTR):
             plan = winograd.choose(g, bl, winograd_setting())
             if plan is not None:
                 return self.lower_winograd(node, ins, outs, g, bias, plan, bl)
@@ -242,6 +249,9 @@ class Conv(Op):
             inputs.append(w.name)
         if bias:
             inputs.append(ins[2].name)
+        residual = bool(node.attrs.get(RESIDUAL_ATTR))
+        if residual:
+            inputs.append(ins[3].name)
         tiling = dict(N=g["N"], G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
                       **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
                                            "DD", "DH", "DW", "PF", "PT", "PL")},
@@ -251,9 +261,11 @@ class Conv(Op):
         # Nothing shape-specific goes into the source (shapes are tiling data), so every Conv of a
         # model with the same operand kinds shares one binary.
         params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"
-                              f"{', bias' if bias else ''}{', transposed' if transposed else ''}); shapes from "
+                              f"{', bias' if bias else ''}{', residual added' if residual else ''}"
+                              f"{', transposed' if transposed else ''}); shapes from "
                               "the tiling data",
-                      bias=bias, packed_w=packed_w, transposed=transposed, y_slot=len(inputs), gemm=bl.defines(),
+                      bias=bias, residual_slot=len(inputs) - 1 if residual else None, packed_w=packed_w,
+                      transposed=transposed, y_slot=len(inputs), gemm=bl.defines(),
                       fields=list(tiling), act=activation(node))
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
