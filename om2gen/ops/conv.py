@@ -292,8 +292,7 @@ class Conv(Op):
         """One input and one output channel per group, 2-D or 1-D (templates/kernels/dwconv.c.j2):
         rows of a plane from zero-padded stride-phase planes, every tap one vector load; on AVX-512,
         column strides 1 and 2 read the input in place instead (dwconv_direct.c.j2)."""
-        if ctx.target.name == "x86_64-avx512" and g["SW"] in (1, 2) and g["KW"] <= DIRECT_DEPTHWISE_MAX_KW \
-                and g["KH"] * g["KW"] <= DIRECT_DEPTHWISE_MAX_TAPS:
+        if direct_window_fits(ctx.target, g):
             return self.lower_depthwise_direct(node, ins, outs, g, bias)
         bl = gemm_pack.blocking(ctx.target)
         # tap (kh, kw) reads plane ((kh*DH) % SH, (kw*DW) % SW) at rows/columns (kh*DH) // SH, (kw*DW) // SW on;
@@ -328,27 +327,42 @@ class Conv(Op):
                           tiling=list(tiling.values()), workspace=block_dim * ws * 4)
 
     def lower_depthwise_direct(self, node, ins, outs, g, bias):
-        """Depthwise on AVX-512 (templates/kernels/dwconv_direct.c.j2): output rows 16 columns at a
-        time straight from the input, the padding as lane masks; work item = R rows of one plane."""
-        rows_at_once = DIRECT_DEPTHWISE_ROWS
-        rows = max(1, min(g["OH"], DEPTHWISE_ITEM_FLOATS // g["OW"]))
-        if rows < g["OH"]:
-            rows = max(rows_at_once, rows // rows_at_once * rows_at_once)
-        chunks = -(-g["OH"] // rows)
+        """Depthwise on AVX-512 (templates/kernels/dwconv_direct.c.j2)."""
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
-        tiling = dict(N=g["N"], C=g["C"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"], PL=g["PL"], R=rows,
-                      chunks=chunks)
-        params = {k: g[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW", "PL")}
-        # sliding along the rows (vectors shifted by each tap's column offset d = kw*DW - PL) needs
-        # |d| < 16 at stride 1, and -31 < d <= 1 at stride 2 (shifts back into the previous step only);
-        # other pads read every tap with masked loads
-        offsets = [kw * g["DW"] - g["PL"] for kw in range(g["KW"])]
-        params["sliding"] = all(-16 < d < 16 for d in offsets) if g["SW"] == 1 else all(-31 < d <= 1 for d in offsets)
-        params.update(summary=f"Conv (depthwise, direct, {'sliding' if params['sliding'] else 'masked loads'}) {g['KH']}x{g['KW']}, strides {g['SH']}x{g['SW']}, dilations "
-                              f"{g['DH']}x{g['DW']}{', bias' if bias else ''}; shapes from the tiling data",
-                      bias=bias, rows_at_once=rows_at_once, y_slot=len(inputs), fields=list(tiling),
-                      act=activation(node))
-        items = g["N"] * g["C"] * chunks
-        block_dim = common.block_dim_for(items, rows * g["OW"] * g["KH"] * g["KW"])
-        return KernelCall("kernels/dwconv_direct.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
-                          tiling=list(tiling.values()))
+        return direct_window_call("Conv", inputs, outs[0].name, g, bias=bias, act=activation(node))
+
+
+def direct_window_fits(target, g: dict) -> bool:
+    """Whether dwconv_direct.c.j2 computes this 2-D window (depthwise Conv or MaxPool geometry)."""
+    return target.name == "x86_64-avx512" and g["SW"] in (1, 2) and g["KW"] <= DIRECT_DEPTHWISE_MAX_KW \
+        and g["KH"] * g["KW"] <= DIRECT_DEPTHWISE_MAX_TAPS
+
+
+def direct_window_call(op_type: str, inputs: list, output: str, g: dict, *, bias=False, act=None,
+                       pool=False) -> KernelCall:
+    """A depthwise Conv (weights, optional bias and activation) or, with pool, a MaxPool on AVX-512
+    (templates/kernels/dwconv_direct.c.j2): output rows 16 columns at a time straight from the input,
+    the padding as lane masks; work item = R rows of one plane. g: N, C, H, W, OH, OW, KH, KW, SH,
+    SW, DH, DW, PT, PL."""
+    rows_at_once = DIRECT_DEPTHWISE_ROWS
+    rows = max(1, min(g["OH"], DEPTHWISE_ITEM_FLOATS // g["OW"]))
+    if rows < g["OH"]:
+        rows = max(rows_at_once, rows // rows_at_once * rows_at_once)
+    chunks = -(-g["OH"] // rows)
+    tiling = dict(N=g["N"], C=g["C"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"], PL=g["PL"], R=rows,
+                  chunks=chunks)
+    params = {k: g[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW", "PL")}
+    # sliding along the rows (vectors shifted by each tap's column offset d = kw*DW - PL) needs
+    # |d| < 16 at stride 1, and -31 < d <= 1 at stride 2 (shifts back into the previous step only);
+    # other pads read every tap with masked loads
+    offsets = [kw * g["DW"] - g["PL"] for kw in range(g["KW"])]
+    params["sliding"] = all(-16 < d < 16 for d in offsets) if g["SW"] == 1 else all(-31 < d <= 1 for d in offsets)
+    what = "MaxPool (direct" if pool else "Conv (depthwise, direct"
+    params.update(summary=f"{what}, {'sliding' if params['sliding'] else 'masked loads'}) "
+                          f"{g['KH']}x{g['KW']}, strides {g['SH']}x{g['SW']}, dilations {g['DH']}x{g['DW']}"
+                          f"{', bias' if bias else ''}; shapes from the tiling data",
+                  bias=bias, pool=pool, rows_at_once=rows_at_once, y_slot=len(inputs), fields=list(tiling), act=act)
+    items = g["N"] * g["C"] * chunks
+    block_dim = common.block_dim_for(items, rows * g["OW"] * g["KH"] * g["KW"])
+    return KernelCall("kernels/dwconv_direct.c.j2", op_type, params, inputs, [output], block_dim=block_dim,
+                      tiling=list(tiling.values()))

@@ -6,6 +6,9 @@ element is clipped per dim to the taps that land inside the input; AveragePool d
 taps inside the input, or (count_include_pad) inside the explicitly padded input.
 A float32 2-D undilated MaxPool without Indices runs the output columns whose window is wholly
 inside the row through an unchecked loop the compiler vectorises (same tap order, same NaN rule).
+On AVX-512, a float32 1-D or 2-D MaxPool without Indices with column stride 1 or 2 runs the direct
+depthwise-window kernel instead (templates/kernels/dwconv_direct.c.j2 without weights: -inf
+padding, a NaN in a window gives NaN).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from ..codegen.literals import c_float
 from ..dtypes import INT64
 from ..errors import ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
-from . import common
+from . import common, conv
 from .conv import as3, out_size, spatial_ints, spatial_pads, spatial_rank
 from .registry import REQUIRED, Op, register
 
@@ -110,6 +113,18 @@ class MaxPool1(Pool):
                                          "is not supported")
             return [y, common.out(INT64, y.shape)]
         return [y]
+
+    def lower(self, node, ins, outs, ctx):
+        g = self.geometry(node, ins)
+        d, h, w = g["dims"]
+        plain = len(node.outputs) < 2 or not node.outputs[1]
+        if plain and ins[0].dtype.name == "float32" and d["trivial"]:
+            # a 2-D (or 1-D) float max pool is a depthwise window without weights: the direct kernel
+            geom = dict(N=g["N"], C=g["C"], H=h["size"], W=w["size"], OH=h["OUT"], OW=w["OUT"], KH=h["K"], KW=w["K"],
+                        SH=h["S"], SW=w["S"], DH=h["DIL"], DW=w["DIL"], PT=h["PB"], PL=w["PB"])
+            if conv.direct_window_fits(ctx.target, geom):
+                return conv.direct_window_call("MaxPool", [ins[0].name], outs[0].name, geom, pool=True)
+        return super().lower(node, ins, outs, ctx)
 
     def params(self, node, ins, g):
         if len(node.outputs) < 2 or not node.outputs[1]:

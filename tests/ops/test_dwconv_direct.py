@@ -3,13 +3,16 @@ and 2, sliding along the rows or (where a tap's column offset is too far for tha
 loads, the padding as lane masks (left, right, top, bottom, asymmetric, wider than the kernel
 reach), planes narrower than a vector and wider than several, row remainders of the 4-row unroll,
 row chunks (several work items per plane), dilations, batches, bias and the fused Clip/Relu;
-and the fallbacks it leaves to dwconv.c.j2 (column stride 3, kernels wider than 7)."""
+the fallbacks it leaves to dwconv.c.j2 (column stride 3, kernels wider than 7); and float MaxPool,
+which runs the same kernel without weights (-inf padding, NaN propagation)."""
 import zipfile
 
 import numpy as np
 import pytest
 from helpers import check_model, make_model, rand
 from onnx import helper
+
+import om2gen
 
 from om2gen.ops import conv
 from om2gen.toolchain import targets
@@ -93,3 +96,48 @@ def test_direct_depthwise_activation_no_bias(case, act, tmp_path):
 def test_plane_copy_kernel_where_direct_does_not_apply(c, tmp_path):
     source = _run(c, tmp_path)
     assert "Conv (depthwise)" in source and "direct" not in source
+
+
+POOL_CASES = {
+    # ResNet's stem pool (sliding, stride 2), all-negative input: padding must be -inf, not 0
+    "resnet_stem_negative": dict(x=(1, 4, 20, 22), attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                                           "pads": [1, 1, 1, 1]}, negative=True),
+    # no pads at stride 2 (a tap two columns on: masked loads), ceil_mode (a last window past the end)
+    "s2_no_pads_ceil": dict(x=(2, 3, 15, 17), attrs={"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+                            negative=True),
+    "s1_same": dict(x=(1, 5, 9, 33), attrs={"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+    "dilated_1d": dict(x=(1, 3, 40), attrs={"kernel_shape": [3], "dilations": [2], "pads": [2, 1]}),
+}
+
+
+def _pool_source(tmp_path) -> str:
+    with zipfile.ZipFile(tmp_path / "model.om2") as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if "/csrc/kernels/" in n)
+
+
+@pytest.mark.parametrize("case", sorted(POOL_CASES))
+def test_direct_maxpool(case, tmp_path):
+    c = POOL_CASES[case]
+    x = rand(*c["x"], seed=1, low=-3.0, high=-0.5) if c.get("negative") else rand(*c["x"], seed=1)
+    model = make_model([helper.make_node("MaxPool", ["x"], ["y"], **c["attrs"])], {"x": x}, ["y"])
+    check_model(model, {"x": x}, tmp_path, target=AVX512, debug=True)
+    assert "MaxPool (direct" in _pool_source(tmp_path)
+
+
+@pytest.mark.parametrize("stride,pad", [(2, 1), (1, 2), (2, 0)])   # sliding at both strides, masked loads
+def test_direct_maxpool_nan(stride, pad, tmp_path):
+    """A NaN in a window gives NaN (numpy's max, as the scalar kernel; ONNX Runtime's MaxPool
+    differs here, so the reference is numpy): at a border column, in the interior, on the last row."""
+    k = 3 if pad < 2 else 5
+    x = rand(1, 2, 13, 35, seed=3)
+    x[0, 0, 4, 0] = x[0, 0, 5, 17] = x[0, 1, 12, 34] = x[0, 1, 7, 7] = np.nan
+    model = make_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[k, k], strides=[stride, stride],
+                                         pads=[pad] * 4)], {"x": x}, ["y"])
+    om2gen.compile(model, tmp_path / "model.om2", target=AVX512, debug=True)
+    assert "MaxPool (direct" in _pool_source(tmp_path)
+    with om2gen.load(tmp_path / "model.om2") as m:
+        got = m.run({"x": x})["y"]
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    ref = np.lib.stride_tricks.sliding_window_view(padded, (k, k), axis=(2, 3))[:, :, ::stride, ::stride].max(axis=(4, 5))
+    assert np.isnan(ref).any() and not np.isnan(ref).all()
+    np.testing.assert_array_equal(got, ref)
