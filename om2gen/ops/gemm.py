@@ -1,4 +1,5 @@
-"""Gemm and MatMul: one packed-GEMM template (templates/kernels/matmul.c.j2 over om2/om2_gemm.h).
+"""Gemm and MatMul: one packed-GEMM template (templates/kernels/matmul.c.j2 over om2/om2_gemm.h, and
+om2/om2_gemv.h for a few rows over constant weights).
 
 A constant operand is packed at compile time into the panel layout the micro-kernel reads
 (transposes folded in), so nothing is repacked at load; an operand computed at run time is
@@ -43,9 +44,14 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
     a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k), lambda x: gemm_pack.pack_a(x, bl.mr), bl.mr)
     b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n), lambda x: gemm_pack.pack_b(x, bl.nr), bl.nr)
     inputs = [a_in, b_in]
-    tiles = gemm_pack.split(m, n, k, bl, items=batch_count, a_packed_at_run_time=not a.is_const,
-                            b_packed_at_run_time=not b.is_const)
-    ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not a.is_const)
+    # a few rows over constant weights (batch-1 dense layers): bound by streaming B, om2/om2_gemv.h
+    gemv = b.is_const and not a.is_const and m <= gemm_pack.GEMV_MAX_ROWS
+    if gemv:
+        tiles, ws = gemm_pack.split_gemv(m, n, k, bl, items=batch_count), 0
+    else:
+        tiles = gemm_pack.split(m, n, k, bl, items=batch_count, a_packed_at_run_time=not a.is_const,
+                                b_packed_at_run_time=not b.is_const)
+        ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not a.is_const)
     tiling = dict(batch=batch_count, M=m, N=n, K=k, a_rs=a_rs, a_cs=a_cs, b_rs=b_rs, b_cs=b_cs,
                   tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
                   ws_floats=ws)
@@ -57,14 +63,15 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
         "summary": f"{node.op_type} as packed GEMM; shapes from the tiling data",
         "a_packed": a.is_const, "b_packed": b.is_const, "nbatch": len(batch_dims),
         "alpha": c_float(alpha), "scale_a": alpha != 1.0, "bias": False, "beta": c_float(beta), "bias_scale": False,
-        "gemm": bl.defines(),
+        "gemm": bl.defines(), "gemv": gemv, "gemv_rows": gemm_pack.GEMV_MAX_ROWS, "gemv_bias": 0,
     }
     if c is not None and beta != 0.0:
         cs = common.broadcast_strides(c.shape, (m, n))
         tiling.update(c_rs=cs[0], c_cs=cs[1])
-        params.update(bias=True, bias_scale=beta != 1.0)
+        params.update(bias=True, bias_scale=beta != 1.0, gemv_bias=2 if beta != 1.0 else 1)
         inputs.append(c.name)
-    params.update(y_slot=len(inputs), fields=list(tiling))
+    # the workspace (none for the GEMV) comes after Y, then the tiling data
+    params.update(y_slot=len(inputs), fields=list(tiling), tiling_slot=len(inputs) + (1 if gemv else 2))
     items = batch_count * tiles.tiles_m * tiles.tiles_n
     block_dim = gemm_pack.block_dim(items)
     return KernelCall("kernels/matmul.c.j2", name, params, inputs, [y.name], block_dim=block_dim,
@@ -128,6 +135,9 @@ class MatMul(Op):
     def lower(self, node, ins, outs, ctx):
         sa, sb, batch, _ = self.shapes(node, ins)
         m, k, n = sa[-2], sa[-1], sb[-1]
+        if batch and not ins[0].is_const and tuple(sa[:-2]) == batch and all(d == 1 for d in sb[:-2]):
+            # one weight for every batch matrix of A: their rows are one product's (A and Y contiguous)
+            m, batch = m * int(np.prod(batch, dtype=np.int64)), ()
         a_strides = [s * m * k for s in common.broadcast_strides(sa[:-2], batch)] if batch else []
         b_strides = [s * k * n for s in common.broadcast_strides(sb[:-2], batch)] if batch else []
         return matmul_call(node, "MatMul", ins[0], ins[1], outs[0], m=m, n=n, k=k, batch_dims=batch,

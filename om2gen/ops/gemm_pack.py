@@ -102,6 +102,26 @@ def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, *, a_packed_at_r
     return Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))
 
 
+# A product of at most this many rows with a packed constant B runs om2/om2_gemv.h (OM2_GEMV_MAX_ROWS):
+# it streams each B panel once over the whole K and reads A in place.
+GEMV_MAX_ROWS = 4
+# Packed B bytes a column tile of such a product streams at least (about a microsecond from L3).
+GEMV_MIN_TILE_BYTES = 1 << 16
+
+
+def split_gemv(m: int, n: int, k: int, bl: Blocking, items: int = 1) -> Tiles:
+    """Column tiles of a product of few rows over a packed constant B (om2/om2_gemv.h). Nothing is
+    packed at run time, so tiles only need to stream enough of B to pay for their launch: up to
+    MAX_TILES of at least GEMV_MIN_TILE_BYTES over all `items`, in all a multiple of ENOUGH_TILES
+    (so that 2 or 4 cores get equal shares); rows are never split (each tile reads all of A)."""
+    panels = _ceil(n, bl.nr)
+    stream = items * panels * max(k, 1) * bl.nr * 4
+    total = min(MAX_TILES, stream // GEMV_MIN_TILE_BYTES)
+    total = total // ENOUGH_TILES * ENOUGH_TILES if total >= ENOUGH_TILES else total
+    per_tile = _ceil(panels, max(1, min(panels, total // items)))
+    return Tiles(m, per_tile * bl.nr, 1, _ceil(panels, per_tile))
+
+
 def transposed_pays(rows: int, cols: int, bl: Blocking) -> bool:
     """Whether C^T = B^T A^T wastes less of the register tile than C = A B when C has `rows` x `cols`:
     columns are padded to whole NR-wide vectors, while a short last row panel runs a short kernel."""

@@ -1,7 +1,10 @@
 """The packed GEMM behind Conv, MatMul and Gemm (om2/om2_gemm.h, om2gen/ops/gemm_pack.py): every
 target this machine runs, edge tiles (M, N not multiples of the register tile), K blocking,
 multi-tile SPMD splits, run-time packing of either operand, grouped and 3-D convolutions, the
-transposed product for small images; and the depthwise kernel (dwconv.c.j2)."""
+transposed product for small images; the few-row product over constant weights (om2/om2_gemv.h);
+and the depthwise kernel (dwconv.c.j2)."""
+import zipfile
+
 import numpy as np
 import pytest
 from helpers import check_model, make_model, rand
@@ -139,6 +142,70 @@ def test_gemm_const_a_transposed(target, tmp_path):
     """A constant (packed at compile time, transposed), B an input, alpha/beta epilogue."""
     run_node("Gemm", {"b": rand(33, 18, seed=2)}, {"a": rand(33, 21, seed=1), "c": rand(21, 1, seed=3)},
              {"transA": 1, "alpha": 0.5, "beta": -1.5}, tmp_path, target, order=["a", "b", "c"])
+
+
+# (inputs, constants, attributes, input order, whether the kernel is om2/om2_gemv.h's)
+GEMV_CASES = {
+    # the MLP's layer: transB, bias over N; odd K > KC, N off the panel width; 63 panels in column tiles
+    "row_bias_many_tiles": ({"a": (1, 517)}, {"b": (1000, 517), "c": (1000,)}, {"transB": 1}, None, True),
+    "k_short_n_short": ({"a": (1, 3)}, {"b": (3, 5), "c": (1, 5)}, {}, None, True),
+    "no_bias": ({"a": (1, 300)}, {"b": (300, 37)}, {}, None, True),
+    # few rows: each row's own bias, alpha and beta
+    "rows3_full_bias": ({"a": (3, 301)}, {"b": (301, 70), "c": (3, 70)}, {"alpha": 0.5, "beta": -1.5}, None, True),
+    "rows2_column_bias": ({"a": (2, 64)}, {"b": (40, 64), "c": (2, 1)}, {"transB": 1, "alpha": 2.0}, None, True),
+    "rows4_scalar_bias_trans_a": ({"a": (260, 4)}, {"b": (260, 33), "c": ()}, {"transA": 1, "beta": 0.25}, None, True),
+    "beta_zero": ({"a": (1, 20)}, {"b": (20, 17), "c": (17,)}, {"beta": 0.0}, None, True),
+    # past the few-row limit, and B an input: the packed GEMM
+    "rows5": ({"a": (5, 300)}, {"b": (300, 37), "c": (37,)}, {}, None, False),
+    "b_input": ({"a": (1, 300), "b": (300, 37)}, {"c": (37,)}, {}, ["a", "b", "c"], False),
+}
+
+
+def _kernel_sources(archive) -> str:
+    with zipfile.ZipFile(archive) as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if "/csrc/kernels/" in n)
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", sorted(GEMV_CASES))
+def test_gemm_few_rows(case, target, tmp_path):
+    inputs, consts, attrs, order, gemv = GEMV_CASES[case]
+    run_node("Gemm", {n: rand(*s, seed=i + 1) for i, (n, s) in enumerate(inputs.items())},
+             {n: rand(*s, seed=i + 5) for i, (n, s) in enumerate(consts.items())}, attrs, tmp_path, target,
+             order=order)
+    assert ("om2_gemv(" in _kernel_sources(tmp_path / "model.om2")) == gemv
+
+
+MATMUL_GEMV_CASES = {
+    "row": ((1, 270), (270, 50), True),
+    "vector": ((270,), (270, 50), True),
+    # batch dims over a 2-D weight: the rows of every batch matrix are one product's (3 rows, then 6)
+    "batch_rows": ((3, 1, 130), (130, 20), True),
+    "batch_rows_over_limit": ((2, 3, 130), (130, 20), False),
+    # a weight per batch matrix: one product per batch matrix, each over its own panels
+    "batch_weights": ((2, 1, 40), (2, 40, 33), True),
+    "batch_broadcast_rows": ((2, 1, 1, 40), (3, 40, 33), True),
+}
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", sorted(MATMUL_GEMV_CASES))
+def test_matmul_few_rows(case, target, tmp_path):
+    sa, sb, gemv = MATMUL_GEMV_CASES[case]
+    run_node("MatMul", {"a": rand(*sa, seed=1)}, {"b": rand(*sb, seed=2)}, {}, tmp_path, target)
+    assert ("om2_gemv(" in _kernel_sources(tmp_path / "model.om2")) == gemv
+
+
+def test_split_gemv_balances_cores():
+    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    # the MLP's 1024 x 1024 layer: 64 panels in column tiles that 2 and 4 cores share evenly
+    t = gemm_pack.split_gemv(1, 1024, 1024, bl)
+    assert (t.tiles_m, t.tile_m) == (1, 1) and t.tiles_n % gemm_pack.ENOUGH_TILES == 0
+    assert t.tile_n % bl.nr == 0 and t.tiles_n * t.tile_n >= 1024 > (t.tiles_n - 1) * t.tile_n
+    # too little to stream for a split: one tile; batch items count towards the tiles
+    assert gemm_pack.split_gemv(1, 10, 1024, bl).tiles_n == 1
+    assert gemm_pack.split_gemv(2, 64, 64, bl, items=8).tiles_n == 1
+    assert gemm_pack.split_gemv(1, 1000, 2048, bl).tiles_n == gemm_pack.MAX_TILES
 
 
 def test_pack_layouts():
