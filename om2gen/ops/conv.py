@@ -226,8 +226,14 @@ class Conv(Op):
         # 1x1, stride 1, no pads: im2col(X) is X itself
         pointwise = (g["KD"], g["KH"], g["KW"], g["SD"], g["SH"], g["SW"], g["PF"], g["PT"], g["PL"]) == \
             (1, 1, 1, 1, 1, 1, 0, 0, 0) and (g["OD"], g["OH"], g["OW"]) == (g["D"], g["H"], g["W"])
+        # a batch of small images computed transposed: the rows are the positions of every image
+        # (one register tile fills up), not one image's few
+        batched = transposed and not pointwise and g["N"] > 1
+        images_per_row_block = g["N"] if batched else 1
+        if batched:
+            items = g["G"]
         if transposed:
-            tiles = gemm_pack.split(p, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
+            tiles = gemm_pack.split(p * images_per_row_block, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
                                     b_packed_at_run_time=False)
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True, transposed=True)
         else:
@@ -236,7 +242,8 @@ class Conv(Op):
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
         # a strided 2-D kernel that reads every row and column phase: im2col from column-phase planes
         planes = 0
-        if not pointwise and g["D"] == 1 and g["KD"] == 1 and g["SW"] > 1 and g["KW"] >= g["SW"] and g["KH"] >= g["SH"]:
+        if not pointwise and not batched and g["D"] == 1 and g["KD"] == 1 and g["SW"] > 1 and g["KW"] >= g["SW"] \
+                and g["KH"] >= g["SH"]:
             planes = ws
             ws += im2col_plane_floats(g, tiles.tile_m if transposed else tiles.tile_n, bl)
         items *= tiles.tiles_m * tiles.tiles_n
@@ -252,7 +259,7 @@ class Conv(Op):
         residual = bool(node.attrs.get(RESIDUAL_ATTR))
         if residual:
             inputs.append(ins[3].name)
-        tiling = dict(N=g["N"], G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
+        tiling = dict(N=g["N"], NI=g["N"] // images_per_row_block, RB=images_per_row_block, G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
                       **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
                                            "DD", "DH", "DW", "PF", "PT", "PL")},
                       tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
@@ -262,7 +269,7 @@ class Conv(Op):
         # model with the same operand kinds shares one binary.
         params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"
                               f"{', bias' if bias else ''}{', residual added' if residual else ''}"
-                              f"{', transposed' if transposed else ''}); shapes from "
+                              f"{', transposed' if transposed else ''}{' over the batch' if batched else ''}); shapes from "
                               "the tiling data",
                       bias=bias, residual_slot=len(inputs) - 1 if residual else None, packed_w=packed_w,
                       transposed=transposed, y_slot=len(inputs), gemm=bl.defines(),

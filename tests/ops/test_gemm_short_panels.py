@@ -1,7 +1,11 @@
 """Short register tiles of the packed GEMM (om2_gemm_rows_for in om2/om2_gemm.h): a last panel of
 5 to 8 valid rows runs the 8-row kernel on AVX-512 (1 and 2 to 4 rows have their own), in both
 the direct product (output channels as rows) and the transposed one (output positions as rows,
-small images), on every target this machine runs."""
+small images), on every target this machine runs. And the transposed product over a batch of
+small images (conv_gemm.c.j2 with RB > 1): rows are the positions of every image, register
+tiles and SPMD tiles crossing image boundaries."""
+import zipfile
+
 import pytest
 from helpers import check_model, make_model, rand
 from onnx import helper
@@ -38,3 +42,27 @@ def test_short_panels(case, target, tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **c["attrs"]), helper.make_node("Relu", ["c"], ["y"])]
     inputs = {"x": rand(*c["x"], seed=1)}
     check_model(make_model(nodes, inputs, ["y"], consts), inputs, tmp_path, target=target)
+
+
+BATCHED = {
+    # silero's STFT: 4 images x 5 positions = 20 rows (a 16-row tile, then 4 rows from image 3 on)
+    "stft_like": CASES["stft_like"],
+    # 3 images x 9 positions with pads; 8 images x 12 positions over several row tiles (SPMD blocks)
+    "pads_3_images": dict(x=(3, 16, 3, 3), w=(40, 16, 3, 3), attrs={"pads": [1, 1, 1, 1]}),
+    "row_tiles_8_images": dict(x=(8, 64, 3, 4), w=(200, 64, 3, 3), attrs={"pads": [1, 1, 1, 1]}),
+    # a strided 1-D kernel (im2col gathers: no column-phase planes over a batch)
+    "strided_1d": dict(x=(4, 24, 9), w=(48, 24, 3), attrs={"strides": [2], "pads": [1, 1]}),
+}
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", sorted(BATCHED))
+def test_transposed_over_the_batch(case, target, tmp_path):
+    c = BATCHED[case]
+    consts = {"w": rand(*c["w"], seed=2), "b": rand(c["w"][0], seed=3)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **c["attrs"]), helper.make_node("Relu", ["c"], ["y"])]
+    inputs = {"x": rand(*c["x"], seed=1)}
+    check_model(make_model(nodes, inputs, ["y"], consts), inputs, tmp_path, target=target, debug=True)
+    with zipfile.ZipFile(tmp_path / "model.om2") as z:
+        source = "".join(z.read(n).decode() for n in z.namelist() if "/csrc/kernels/" in n)
+    assert "transposed over the batch" in source

@@ -318,6 +318,9 @@ typedef struct {
      * copies contiguous runs out of them instead of gathering every SW-th element */
     float *planes;
     int64_t C;                        /* channels of this group */
+    /* positions past this image's OD*OH*OW continue in the next images, image_stride floats
+     * apart (a transposed product over a batch of small images); 0: one image (no planes then) */
+    int64_t image_stride;
 } Om2Im2col;
 
 /* The column-phase planes of the input rows that output positions [p0, p1) read: plane (c, cph)
@@ -543,12 +546,13 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, cons
                                        int64_t kc, int64_t n0, int64_t nc, float *restrict dst) {
     const int64_t taps = g->KD * g->KH * g->KW;
     const int64_t npanels = (nc + width - 1) / width;
-    const int64_t od0 = n0 / (g->OH * g->OW), oh0 = (n0 / g->OW) % g->OH, ow00 = n0 % g->OW;
+    const int64_t odi0 = n0 / (g->OH * g->OW), oh0 = (n0 / g->OW) % g->OH, ow00 = n0 % g->OW;
+    const int64_t od0 = g->image_stride ? odi0 % g->OD : odi0, img0 = g->image_stride ? odi0 / g->OD : 0;
     for (int64_t kk = 0; kk < kc; ++kk) {
         const int64_t k = k0 + kk;
         const int64_t c = k / taps, t = k % taps;
         const int64_t kw = t % g->KW, kh = (t / g->KW) % g->KH, kd = t / (g->KW * g->KH);
-        const float *restrict xc = g->x + c * g->D * g->H * g->W;
+        const float *restrict xc = g->x + img0 * g->image_stride + c * g->D * g->H * g->W;
         const int64_t off = kw * g->DW - g->PL;
         /* output columns whose input column ow*SW + off is inside [0, W) (planes need no bounds) */
         int64_t owlo = 0, owhi = 0;
@@ -585,7 +589,10 @@ OM2_ALWAYS_INLINE void om2_pack_im2col(const int width, const Om2Im2col *g, cons
                     ow = 0;
                     if (++oh == g->OH) {
                         oh = 0;
-                        ++od;
+                        if (++od == g->OD && g->image_stride) {   /* the next image of the batch */
+                            od = 0;
+                            xc += g->image_stride;
+                        }
                     }
                 }
             }
@@ -623,7 +630,8 @@ OM2_ALWAYS_INLINE Om2Im2colPlanes om2_im2col_build_planes(const Om2Im2col *g, in
  * whole register tiles, untransposed, and is stored transposed (plus the bias) once at the end. */
 OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2Operand *A, const Om2Operand *B,
                                           float *C, int64_t ldc, int init, const float *row_bias, int64_t m0,
-                                          int64_t m1, int64_t n0, int64_t n1, float *ws) {
+                                          int64_t m1, int64_t n0, int64_t n1, float *ws, int64_t rows_per_image,
+                                          int64_t image_stride) {
     if (K == 0) {   /* an empty sum: C is just its start value */
         for (int64_t i = m0; i < m1; ++i) {
             for (int64_t j = n0; j < n1 && init != OM2_INIT_LOAD; ++j) {
@@ -727,12 +735,17 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
             }
         }
         if (trans) {
-            /* C^T[j][i] = acc[i][j] + bias[j] for this block of columns */
+            /* C^T[j][i] = acc[i][j] + bias[j] for this block of columns; row i of a batch of images
+             * is position i % rows_per_image of image i / rows_per_image, image_stride floats on */
             for (int64_t j = nb; j < nb + nc; ++j) {
                 const float b = init == OM2_INIT_ROW_BIAS ? row_bias[j] : 0.0f;
                 const float *restrict a = acc + j - n0;
-                float *restrict c = C + j * ldc;
-                for (int64_t i = m0; i < m1; ++i) c[i] = a[(i - m0) * accw] + b;
+                for (int64_t i = m0; i < m1;) {
+                    const int64_t img = i / rows_per_image;
+                    const int64_t end = (img + 1) * rows_per_image < m1 ? (img + 1) * rows_per_image : m1;
+                    float *restrict c = C + img * image_stride - img * rows_per_image + j * ldc;
+                    for (; i < end; ++i) c[i] = a[(i - m0) * accw] + b;
+                }
             }
         }
     }
@@ -740,13 +753,22 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
 
 static inline void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
                           const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
-    om2_gemm_rect_impl(0, K, A, B, C, ldc, init, row_bias, m0, m1, n0, n1, ws);
+    om2_gemm_rect_impl(0, K, A, B, C, ldc, init, row_bias, m0, m1, n0, n1, ws, INT64_MAX, 0);
 }
 
 /* The transposed product: C^T[n][m] = (A B)[m][n] (see om2_gemm_rect_impl). */
 static inline void om2_gemm_rect_t(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
                             const float *col_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
-    om2_gemm_rect_impl(1, K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws);
+    om2_gemm_rect_impl(1, K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws, INT64_MAX, 0);
+}
+
+/* The transposed product over a batch of small images: rows m are the positions of all images,
+ * rows_per_image each, and row m of C^T[n] lands at C + (m / rows_per_image) * image_stride +
+ * n * ldc + m % rows_per_image (A is an im2col operand with its image_stride set). */
+static inline void om2_gemm_rect_t_images(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc,
+                                          int init, const float *col_bias, int64_t m0, int64_t m1, int64_t n0,
+                                          int64_t n1, float *ws, int64_t rows_per_image, int64_t image_stride) {
+    om2_gemm_rect_impl(1, K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws, rows_per_image, image_stride);
 }
 
 #endif /* OM2_OM2_GEMM_H */
