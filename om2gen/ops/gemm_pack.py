@@ -85,9 +85,14 @@ def split(m: int, n: int, k: int, bl: Blocking, items: int = 1, *, a_packed_at_r
     work); the side with the smaller minimum splits first, the other only when the first gives
     fewer than ENOUGH_TILES."""
     macs = m * n * max(k, 1)
-    # tiles in all a multiple of ENOUGH_TILES: blocks of equal work then divide evenly over 2 or 4 cores
+    # tiles in all a multiple of ENOUGH_TILES: blocks of equal work then divide evenly over 2 or 4 cores;
+    # below that 2, never 3 (two cores would run 2 + 1), and 2 already for half a tile's minimum work
+    # each (on one core a second block costs a microsecond; on two it halves a 20-70 us task)
     total = min(MAX_TILES, (macs * items) // MIN_MACS_PER_TILE)
-    total = total // ENOUGH_TILES * ENOUGH_TILES if total >= ENOUGH_TILES else total
+    if total >= ENOUGH_TILES:
+        total = total // ENOUGH_TILES * ENOUGH_TILES
+    elif total >= 2 or macs * items >= MIN_MACS_PER_TILE:
+        total = 2
     want = max(1, total // items)
     min_m = MIN_TILE if b_packed_at_run_time else 2 * bl.mr
     min_n = MIN_TILE if a_packed_at_run_time else 3 * bl.nr
