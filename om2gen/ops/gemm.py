@@ -14,6 +14,7 @@ from ..codegen.literals import c_float
 from ..lower.program import KernelCall
 from ..errors import ShapeError, UnsupportedOpError
 from . import common, gemm_pack
+from .conv import activation
 from .registry import Op, register
 
 
@@ -64,6 +65,7 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
         "a_packed": a.is_const, "b_packed": b.is_const, "nbatch": len(batch_dims),
         "alpha": c_float(alpha), "scale_a": alpha != 1.0, "bias": False, "beta": c_float(beta), "bias_scale": False,
         "gemm": bl.defines(), "gemv": gemv, "gemv_rows": gemm_pack.GEMV_MAX_ROWS, "gemv_bias": 0,
+        "act": activation(node),   # a Relu or Clip fused by passes/gemm_act.py
     }
     if c is not None and beta != 0.0:
         cs = common.broadcast_strides(c.shape, (m, n))

@@ -18,6 +18,12 @@ from . import rewrite
 
 
 def run(graph: Graph, ctx=None) -> int:
+    return fuse(graph, ("Conv",))
+
+
+def fuse(graph: Graph, op_types: tuple[str, ...]) -> int:
+    """Folds each Relu / constant Clip into the node of one of `op_types` (every lowering of which
+    honours ACTIVATION_ATTR) that produces its only input."""
     producer = rewrite.producers(graph)
     users = graph.consumers()
     outputs = set(graph.outputs)
@@ -27,7 +33,7 @@ def run(graph: Graph, ctx=None) -> int:
             continue
         x = act.inputs[0]
         conv = producer.get(x)
-        if conv is None or conv.op_type != "Conv" or conv.domain or ACTIVATION_ATTR in conv.attrs:
+        if conv is None or conv.op_type not in op_types or conv.domain or ACTIVATION_ATTR in conv.attrs:
             continue
         if x in outputs or len(users.get(x, [])) != 1 or conv.outputs[0] != x:
             continue

@@ -11,7 +11,7 @@ import os
 from ..ir import Graph
 from ..lower.lowering import LowerContext
 from ..version import GENERATOR
-from . import conv_act, conv_add, dce, fold_bn, fuse_elementwise, gemm_bias, layernorm
+from . import conv_act, conv_add, dce, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
 
 ENV = "OM2GEN_FUSION"
 
@@ -20,6 +20,7 @@ PASSES = [
     ("Conv + Add (residual)", conv_add.run),           # before conv_act: Conv, Add, Relu all fuse
     ("Conv + Relu / Clip", conv_act.run),
     ("MatMul + Add as Gemm", gemm_bias.run),
+    ("Gemm / MatMul + Relu / Clip", gemm_act.run),  # after gemm_bias: the bias Add comes first
     ("LayerNormalization patterns", layernorm.run),
     ("element-wise fusion", fuse_elementwise.run),   # last: it sees what the others left
 ]
