@@ -359,11 +359,16 @@ def direct_window_call(op_type: str, inputs: list, output: str, g: dict, *, bias
     tiling = dict(N=g["N"], C=g["C"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"], PL=g["PL"], R=rows,
                   chunks=chunks)
     params = {k: g[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW", "PL")}
-    # sliding along the rows (vectors shifted by each tap's column offset d = kw*DW - PL) needs
-    # |d| < 16 at stride 1, and -31 < d <= 1 at stride 2 (shifts back into the previous step only);
-    # other pads read every tap with masked loads
+    # sliding along the rows shifts vectors by each tap's column offset d = kw*DW - PL (stride 1) or
+    # by d's floor half in the even or odd columns (stride 2), by at most 15 lanes either way; other
+    # pads read every tap with masked loads
     offsets = [kw * g["DW"] - g["PL"] for kw in range(g["KW"])]
-    params["sliding"] = all(-16 < d < 16 for d in offsets) if g["SW"] == 1 else all(-31 < d <= 1 for d in offsets)
+    shifts = offsets if g["SW"] == 1 else [d // 2 for d in offsets]
+    params["sliding"] = all(-16 < d < 16 for d in shifts)
+    # stride 2 reading ahead carries two more vectors per input row: two output rows at a time
+    params["forward"] = g["SW"] == 2 and params["sliding"] and max(shifts) > 0
+    if params["forward"]:
+        rows_at_once = 2
     what = "MaxPool (direct" if pool else "Conv (depthwise, direct"
     params.update(summary=f"{what}, {'sliding' if params['sliding'] else 'masked loads'}) "
                           f"{g['KH']}x{g['KW']}, strides {g['SH']}x{g['SW']}, dilations {g['DH']}x{g['DW']}"
