@@ -293,9 +293,27 @@ class _BlockRearrange(Op):
         return mode
 
 
+# DepthToSpace with a block this small interleaves whole input rows (depth_to_space.c.j2); larger
+# blocks take the strided copy, whose innermost run is then long enough
+INTERLEAVE_MAX_BLOCK = 4
+
+
 @register("DepthToSpace", since=1)
 class DepthToSpace(_BlockRearrange):
     attrs = {"blocksize": REQUIRED}
+
+    def lower(self, node, ins, outs, ctx):
+        x, y = ins[0], outs[0]
+        n, c, h, w, b = self.blocks(node, x)
+        if b > INTERLEAVE_MAX_BLOCK or b < 2:
+            return super().lower(node, ins, outs, ctx)
+        cb = c // (b * b)
+        rows = n * cb * h * b
+        params = {"summary": f"DepthToSpace blocksize={b} mode={self.mode(node)}: {x.describe()} -> {y.describe()}",
+                  "ctype": y.dtype.c_type, "mode": self.mode(node), "B": b, "C": c, "CB": cb, "H": h, "W": w,
+                  "OH": h * b}
+        return KernelCall("kernels/depth_to_space.c.j2", node.op_type, params, [x.name], [y.name],
+                          block_dim=common.block_dim_for(rows, w * b), tiling=[rows])
 
     def view(self, node, x):
         n, c, h, w, b = self.blocks(node, x)

@@ -11,12 +11,13 @@ import os
 from ..ir import Graph
 from ..lower.lowering import LowerContext
 from ..version import GENERATOR
-from . import conv_act, conv_add, dce, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
+from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
 
 ENV = "OM2GEN_FUSION"
 
 PASSES = [
     ("BatchNormalization folding", fold_bn.run),
+    ("ConvTranspose (kernel = stride) as Conv + DepthToSpace", deconv_d2s.run),
     ("Conv + Add (residual)", conv_add.run),           # before conv_act: Conv, Add, Relu all fuse
     ("Conv + Relu / Clip", conv_act.run),
     ("MatMul + Add as Gemm", gemm_bias.run),
