@@ -46,4 +46,14 @@ static inline void om2_block_range(int64_t total, int64_t idx, int64_t num, int6
     *end = *begin + base + (idx < rem ? 1 : 0);
 }
 
+/* Tile t of `tiles` over [0, extent) in whole units (a register tile's rows or columns): the
+ * tiles' sizes differ by at most one unit, so 13 column panels in 4 tiles are 4 + 3 + 3 + 3, not
+ * 4 + 4 + 4 + 1 (which two cores would run as 8 + 5). */
+static inline void om2_tile_range(int64_t t, int64_t tiles, int64_t extent, int64_t unit, int64_t *lo, int64_t *hi) {
+    const int64_t units = (extent + unit - 1) / unit;
+    *lo = t * units / tiles * unit;
+    *hi = (t + 1) * units / tiles * unit;
+    if (*hi > extent) *hi = extent;
+}
+
 #endif /* OM2_OM2_KERNEL_H */
