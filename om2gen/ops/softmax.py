@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lower.program import KernelCall
-from . import common
+from . import common, gemm_pack
 from .registry import Op, register
 
 
@@ -25,7 +25,7 @@ class Softmax(Op):
     def lower(self, node, ins, outs, ctx):
         outer, length, inner = self.layout(node, ins[0])
         params = {"summary": f"Softmax axis={self.attr(node, 'axis')}: {ins[0].describe()} -> {outs[0].describe()}",
-                  "len": length, "inner": inner}
+                  "len": length, "inner": inner, "gemm": gemm_pack.blocking(ctx.target).defines()}
         items = outer * inner
         return KernelCall("kernels/softmax.c.j2", "Softmax", params, [ins[0].name], [outs[0].name],
                           block_dim=common.block_dim_for(items, length), tiling=[items])
