@@ -30,6 +30,7 @@ DEPTHWISE_UNROLL = 4            # output vectors summed at once (independent FMA
 DIRECT_DEPTHWISE_MAX_KW = 7
 DIRECT_DEPTHWISE_MAX_TAPS = 25
 DIRECT_DEPTHWISE_ROWS = 4
+DIRECT_WINDOW_BLOCK_WORK = 4
 WINOGRAD_ENV = "OM2GEN_WINOGRAD"
 
 
@@ -375,6 +376,9 @@ def direct_window_call(op_type: str, inputs: list, output: str, g: dict, *, bias
                           f"{', bias' if bias else ''}; shapes from the tiling data",
                   bias=bias, pool=pool, rows_at_once=rows_at_once, y_slot=len(inputs), fields=list(tiling), act=act)
     items = g["N"] * g["C"] * chunks
-    block_dim = common.block_dim_for(items, rows * g["OW"] * g["KH"] * g["KW"])
+    # a block carries DIRECT_WINDOW_BLOCK_WORK times the usual minimum: the kernel does about a
+    # multiply-add per cycle, so the usual minimum is ~1 us of it, which cores claiming blocks
+    # from one shared counter spend a good part of on the claim
+    block_dim = common.block_dim_for(items, rows * g["OW"] * g["KH"] * g["KW"] // DIRECT_WINDOW_BLOCK_WORK)
     return KernelCall("kernels/dwconv_direct.c.j2", op_type, params, inputs, [output], block_dim=block_dim,
                       tiling=list(tiling.values()))
