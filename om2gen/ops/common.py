@@ -18,10 +18,13 @@ def out(dtype: DType, shape) -> Value:
 
 
 def block_dim_for(items: int, work_per_item: int = 1) -> int:
-    """How many SPMD blocks to split `items` independent work items into."""
+    """How many SPMD blocks to split `items` independent work items into. A small odd count
+    rounds up to even (3 blocks of equal work run on two cores as 2 + 1, 4 as 2 + 2)."""
     if items <= 1:
         return 1
     by_work = max(1, (items * max(1, work_per_item)) // MIN_WORK_PER_BLOCK)
+    if 1 < by_work < 8 and by_work % 2:
+        by_work += 1
     return int(max(1, min(items, by_work, MAX_BLOCKS)))
 
 
