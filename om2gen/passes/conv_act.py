@@ -33,9 +33,8 @@ def fuse(graph: Graph, op_types: tuple[str, ...]) -> int:
             continue
         x = act.inputs[0]
         conv = producer.get(x)
-        if conv is None or conv.op_type not in op_types or conv.domain or ACTIVATION_ATTR in conv.attrs:
-            continue
-        if x in outputs or len(users.get(x, [])) != 1 or conv.outputs[0] != x:
+        if not rewrite.sole_reader(conv, x, users, outputs) or conv.op_type not in op_types or conv.domain \
+                or ACTIVATION_ATTR in conv.attrs:
             continue
         v = graph.values.get(x)
         if v is None or v.dtype.name != "float32":
@@ -44,9 +43,7 @@ def fuse(graph: Graph, op_types: tuple[str, ...]) -> int:
         if bounds is None:
             continue
         conv.attrs[ACTIVATION_ATTR] = bounds
-        graph.values.pop(x)
-        conv.outputs[0] = act.outputs[0]
-        rewrite.note_covered(conv, act)
+        rewrite.absorb(graph, conv, act)
         fused.add(id(act))
     graph.nodes = [n for n in graph.nodes if id(n) not in fused]
     return len(fused)

@@ -38,9 +38,8 @@ def run(graph: Graph, ctx=None) -> int:
         for side in (0, 1):
             x, residual = add.inputs[side], add.inputs[1 - side]
             conv = producer.get(x)
-            if conv is None or conv.op_type != "Conv" or conv.domain or x == residual or x in outputs:
-                continue
-            if ACTIVATION_ATTR in conv.attrs or RESIDUAL_ATTR in conv.attrs or len(users.get(x, [])) != 1:
+            if not rewrite.sole_reader(conv, x, users, outputs) or conv.op_type != "Conv" or conv.domain \
+                    or x == residual or ACTIVATION_ATTR in conv.attrs or RESIDUAL_ATTR in conv.attrs:
                 continue
             vx, vr = graph.values.get(x), graph.values.get(residual)
             if vx is None or vr is None or vx.dtype.name != "float32" or vr.dtype != vx.dtype or vr.shape != vx.shape:
@@ -50,9 +49,7 @@ def run(graph: Graph, ctx=None) -> int:
             bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
             conv.inputs[:] = [conv.inputs[0], conv.inputs[1], bias, residual]
             conv.attrs[RESIDUAL_ATTR] = True
-            graph.values.pop(x)
-            conv.outputs[0] = add.outputs[0]
-            rewrite.note_covered(conv, add)
+            rewrite.absorb(graph, conv, add)
             graph.nodes.remove(conv)
             graph.nodes[graph.nodes.index(add)] = conv
             fused += 1

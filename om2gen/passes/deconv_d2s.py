@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import Om2Error
 from ..ir import Graph, Node
 from ..ops import registry
 from . import rewrite
@@ -31,7 +32,7 @@ def _plain_upsampling(graph: Graph, node: Node) -> int | None:
     op = registry.lookup(node)
     try:
         g = op.geometry(node, [x, w])
-    except Exception:   # an invalid node: the op's own lowering reports it
+    except Om2Error:   # an invalid node: the op's own lowering reports it
         return None
     s = g["SH"]
     if g["rank"] != 2 or g["G"] != 1 or not (g["KH"] == g["KW"] == g["SH"] == g["SW"] == s) or s < 2:

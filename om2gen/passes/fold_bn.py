@@ -27,15 +27,12 @@ def run(graph: Graph, ctx=None) -> int:
         affine = _affine(graph, bn)
         x = bn.inputs[0]
         p = producer.get(x)
-        if affine is None or p is None or x in outputs or len(users.get(x, [])) != 1 or p.outputs[0] != x:
+        if affine is None or not rewrite.sole_reader(p, x, users, outputs):
             continue
         fold = _FOLDS.get(p.op_type)
         if p.domain or fold is None or not fold(graph, p, *affine):
             continue
-        # the producer now computes the BatchNormalization's output
-        graph.values.pop(x)
-        p.outputs[0] = bn.outputs[0]
-        rewrite.note_covered(p, bn)
+        rewrite.absorb(graph, p, bn)   # the producer now computes the BatchNormalization's output
         folded.add(id(bn))
     graph.nodes = [n for n in graph.nodes if id(n) not in folded]
     return len(folded)

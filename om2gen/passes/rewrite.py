@@ -40,6 +40,21 @@ def const_array(graph: Graph, name: str) -> np.ndarray | None:
     return None if v is None or not v.is_const else np.asarray(v.const)
 
 
+def sole_reader(producer: Node | None, x: str, users: dict, outputs: set) -> bool:
+    """Whether `producer` computes x as its first output and one node (the one to absorb) is the
+    only reader of x, which is no graph output: then that node can go into the producer."""
+    return producer is not None and producer.outputs[0] == x and x not in outputs and len(users.get(x, [])) == 1
+
+
+def absorb(graph: Graph, producer: Node, node: Node) -> None:
+    """`producer` now computes `node`'s output too: the value between them is gone, the producer
+    takes node's output name (so a graph output keeps its name) and lists node as covered. The
+    caller removes `node` from the graph."""
+    graph.values.pop(producer.outputs[0])
+    producer.outputs[0] = node.outputs[0]
+    note_covered(producer, node)
+
+
 def note_covered(node: Node, *absorbed: Node) -> None:
     """Records in the node's `nodes` attribute (shown in its task comment) the source nodes it now
     computes besides itself."""

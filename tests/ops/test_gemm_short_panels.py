@@ -34,14 +34,20 @@ def _no_winograd(monkeypatch):
     monkeypatch.setenv(conv.WINOGRAD_ENV, "0")
 
 
-@pytest.mark.parametrize("target", RUNNABLE)
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_short_panels(case, target, tmp_path):
-    c = CASES[case]
+def check_conv_relu(c: dict, target: str, tmp_path) -> str:
+    """Conv (+ bias) + Relu against ONNX Runtime; returns the source of the archive's kernels."""
     consts = {"w": rand(*c["w"], seed=2), "b": rand(c["w"][0], seed=3)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **c["attrs"]), helper.make_node("Relu", ["c"], ["y"])]
     inputs = {"x": rand(*c["x"], seed=1)}
-    check_model(make_model(nodes, inputs, ["y"], consts), inputs, tmp_path, target=target)
+    check_model(make_model(nodes, inputs, ["y"], consts), inputs, tmp_path, target=target, debug=True)
+    with zipfile.ZipFile(tmp_path / "model.om2") as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if "/csrc/kernels/" in n)
+
+
+@pytest.mark.parametrize("target", RUNNABLE)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_short_panels(case, target, tmp_path):
+    check_conv_relu(CASES[case], target, tmp_path)
 
 
 BATCHED = {
@@ -58,14 +64,7 @@ BATCHED = {
 @pytest.mark.parametrize("target", RUNNABLE)
 @pytest.mark.parametrize("case", sorted(BATCHED))
 def test_transposed_over_the_batch(case, target, tmp_path):
-    c = BATCHED[case]
-    consts = {"w": rand(*c["w"], seed=2), "b": rand(c["w"][0], seed=3)}
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **c["attrs"]), helper.make_node("Relu", ["c"], ["y"])]
-    inputs = {"x": rand(*c["x"], seed=1)}
-    check_model(make_model(nodes, inputs, ["y"], consts), inputs, tmp_path, target=target, debug=True)
-    with zipfile.ZipFile(tmp_path / "model.om2") as z:
-        source = "".join(z.read(n).decode() for n in z.namelist() if "/csrc/kernels/" in n)
-    assert "transposed over the batch" in source
+    assert "transposed over the batch" in check_conv_relu(BATCHED[case], target, tmp_path)
 
 
 def test_split_suits_two_cores():
