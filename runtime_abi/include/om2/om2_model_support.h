@@ -8,7 +8,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
-#include <string>
+#include <cstddef>
 
 #include "acl/acl.h"
 #include "om2/om2_model_api.h"
@@ -16,19 +16,33 @@
 
 namespace om2 {
 
-inline std::string &LastError() {
-    static thread_local std::string message;
+/* The thread-local last-error record. A fixed buffer, trivially destructible, on purpose: a
+ * thread_local with a destructor (a std::string) registers that destructor with
+ * __cxa_thread_atexit, and glibc then keeps the model library mapped until every thread that
+ * touched the record exits -- dlclose of a model would unmap nothing in a long-running process. */
+constexpr size_t kLastErrorCap = 1024;
+
+inline char *LastErrorBuffer() {
+    static thread_local char message[kLastErrorCap];
     return message;
+}
+
+inline const char *LastError() { return LastErrorBuffer(); }
+inline bool HasLastError() { return LastErrorBuffer()[0] != '\0'; }
+inline void ClearLastError() { LastErrorBuffer()[0] = '\0'; }
+
+inline void SetLastError(const char *message) {
+    std::snprintf(LastErrorBuffer(), kLastErrorCap, "%s", message != nullptr ? message : "");
 }
 
 inline int32_t Fail(int32_t code, const char *format, ...) __attribute__((format(printf, 2, 3)));
 inline int32_t Fail(int32_t code, const char *format, ...) {
-    char buffer[1024];
+    char buffer[kLastErrorCap];
     va_list args;
     va_start(args, format);
     std::vsnprintf(buffer, sizeof(buffer), format, args);
     va_end(args);
-    LastError() = buffer;
+    SetLastError(buffer);
     return code;
 }
 
