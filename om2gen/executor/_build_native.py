@@ -187,6 +187,9 @@ typedef struct Om2rtProfMark { uint64_t time_ns; char msg[128]; } Om2rtProfMark;
 size_t om2rtTakeProfMarks(Om2rtProfMark *marks, size_t capacity);
 #define OM2RT_MAX_PROF_MARKS ...
 uint32_t om2rtGetThreadCount(void);
+aclError om2rtSetIssueThreadCount(uint32_t n);
+#define OM2RT_MAX_THREADS ...
+uint32_t om2rtGetIssueThreadCount(void);
 uint64_t om2rtGetLaunchCount(void);
 uint64_t om2rtGetLiveAllocationCount(void);
 """

@@ -30,7 +30,7 @@ from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
 from ..om.executor import load_om
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
-from .native import ffi, lib, string
+from .native import ffi, lib, recent_runtime_error, string
 
 _ERR_LEN = 1024
 OM_MAGIC = b"IMOD"
@@ -117,14 +117,19 @@ class Model:
         clock = _PhaseClock()
         try:
             self.format = detect_format(source)
-            if threads is not None:
-                if threads < 1:
-                    raise InputError(f"threads must be >= 1, got {threads}")
-                lib.om2rtSetThreadCount(threads)
-            if self.format == "om2":
-                self._load_om2(source, clock)
-            else:
-                load_om(self, source, clock)
+            self.threads = _check_threads(threads)
+            # the model is captured with its own thread count and replays with it, whatever
+            # models loaded later ask for (om2rtSetIssueThreadCount)
+            previous = lib.om2rtGetIssueThreadCount()
+            if lib.om2rtSetIssueThreadCount(self.threads or 0) != 0:
+                raise InputError(f"threads={threads}: {recent_runtime_error()}")
+            try:
+                if self.format == "om2":
+                    self._load_om2(source, clock)
+                else:
+                    load_om(self, source, clock)
+            finally:
+                lib.om2rtSetIssueThreadCount(previous)
             self._prepare_run()
         except BaseException:
             self.close()
@@ -415,6 +420,17 @@ def _check_meta(a: Archive, name: str) -> dict:
                 and io.get("dtype") in dtypes.BY_NAME and all(isinstance(d, int) and d >= 0 for d in io["shape"])):
             raise bad(f"invalid input/output description {io!r}")
     return meta
+
+
+def _check_threads(threads) -> int | None:
+    """threads=: None (every core the process may use) or a positive int."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise InputError(f"threads must be a positive int or None, not {type(threads).__name__}")
+    if not 1 <= threads <= lib.OM2RT_MAX_THREADS:
+        raise InputError(f"threads must be between 1 and {lib.OM2RT_MAX_THREADS}, got {threads}")
+    return int(threads)
 
 
 def check_target(where: str, name, arch: str, isa_features) -> None:

@@ -510,9 +510,12 @@ class InKernelScope {
 
 class KernelPool {
   public:
-    aclError launch(Om2KernelEntry entry, const void* args, uint32_t num_blocks);
+    // threads: how many threads this launch may use (0 = T); the pool holds enough workers
+    // for the largest count any launch asked for (see reserve)
+    aclError launch(Om2KernelEntry entry, const void* args, uint32_t num_blocks, uint32_t threads);
     aclError set_thread_count(uint32_t n);
     uint32_t thread_count();
+    void reserve(uint32_t threads);
     void stop_workers();
 
   private:
@@ -547,6 +550,7 @@ class KernelPool {
     std::mutex launch_mutex_;  // one launch at a time; guards workers_, seq_, job_
     std::vector<std::thread> workers_;
     std::atomic<uint32_t> thread_count_{0};  // T; 0 until decided
+    std::atomic<uint32_t> reserved_{0};      // the largest per-launch thread count asked for
     uint32_t seq_ = 0;
     Job job_;
     std::atomic<int> launcher_cpu_{-1};
@@ -560,23 +564,25 @@ class KernelPool {
     std::atomic<uint32_t> caller_sleeping_{0};
 };
 
-aclError KernelPool::launch(Om2KernelEntry entry, const void* args, uint32_t num_blocks) {
+aclError KernelPool::launch(Om2KernelEntry entry, const void* args, uint32_t num_blocks, uint32_t threads) {
     if (t_in_kernel) {
         return fail(ACL_ERROR_FEATURE_UNSUPPORTED, "launching a kernel from inside a kernel is not supported");
     }
-    if (num_blocks <= 1) {  // the common tiny launch: no synchronisation at all
+    if (num_blocks <= 1 || threads == 1) {  // one thread: no synchronisation at all
         InKernelScope in_kernel;
-        entry(args, 0, 1);
+        for (uint32_t i = 0; i < num_blocks; ++i) entry(args, i, num_blocks);
         return ACL_SUCCESS;
     }
     std::lock_guard<std::mutex> lock(launch_mutex_);
     ensure_workers_locked();
     job_ = Job{entry, args, num_blocks};
-    if (workers_.empty()) {
+    const size_t helpers = threads == 0 ? resolved_thread_count_locked() - 1 : threads - 1;
+    const size_t limit = std::min<size_t>(std::min<size_t>(workers_.size(), helpers), num_blocks - 1);
+    if (limit == 0) {
         run_serially(job_);
         return ACL_SUCCESS;
     }
-    publish(static_cast<uint32_t>(std::min<size_t>(workers_.size(), num_blocks - 1)));
+    publish(static_cast<uint32_t>(limit));
     run_blocks();
     close_and_wait();
     return ACL_SUCCESS;
@@ -681,7 +687,7 @@ uint32_t KernelPool::resolved_thread_count_locked() {
 }
 
 void KernelPool::ensure_workers_locked() {
-    const size_t wanted = resolved_thread_count_locked() - 1;
+    const size_t wanted = std::max(resolved_thread_count_locked(), reserved_.load(std::memory_order_relaxed)) - 1;
     if (workers_.size() == wanted) return;
     stop_workers_locked();
     workers_.reserve(wanted);
@@ -725,6 +731,12 @@ aclError KernelPool::set_thread_count(uint32_t n) {
     return ACL_SUCCESS;
 }
 
+void KernelPool::reserve(uint32_t threads) {
+    uint32_t seen = reserved_.load(std::memory_order_relaxed);
+    while (threads > seen && !reserved_.compare_exchange_weak(seen, threads, std::memory_order_relaxed)) {
+    }
+}
+
 uint32_t KernelPool::thread_count() {
     const uint32_t t = thread_count_.load(std::memory_order_relaxed);
     if (t != 0) return t;
@@ -733,6 +745,11 @@ uint32_t KernelPool::thread_count() {
 }
 
 KernelPool& kernel_pool() { return leaked_singleton<KernelPool>(); }
+
+// The thread count that kernels issued by this thread run with (0: the pool's T). A kernel task
+// records it when it is issued, so a captured model replays with the count it was captured with,
+// whichever thread replays it (om2rtSetIssueThreadCount).
+thread_local uint32_t t_issue_threads = 0;
 
 std::atomic<uint64_t> g_launch_count{0};
 
@@ -1043,6 +1060,7 @@ struct Task {
     Om2KernelEntry entry = nullptr;
     const void* args = nullptr;
     uint32_t num_blocks = 1;
+    uint32_t threads = 0;  // the issuing thread's count (t_issue_threads)
     // kMemcpy / kMemset
     void* dst = nullptr;
     const void* src = nullptr;
@@ -1066,6 +1084,7 @@ Task kernel_task(const KernelFunc& func, const void* args, uint32_t num_blocks, 
     t.entry = func.entry;
     t.args = args;
     t.num_blocks = num_blocks == 0 ? 1 : num_blocks;
+    t.threads = t_issue_threads;
     return t;
 }
 
@@ -1374,7 +1393,7 @@ aclError replay(ModelRI& ri, const ExecContext& ctx);
 aclError run_task(const Task& t, const ExecContext& ctx) {
     switch (t.type) {
         case TaskType::kKernel: {
-            const aclError err = kernel_pool().launch(t.entry, t.args, t.num_blocks);
+            const aclError err = kernel_pool().launch(t.entry, t.args, t.num_blocks, t.threads);
             if (err == ACL_SUCCESS) g_launch_count.fetch_add(1, std::memory_order_relaxed);
             return err;
         }
@@ -2222,6 +2241,19 @@ extern "C" aclError aclrtSwitchLabelByIndex(void* ptr, uint32_t maxValue, aclrtL
 extern "C" aclError om2rtSetThreadCount(uint32_t n) {
     return guarded("om2rtSetThreadCount", [&] { return kernel_pool().set_thread_count(n); });
 }
+
+extern "C" aclError om2rtSetIssueThreadCount(uint32_t n) {
+    return guarded("om2rtSetIssueThreadCount", [&] {
+        if (n > OM2RT_MAX_THREADS) {
+            return fail(ACL_ERROR_INVALID_PARAM, "thread count %u exceeds OM2RT_MAX_THREADS (%u)", n, OM2RT_MAX_THREADS);
+        }
+        kernel_pool().reserve(n);
+        t_issue_threads = n;
+        return ACL_SUCCESS;
+    });
+}
+
+extern "C" uint32_t om2rtGetIssueThreadCount(void) { return t_issue_threads; }
 
 extern "C" uint32_t om2rtGetThreadCount(void) {
     try {

@@ -8,11 +8,13 @@
  *   count_calls(out)            out[0] = calls of this kernel in this loaded copy
  *   copy_u32(dst, src)          dst[0] = src[0] (uint32, block 0 writes)
  *   countdown(counter, index)   counter[0] -= 1; index[0] = counter[0] > 0 ? 0 : 1
+ *   record_threads(tids)        tids[block_idx] = pthread_self() of the thread running the block
  * It is read into memory and loaded with aclrtBinaryLoadFromData, as generated code does.
  *
  * Prints "ok: <section>" per section and "PASS: <n> checks" at the end; on the first failed
  * check prints "FAIL: <file>:<line>: <what>" and returns 1.
  */
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,6 +153,7 @@ struct Kernels {
     aclrtFuncHandle count_calls = nullptr;
     aclrtFuncHandle copy_u32 = nullptr;
     aclrtFuncHandle countdown = nullptr;
+    aclrtFuncHandle record_threads = nullptr;
 };
 
 std::vector<char> read_file(const char* path) {
@@ -337,6 +340,7 @@ void test_binaries(Kernels& k) {
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "count_calls", &k.count_calls));
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "copy_u32", &k.copy_u32));
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "countdown", &k.countdown));
+    CHECK_OK(aclrtBinaryGetFunction(k.bin, "record_threads", &k.record_threads));
     aclrtFuncHandle again = nullptr;
     CHECK_OK(aclrtBinaryGetFunction(k.bin, "scale_add", &again));
     CHECK(again == k.scale_add);
@@ -427,6 +431,70 @@ void test_spmd(const Kernels& k) {
     CHECK_ERR(om2rtSetThreadCount(OM2RT_MAX_THREADS + 1), ACL_ERROR_INVALID_PARAM, "om2rtSetThreadCount");
     CHECK_OK(om2rtSetThreadCount(4));
     section_done("SPMD launches (T = 1, 2, 4; blocks = 1, 7, 64)");
+}
+
+/* How many distinct threads ran the blocks of the last record_threads launch. */
+size_t distinct_threads(const DevBuf& tids, uint32_t blocks) {
+    std::vector<uint64_t> seen(tids.as<uint64_t>(), tids.as<uint64_t>() + blocks);
+    std::sort(seen.begin(), seen.end());
+    return static_cast<size_t>(std::unique(seen.begin(), seen.end()) - seen.begin());
+}
+
+/* Each issuing thread's count (om2rtSetIssueThreadCount) holds for what it launches and for what
+ * it captures, whatever the pool's T or later settings are: two models keep their own counts. */
+void test_issue_thread_counts(const Kernels& k) {
+    const uint32_t blocks = 24;
+    DevBuf tids(blocks * sizeof(uint64_t)), args(sizeof(void*));
+    *args.as<void*>() = tids.get();
+    CHECK_OK(om2rtSetThreadCount(4));
+    CHECK(om2rtGetIssueThreadCount() == 0);
+
+    // issued with 1: every block on the launching thread, though the pool has 4
+    CHECK_OK(om2rtSetIssueThreadCount(1));
+    CHECK(om2rtGetIssueThreadCount() == 1);
+    CHECK_OK(aclrtLaunchKernel(k.record_threads, blocks, args.get(), sizeof(void*), nullptr));
+    CHECK(distinct_threads(tids, blocks) == 1);
+    CHECK(tids.as<uint64_t>()[0] == static_cast<uint64_t>(pthread_self()));
+
+    // captured with 2, replayed (synchronously and on a stream's thread) after the issuing thread
+    // went back to the default: still at most 2 threads; a launch issued with the default may use 4
+    aclrtStream s = nullptr, s_run = nullptr;
+    CHECK_OK(aclrtCreateStream(&s));
+    CHECK_OK(aclrtCreateStream(&s_run));
+    aclmdlRI ri = nullptr;
+    CHECK_OK(om2rtSetIssueThreadCount(2));
+    CHECK_OK(aclmdlRIBuildBegin(&ri, 0));
+    CHECK_OK(aclmdlRIBindStream(ri, s, ACL_MODEL_STREAM_FLAG_HEAD));
+    CHECK_OK(aclrtLaunchKernel(k.record_threads, blocks, args.get(), sizeof(void*), s));
+    CHECK_OK(aclmdlRIEndTask(ri, s));
+    CHECK_OK(aclmdlRIBuildEnd(ri, nullptr));
+    CHECK_OK(om2rtSetIssueThreadCount(0));
+    size_t most = 0;
+    for (int r = 0; r < 10; ++r) {
+        CHECK_OK(aclmdlRIExecute(ri, -1));
+        most = std::max(most, distinct_threads(tids, blocks));
+        CHECK_OK(aclmdlRIExecuteAsync(ri, s_run));
+        CHECK_OK(aclrtSynchronizeStream(s_run));
+        most = std::max(most, distinct_threads(tids, blocks));
+    }
+    CHECK(most >= 1 && most <= 2);
+    CHECK_OK(aclrtLaunchKernel(k.record_threads, blocks, args.get(), sizeof(void*), nullptr));
+    CHECK(distinct_threads(tids, blocks) <= 4);
+    CHECK_OK(aclmdlRIDestroy(ri));
+    CHECK_OK(aclrtDestroyStream(s));
+    CHECK_OK(aclrtDestroyStream(s_run));
+
+    // the pool grows to a count larger than T; the setting is per thread
+    CHECK_OK(om2rtSetIssueThreadCount(6));
+    CHECK_OK(aclrtLaunchKernel(k.record_threads, blocks, args.get(), sizeof(void*), nullptr));
+    CHECK(distinct_threads(tids, blocks) <= 6);
+    uint32_t other_thread_sees = 99;
+    std::thread([&] { other_thread_sees = om2rtGetIssueThreadCount(); }).join();
+    CHECK(other_thread_sees == 0);
+    CHECK_ERR(om2rtSetIssueThreadCount(OM2RT_MAX_THREADS + 1), ACL_ERROR_INVALID_PARAM, "om2rtSetIssueThreadCount");
+    CHECK(om2rtGetIssueThreadCount() == 6);
+    CHECK_OK(om2rtSetIssueThreadCount(0));
+    section_done("issue thread counts");
 }
 
 void test_streams_and_events(const Kernels& k) {
@@ -1017,6 +1085,7 @@ int main(int argc, char** argv) {
         test_binaries(kernels);
         test_launch_args_checks(kernels);
         test_spmd(kernels);
+        test_issue_thread_counts(kernels);
         test_streams_and_events(kernels);
         test_capture_and_replay(kernels);
         test_labels(kernels);

@@ -39,6 +39,7 @@ SECTIONS = [
     "kernel binaries",
     "launch argument checks",
     "SPMD launches",
+    "issue thread counts",
     "streams and events",
     "capture and replay",
     "labels",
@@ -46,6 +47,7 @@ SECTIONS = [
 ]
 
 KERNELS_C = r"""
+#include <pthread.h>
 #include <stdint.h>
 #include "om2/om2_kernel.h"
 
@@ -81,6 +83,15 @@ OM2_KERNEL(count_calls) {
 OM2_KERNEL(copy_u32) {
     (void)om2_block_num;
     if (om2_block_idx == 0) ((uint32_t *)OM2_ADDR(0))[0] = ((const uint32_t *)OM2_ADDR(1))[0];
+}
+
+/* args {tids}: tids[block_idx] = the thread that ran the block; each block works ~50 us, so
+ * that every thread the launch may use has time to join. */
+OM2_KERNEL(record_threads) {
+    (void)om2_block_num;
+    ((uint64_t *)OM2_ADDR(0))[om2_block_idx] = (uint64_t)pthread_self();
+    volatile uint32_t spin = 0;
+    for (uint32_t i = 0; i < 100000u; ++i) spin += i;
 }
 
 /* args {counter}{index}: counter[0] -= 1; index[0] = counter[0] > 0 ? 0 : 1 (a loop's back edge). */

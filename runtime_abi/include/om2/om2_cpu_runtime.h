@@ -32,6 +32,18 @@ ACL_FUNC_VISIBILITY aclError om2rtSetThreadCount(uint32_t n);
 /* The current T (>= 1). */
 ACL_FUNC_VISIBILITY uint32_t om2rtGetThreadCount(void);
 
+/* Sets how many threads the kernels that the calling thread issues from now on run with
+ * (n = 0: T, the default). A kernel task keeps the count it was issued with: a model captured
+ * (aclmdlRIBuildBegin ... BuildEnd) while n was set replays every kernel on n threads, whichever
+ * thread replays it and whatever other models or om2rtSetThreadCount ask for later. The pool
+ * grows to the largest n asked for; a launch never uses more threads than it has blocks.
+ * The setting is per thread and stays until changed. n > OM2RT_MAX_THREADS:
+ * ACL_ERROR_INVALID_PARAM. om2gen.load(..., threads=n) captures each model this way. */
+ACL_FUNC_VISIBILITY aclError om2rtSetIssueThreadCount(uint32_t n);
+
+/* The calling thread's issue thread count (0: T). */
+ACL_FUNC_VISIBILITY uint32_t om2rtGetIssueThreadCount(void);
+
 /* Kernel launches executed so far by this process, counting each replayed kernel task of an
  * aclmdlRI (not counting launches that were only recorded). */
 ACL_FUNC_VISIBILITY uint64_t om2rtGetLaunchCount(void);
