@@ -15,7 +15,6 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -335,7 +334,7 @@ private:
         for (uint64_t i = 0; i < tables_.task_num; ++i) {
             const Om2OpDef &op = tables_.op_defs[i];
             int32_t rc = ACL_SUCCESS;
-            LastError().clear();  /* a dispatch that fails with its own message (Fail) leaves it here */
+            ClearLastError();  /* a dispatch that fails with its own message (Fail) leaves it here */
             switch (op.dispatch_type) {
                 case OM2_DISPATCH_AICORE:
                     rc = DispatchKernel(i, op);
@@ -360,9 +359,10 @@ private:
                               "does not know", (unsigned long long)i, (unsigned)op.dispatch_type);
             }
             if (rc != ACL_SUCCESS) {
-                const std::string why = LastError().empty() ? LastErrorOr(aclGetRecentErrMsg()) : LastError();
+                char why[kLastErrorCap];
+                std::snprintf(why, sizeof why, "%s", HasLastError() ? LastError() : LastErrorOr(aclGetRecentErrMsg()));
                 return Fail(rc, "capturing task %llu (node \"%s\", %s) failed: %s", (unsigned long long)i, op.op_name,
-                            op.op_type, why.c_str());
+                            op.op_type, why);
             }
         }
         OM2_CHECK_ACL(aclmdlRIEndTask(model_ri_, stream_), "ending the task list");
@@ -503,10 +503,11 @@ int32_t LoadModel(const Om2ModelTables &tables, const GertModelLoadConfig *confi
         Om2Model *model = new Om2Model(*config, tables);
         rc = model->Load();
         if (rc != ACL_SUCCESS) {
-            const std::string message = LastError();
+            char message[kLastErrorCap];
+            std::snprintf(message, sizeof message, "%s", LastError());
             model->Unload();
             delete model;
-            LastError() = message;
+            SetLastError(message);
             return rc;
         }
         *handle = model;
@@ -547,7 +548,7 @@ extern "C" {
 
 OM2_API uint32_t GertModelGetAbiVersion(void) { return OM2_MODEL_ABI_VERSION; }
 
-OM2_API const char *GertModelGetLastError(void) { return om2::LastError().c_str(); }
+OM2_API const char *GertModelGetLastError(void) { return om2::LastError(); }
 
 OM2_API uint64_t GertModelGetStreamNum(void) { return 1; }
 
