@@ -41,7 +41,7 @@ def c_string(s: str) -> str:
 
 def c_comment(s: str) -> str:
     """Text safe inside a /* */ or // comment."""
-    return s.replace("*/", "* /").replace("\n", " ").replace("\\", "/")
+    return s.replace("\\", "/").replace("*/", "* /").replace("\n", " ").replace("\r", " ")   # backslashes first: "*\\" is no "*/"
 
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_]")

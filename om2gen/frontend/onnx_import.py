@@ -167,8 +167,11 @@ def infer_shapes(graph: Graph) -> None:
             raise ModelError(f"graph output {name!r} is produced by no node")
 
 
-def _infer_nodes(graph: Graph, nodes: list[Node]) -> list[Node]:
-    """Infers `nodes` in order (values go into graph.values); returns the nodes that remain."""
+def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | None = None) -> list[Node]:
+    """Infers `nodes` in order (values go into graph.values); returns the nodes that remain.
+    reads: {value name: the names its producer read}, filled as nodes are inferred (shared with
+    the regions of If nodes, so that an If can say which model inputs its condition comes from)."""
+    reads = {} if reads is None else reads
     kept = []
     work = deque(nodes)
     while work:
@@ -187,16 +190,29 @@ def _infer_nodes(graph: Graph, nodes: list[Node]) -> list[Node]:
                 continue
             regions = getattr(op, "infer_regions", None)
             if regions is not None:  # an op with subgraphs (If): they are inferred as regions
-                outs = regions(node, ins, lambda sub: _infer_nodes(graph, sub), graph.values)
+                outs = regions(node, ins, lambda sub: _infer_nodes(graph, sub, reads), graph.values,
+                               inputs_of=lambda name: _inputs_behind(graph, reads, name))
             else:
                 outs = op.infer(node, ins)
         for name, val in zip(node.outputs, outs):
             if name:
+                reads[name] = node.inputs
                 val.name = name
                 graph.values[name] = val
         if not all(v.is_const for n, v in zip(node.outputs, outs) if n):
             kept.append(node)
     return kept
+
+
+def _inputs_behind(graph: Graph, reads: dict[str, list[str]], name: str) -> list[str]:
+    """The run-time model inputs the value `name` is computed from."""
+    inputs, seen, todo = set(graph.inputs), set(), [name]
+    while todo:
+        n = todo.pop()
+        if n and n not in seen:
+            seen.add(n)
+            todo.extend(reads.get(n, ()))
+    return [i for i in graph.inputs if i in seen and i in inputs]
 
 
 def _try_fold(node: Node, ins: list[Value | None]) -> list[Value] | None:

@@ -275,6 +275,8 @@ def _attrs_desc(node) -> str:
         v = node.attrs[k]
         if isinstance(v, np.ndarray):
             v = f"tensor{list(v.shape)}"
+        elif isinstance(v, onnx.GraphProto):   # an If branch: its nodes are tasks of their own
+            v = f"graph({len(v.node)} nodes)"
         parts.append(f"{k}={v}")
     return " ".join(parts)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..errors import ModelError, UnsupportedOpError
+from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
+from ..frontend import advice
 from ..ir import Node, Value
 from .registry import Op, register
 
@@ -18,9 +19,12 @@ REGIONS = "_regions"   # node.attrs key: {"then": (nodes, output names), "else":
 
 @register("If", since=1)
 class If(Op):
-    def infer_regions(self, node, ins, infer_nodes, values):
-        """Both branches, inferred as regions. Afterwards node.inputs is [cond] + every outer value
-        the branches read, so dead-code removal and liveness see those uses."""
+    def infer_regions(self, node, ins, infer_nodes, values, inputs_of=None):
+        """Both branches, inferred as regions, each from the values it reads (the outer scope as
+        that branch sees it; its own nested Ifs fold on its own shapes). Afterwards node.inputs is
+        [cond] + every outer value the branches read, so dead-code removal and liveness see those
+        uses. inputs_of(name): the run-time model inputs a value comes from (for the advice when
+        a branch cannot be compiled for the pinned shapes)."""
         cond = ins[0]
         if cond is None or cond.size != 1 or cond.dtype.name != "bool":
             raise ModelError(f"node {node.name!r} (If): the condition must be a single bool")
@@ -31,8 +35,13 @@ class If(Op):
                 raise ModelError(f"node {node.name!r} (If): the {key} branch has {len(branch.output)} outputs, "
                                  f"the node {len(node.outputs)}")
             names = [f"{node.name}/{key}:{i}" for i in range(len(node.outputs))]
-            nodes = infer_nodes(inline_subgraph(branch, f"{node.name}/{key}/", names, node.opset,
-                                                 node.attrs.get(SCOPE)))
+            try:
+                nodes = infer_nodes(inline_subgraph(branch, f"{node.name}/{key}/", names, node.opset,
+                                                     node.attrs.get(SCOPE)))
+            except NeedsConstantError:
+                raise   # its advice (freeze that input) holds inside a branch too
+            except ShapeError as exc:
+                raise _branch_error(node, key, exc, inputs_of(node.inputs[0]) if inputs_of else []) from None
             regions[key] = (nodes, names)
         node.attrs[REGIONS] = regions
         defined = {o for nodes, _ in regions.values() for n in nodes for o in n.outputs}
@@ -104,3 +113,17 @@ def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: 
         if target:
             nodes.append(Node(f"{prefix}output:{target}", "Identity", [rename(out.name)], [target], {}, "", opset))
     return nodes
+
+
+def _branch_error(node, key: str, exc: ShapeError, sources: list[str]) -> NeedsConstantError:
+    """A branch of a run-time If that these input shapes make invalid (the model fails there too,
+    the first time that branch is taken): say which input decides the branch and how to fix it."""
+    them = "that input" if len(sources) == 1 else "those inputs"
+    decided = f"by {'input' if len(sources) == 1 else 'inputs'} {', '.join(map(repr, sources))}" if sources \
+        else "by a value computed at run time"
+    freeze = (f"freeze {them} if the model always takes one branch "
+              f"({', '.join(advice.value_option(s) for s in sources)}), so that the If folds, or " if sources else "")
+    return NeedsConstantError(
+        f"node {node.name!r} (If): its branch is chosen at run time ({decided}), so om2gen compiles both branches, "
+        f"but the {key} branch cannot run with these input shapes: {exc}. To compile it, {freeze}pin input shapes "
+        f"both branches accept ({advice.shape_option()})", sources[0] if sources else "")

@@ -123,3 +123,71 @@ def test_nested_if_and_outer_scope_values(tmp_path):
         got = m.run({"x": x})["y"]
     ref = ort_run(model, {"x": x, "flag": np.array(True), "flag2": np.array(False)})[0]
     assert_close(got, ref)
+
+
+def reshape_branch(tag, shape, const, nested_then, nested_else):
+    """Reshape x to `shape`, add a constant, then an If on the result's rank (2?) that folds on
+    this branch's own shapes."""
+    def sub(name, nodes):
+        return helper.make_graph(nodes, f"{tag}_{name}", [], [helper.make_tensor_value_info(f"{tag}_{name}_o",
+                                                                                           TensorProto.FLOAT, None)])
+    k = onnx.numpy_helper.from_array(const, f"{tag}_k")
+    nodes = [
+        helper.make_node("Constant", [], [f"{tag}_shape"], value=onnx.numpy_helper.from_array(
+            np.array(shape, np.int64), f"{tag}_shape_v")),
+        helper.make_node("Reshape", ["x", f"{tag}_shape"], [f"{tag}_r"]),
+        helper.make_node("Constant", [], [f"{tag}_kc"], value=k),
+        helper.make_node("Add", [f"{tag}_r", f"{tag}_kc"], [f"{tag}_b"]),
+        helper.make_node("Shape", [f"{tag}_b"], [f"{tag}_s"]),
+        helper.make_node("Size", [f"{tag}_s"], [f"{tag}_rank"]),
+        helper.make_node("Constant", [], [f"{tag}_two"], value=onnx.numpy_helper.from_array(np.array(2, np.int64))),
+        helper.make_node("Equal", [f"{tag}_rank", f"{tag}_two"], [f"{tag}_is2d"]),
+        helper.make_node("If", [f"{tag}_is2d"], [f"{tag}_o"],
+                         then_branch=sub("flat", nested_then(f"{tag}_b", f"{tag}_flat_o")),
+                         else_branch=sub("perm", nested_else(f"{tag}_b", f"{tag}_perm_o"))),
+    ]
+    return helper.make_graph(nodes, tag, [], [helper.make_tensor_value_info(f"{tag}_o", TensorProto.FLOAT, [12])])
+
+
+def test_runtime_if_branches_are_inferred_from_their_own_shapes(tmp_path):
+    """Each branch of a run-time If reshapes x to another rank, and a nested If folds on that
+    branch's own rank (as Silero VAD's do): each branch takes another nested alternative, and a
+    wrong choice gives other numbers. The then branch's constant holds the bytes '*\\', which once
+    ended the C comment describing the node in the generated tables (as Silero's weights did)."""
+    flat = np.array([12], np.int64)
+
+    def flatten(src, out):
+        return [helper.make_node("Constant", [], [out + "_n"], value=onnx.numpy_helper.from_array(flat)),
+                helper.make_node("Reshape", [src, out + "_n"], [out])]
+
+    def transpose_flatten(src, out):
+        return [helper.make_node("Transpose", [src], [out + "_t"]), *flatten(out + "_t", out)]
+
+    odd = np.frombuffer(b"\x00*\\@" * 4, np.float32).copy()   # 3.44 each; raw bytes hold "*\"
+    then = reshape_branch("t", [3, 4], odd, flatten, transpose_flatten)
+    other = reshape_branch("e", [2, 3, 2], np.array([1, -1], np.float32), flatten, transpose_flatten)
+    model = make_model([helper.make_node("If", ["flag"], ["y"], then_branch=then, else_branch=other)],
+                       {"x": rand(2, 6), "flag": np.array(True)}, ["y"])
+    om2gen.compile(model, tmp_path / "ranks.om2")
+    x = rand(2, 6, seed=5)
+    with om2gen.load(tmp_path / "ranks.om2") as m:
+        for flag in (True, False):
+            feeds = {"x": x, "flag": np.array(flag)}
+            assert_close(m.run(feeds)["y"], ort_run(model, feeds)[0], f"flag={flag}")
+
+
+def test_runtime_if_branch_invalid_for_the_shapes_names_the_deciding_input(tmp_path):
+    """A branch these shapes make invalid (ONNX Runtime fails there too when it is taken): the
+    error names the If, the branch, the input that decides it and both ways out."""
+    bad = helper.make_graph([helper.make_node("Transpose", ["x"], ["o"], perm=[2, 0, 1])], "bad", [],
+                            [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Greater", ["sr", "limit"], ["cond"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=branch("t", "Add", [1, 2, 3]), else_branch=bad)]
+    model = make_model(nodes, {"x": rand(2, 3), "sr": np.array(16000, np.int64)}, ["y"],
+                       {"limit": np.array(8000, np.int64)})
+    with pytest.raises(om2gen.ShapeError) as info:
+        om2gen.compile(model, tmp_path / "bad.om2")
+    msg = str(info.value)
+    assert info.value.value_name == "sr"
+    assert "the else branch cannot run with these input shapes" in msg and "Transpose" in msg, msg
+    assert "input_values={'sr': V}" in msg and "input_shapes=" in msg and "--input" not in msg, msg

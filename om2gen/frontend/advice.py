@@ -1,0 +1,47 @@
+"""How an error tells the user to pin an input's shape or freeze an input: in the words of the
+interface they called. om2gen.compile(...) speaks of input_shapes= / input_values=; the command
+line (om2gen/cli.py runs compile inside `cli_words()`) speaks of --input-shape / --input-value."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+_CLI = contextvars.ContextVar("om2gen_cli_words", default=False)
+
+
+@contextlib.contextmanager
+def cli_words():
+    """Within this block, advice names the command line's flags."""
+    token = _CLI.set(True)
+    try:
+        yield
+    finally:
+        _CLI.reset(token)
+
+
+def _dims(dims) -> list[str] | None:
+    return None if dims is None else [str(int(d)) for d in dims]
+
+
+def shape_option(name: str | None = None, dims=None) -> str:
+    """`--input-shape NAME:D0,D1` or `input_shapes={'NAME': (D0, D1)}`; without a name, the
+    option's own name; without dims, placeholders."""
+    d = _dims(dims)
+    if _CLI.get():
+        return "--input-shape" if name is None else f"--input-shape {name}:{','.join(d) if d is not None else 'D0,D1,...'}"
+    if name is None:
+        return "input_shapes="
+    shape = ("(" + ", ".join(d) + ("," if len(d) == 1 else "") + ")") if d is not None else "(D0, D1, ...)"
+    return f"input_shapes={{{name!r}: {shape}}}"
+
+
+def value_option(name: str | None = None, value=None) -> str:
+    """`--input-value NAME=V` or `input_values={'NAME': V}` (V: the value given, else a placeholder)."""
+    if _CLI.get():
+        if name is None:
+            return "--input-value"
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else ("V" if value is None else value)
+        return f"--input-value {name}={shown}"
+    if name is None:
+        return "input_values="
+    return f"input_values={{{name!r}: {'V' if value is None else repr(value)}}}"
