@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import so_in_om
+from . import integrity, so_in_om
 from .build import Options, _Progress, write_archive
 from .errors import Om2Error
 from .om import reader
@@ -35,6 +35,7 @@ def convert(source, output, *, progress: bool = False) -> Path:
     report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     flag = so_in_om.flag_from_model_def(md, where)
     so_in_om.check_flag(parsed.so_bins, flag, where)
+    integrity.check_so_bins(md, parsed.so_bins, where)   # the archive would give altered SOs fresh digests
     so_pack = SoPack(tuple(parsed.so_bins), flag, {})
     commands = {k.entry: f"taken from the TBE_KERNELS partition of {Path(where).name}" for k in program.kernels}
     return write_archive(out, program, tgt, Options(target=tgt.name), commands, so_pack,

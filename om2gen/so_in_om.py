@@ -20,6 +20,7 @@ import hashlib
 import platform
 from dataclasses import asdict, dataclass
 
+from . import integrity
 from .errors import AbiError, ArchiveError
 from .om import so_store
 from .om.so_store import OpSoBin, SoBinType
@@ -219,7 +220,9 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
     archive.verify(info["store"])
     bins = so_store.load(archive.view(info["store"]))
     check_flag(bins, info["so_in_om_flag"], where)
-    custom = {hashlib.sha256(b.data).hexdigest() for b in bins if b.bin_type == SoBinType.kCustomOp}
+    digests = [hashlib.sha256(b.data).hexdigest() for b in bins]
+    integrity.check_custom_names(bins, digests, where)
+    custom = {d for b, d in zip(bins, digests) if b.bin_type == SoBinType.kCustomOp}
     listed = {archive.entries.get(n, {}).get("sha256") for n in shared}
     if custom != listed:
         raise ArchiveError(f"{where}: the kCustomOp libraries in {info['store']} differ from "

@@ -8,6 +8,8 @@ the major when an older executor must refuse the archive (it checks the major).
 """
 from __future__ import annotations
 
+import re
+
 FORMAT = "om2"
 FORMAT_VERSION = "1.1"            # 1.1: data/so_bins/, manifest so_in_om_info, model_meta so_bins
 EXECUTOR_VERSION = "1.1"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
@@ -86,6 +88,28 @@ def custom_op_binary(arch: str, file_name: str) -> str:
 def custom_op_library(archive_name: str) -> str:
     """A custom-op shared library: <file_size>_<file_hash>_<original_name>.so (the seed's naming)."""
     return f"{CUSTOM_OPS_DIR}shared_libs/{archive_name}"
+
+
+# The size and hash in entry names. A library's <file_hash> is the start of the sha256 of its bytes;
+# a kernel's <12 hex> digests its specialisation (codegen/kernels.py), not its bytes.
+LIBRARY_HASH_DIGITS = 16
+KERNEL_HASH_DIGITS = 12
+_LIBRARY_NAME = re.compile(rf"(0|[1-9][0-9]*)_([0-9a-f]{{{LIBRARY_HASH_DIGITS}}})_(.+)")
+_KERNEL_NAME = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*)_([0-9a-f]{{{KERNEL_HASH_DIGITS}}})\.o")
+
+
+def split_library_name(file_name: str) -> tuple[int, str, str] | None:
+    """(file_size, file_hash, original_name) of <file_size>_<file_hash>_<original_name>; None if
+    the name does not have that form."""
+    m = _LIBRARY_NAME.fullmatch(file_name)
+    return (int(m[1]), m[2], m[3]) if m else None
+
+
+def split_kernel_name(file_name: str) -> tuple[str, str] | None:
+    """(op name, specialisation hash) of a kernel binary's <OpName>_<12 hex>.o; None otherwise."""
+    m = _KERNEL_NAME.fullmatch(file_name)
+    return (m[1], m[2]) if m else None
+
 
 
 def constants_config(index: int) -> str:

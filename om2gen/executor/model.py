@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import custom_ops, dtypes, so_in_om
+from .. import custom_ops, dtypes, integrity, so_in_om
 from ..archive import layout
 from ..archive.reader import ZIP_MAGIC, Archive
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
@@ -169,6 +169,7 @@ class Model:
         code = [meta["library"]] + list(meta["kernels"]) + custom_libs + custom_bins
         for name in code:
             a.verify(name)
+        integrity.check_entry_names(a, meta)   # the size/hash in entry names vs the verified digests
         clock("check digests")
 
         # packed shared objects first (the seed's order), each handed to its consumer; custom-op

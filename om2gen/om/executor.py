@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mmap
 
-from .. import so_in_om
+from .. import integrity, so_in_om
 from ..errors import ArchiveError, RuntimeFailure
 from ..executor.native import ffi, lib, string
 from ..executor.tables import Tables
@@ -89,6 +89,7 @@ def load_om(model, source, clock) -> None:
     # SO_BINS before the model captures (the seed's order): each packed SO to its consumer;
     # custom-op libraries register into registries of their own (so_loader)
     so_in_om.check_flag(parsed.so_bins, parsed.model_def, where)
+    integrity.check_so_bins(parsed.model_def, parsed.so_bins, where)
     model._sos = so_in_om.load_packed(parsed.so_bins, where)
     libraries = model._sos.custom_by_name
     for c, so_name in zip(program.custom_ops, parsed.custom_op_refs):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .. import dtypes, so_in_om
+from .. import dtypes, integrity, so_in_om
 from ..task_types import ArgKind, CcKernelType, ModelTaskType
 from ..version import GENERATOR
 from . import kernel_store, proto, so_store
@@ -88,6 +88,10 @@ def _a_list_i(values):
     return proto.AttrDef(list=proto.AttrDef.ListValue(i=[int(v) for v in values], val_type=2))
 
 
+def _a_list_s(values):
+    return proto.AttrDef(list=proto.AttrDef.ListValue(s=[v.encode("utf-8") for v in values], val_type=1))
+
+
 def _onnx_attr(v):
     """A graph_json attribute value as an AttrDef, or None if it has no plain GE form."""
     if isinstance(v, bool):
@@ -103,7 +107,7 @@ def _onnx_attr(v):
     if isinstance(v, list) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
         return proto.AttrDef(list=proto.AttrDef.ListValue(f=[float(x) for x in v], val_type=3))
     if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-        return proto.AttrDef(list=proto.AttrDef.ListValue(s=[x.encode() for x in v], val_type=1))
+        return _a_list_s(v)
     return None
 
 
@@ -337,6 +341,8 @@ def om_partitions(program, graph_json: dict, target, so_pack=None) -> tuple[list
     md.attr["om_info_list"].CopyFrom(_a_list_i([len(weights), len(tbe), 0, len(task_info), len(so_bins)]))
     if so_flag:
         md.attr["so_in_om_flag"].CopyFrom(_a_i(so_flag))
+    if so_pack.bins:   # checked before any of them is loaded (integrity.check_so_bins)
+        md.attr[integrity.SO_BINS_SHA256].CopyFrom(_a_list_s(integrity.so_bins_digests(so_pack.bins)))
     model_def = md.SerializeToString(deterministic=True)
 
     parts = [Partition(PT.SO_BINS, so_bins), Partition(PT.CUSTOM_OPS, custom), Partition(PT.MODEL_DEF, model_def),

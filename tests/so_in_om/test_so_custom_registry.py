@@ -9,10 +9,10 @@ import pytest
 from sobuild import HOST, call_int, model, registering_so, rewrite_archive, twin_so
 
 import om2gen
-from om2gen import custom_ops, so_in_om
+from om2gen import custom_ops, integrity, so_in_om
 from om2gen.errors import RuntimeFailure
 from om2gen.executor.native import ffi, lib
-from om2gen.om import so_store
+from om2gen.om import proto, so_store
 from om2gen.om.so_store import OpSoBin, SoBinType
 from om2gen.om.container import Partition, read_om, write_om
 from om2gen.om.layout import ModelPartitionType as PT
@@ -155,13 +155,23 @@ def packed_library(path) -> so_store.OpSoBin:
 
 def test_a_model_uses_its_packed_library_not_a_resident_one(twin_models, tmp_path):
     """Model a's library is resident after a load; a copy of model a whose SO_BINS holds b's
-    library (under a's name) must run b's Twin."""
+    library (under b's name, which the tasks and MODEL_DEF's digest follow: a library under
+    another's name is refused, test_integrity.py) must run b's Twin."""
     with om2gen.load(twin_models["a", "om"]) as a:
         assert np.all(a.run({"x": np.zeros((2, 8), np.float32)})["z"] == 2.0)
     om = read_om(twin_models["a", "om"])
     item, other = packed_library(twin_models["a", "om"]), packed_library(twin_models["b", "om"])
-    store = so_store.build([so_store.OpSoBin(item.name, item.vendor, item.bin_type, other.data)])
-    parts = [Partition(PT.SO_BINS, store) if p.type == PT.SO_BINS else p for p in om.partitions]
+    assert item.name != other.name
+    store = so_store.build([so_store.OpSoBin(other.name, item.vendor, item.bin_type, other.data)])
+    md = proto.ModelDef.FromString(om.partition(PT.MODEL_DEF))
+    md.attr[integrity.SO_BINS_SHA256].list.s[:] = [d.encode() for d in integrity.so_bins_digests([other])]
+    tasks = proto.ModelTaskDef.FromString(om.partition(PT.TASK_INFO))
+    for t in tasks.task:
+        if t.kernel.so_name == item.name:
+            t.kernel.so_name = other.name
+    new = {PT.SO_BINS: store, PT.MODEL_DEF: md.SerializeToString(deterministic=True),
+           PT.TASK_INFO: tasks.SerializeToString(deterministic=True)}
+    parts = [Partition(p.type, new.get(p.type, p.data)) for p in om.partitions]
     swapped = tmp_path / "swapped.om"
     write_om(swapped, parts, header=om.header)
     with om2gen.load(swapped) as m:

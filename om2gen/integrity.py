@@ -1,0 +1,95 @@
+"""Load-time checks that what a model says about its code matches the bytes (docs/archive-format.md §3).
+
+The manifest's per-entry sha256 (archive/reader.py ``verify``) catches corruption. These checks
+catch the inconsistent edits it cannot: an entry renamed, or its bytes replaced with the
+manifest digest recomputed but not the name; and, in a classic .om, the SO_BINS libraries,
+which no manifest covers. None of this is a signature: anyone can recompute every digest.
+
+- A custom-op library's name ``<file_size>_<sha256[:16]>_<original_name>.so`` (OM2
+  ``data/custom_ops/shared_libs/`` entries, and kCustomOp items of an OpSoStore) must give its
+  length and the start of its sha256.
+- A kernel's ``<OpName>_<12 hex>.o`` digests its *specialisation* (template, parameters, target,
+  compiler, headers: codegen/kernels.py), not its bytes, so only its form and directory can be
+  checked at load; the runtime refuses a binary that does not define the entry it names.
+- A classic .om records the sha256 of each SO_BINS item in MODEL_DEF attr ``SO_BINS_SHA256``,
+  checked before anything is dlopen'ed (an OM written before that loads without it).
+"""
+from __future__ import annotations
+
+import hashlib
+
+from .archive import layout
+from .errors import ArchiveError
+
+# MODEL_DEF attr: list of strings, the hex sha256 of each SO_BINS item in store order. GE's own
+# private attrs start with "_"; the om2gen prefix keeps it apart from any GE key.
+SO_BINS_SHA256 = "_om2gen_so_bins_sha256"
+_RECOMPILE = "recompile the model or get an intact copy"
+
+
+def check_library_name(file_name: str, size: int, sha256: str, what: str) -> None:
+    """`file_name` (a custom-op library's base name) against its length and sha256 (hex)."""
+    parts = layout.split_library_name(file_name)
+    if parts is None:
+        raise ArchiveError(f"{what}: {file_name!r} is not named <file_size>_<sha256[:16]>_<name> as om2gen "
+                           f"names custom-op libraries; it was renamed: {_RECOMPILE}")
+    named_size, named_hash, _ = parts
+    problems = []
+    if named_size != size:
+        problems.append(f"its name says {named_size} bytes, it has {size}")
+    if named_hash != sha256[:layout.LIBRARY_HASH_DIGITS]:
+        problems.append(f"its name says sha256 {named_hash}..., its bytes hash to "
+                        f"{sha256[:layout.LIBRARY_HASH_DIGITS]}...")
+    if problems:
+        raise ArchiveError(f"{what}: {'; '.join(problems)}; the entry was renamed or its bytes replaced: {_RECOMPILE}")
+
+
+def check_entry_names(archive, meta: dict) -> None:
+    """OM2, after archive.verify() of each entry named here: the custom-op libraries' names against
+    their (verified) manifest digests, and the kernels' names in form and directory."""
+    where = archive.path
+    prefix = layout.custom_op_library("")
+    for name in (meta.get("custom_ops") or {}).get("shared_libs", []):
+        if not name.startswith(prefix) or "/" in name[len(prefix):]:
+            raise ArchiveError(f"{where}: custom-op library entry {name!r} is not in {prefix}; {_RECOMPILE}")
+        check_library_name(name[len(prefix):], archive.info(name).file_size, archive.entries[name]["sha256"],
+                           f"{where}: entry {name!r}")
+    directory = layout.kernels_dir(archive.manifest.get("target", {}).get("arch", "?"))
+    for name in meta["kernels"]:
+        if not name.startswith(directory) or layout.split_kernel_name(name[len(directory):]) is None:
+            raise ArchiveError(f"{where}: kernel entry {name!r} is not {directory}<OpName>_<12 hex>.o as om2gen "
+                               f"names the target's kernels; it was renamed: {_RECOMPILE}")
+
+
+def check_custom_names(bins, digests: list[str], where: str) -> None:
+    """The kCustomOp items of an OpSoStore (their so_name is the library's archive name) against
+    their bytes; `digests` are the items' sha256, in order."""
+    for b, digest in zip(bins, digests):
+        if b.bin_type.name == "kCustomOp":
+            check_library_name(b.name, len(b.data), digest, f"{where}: packed kCustomOp {b.vendor}/{b.name}")
+
+
+def so_bins_digests(bins) -> list[str]:
+    """What a classic .om records in SO_BINS_SHA256 for its SO_BINS items."""
+    return [hashlib.sha256(b.data).hexdigest() for b in bins]
+
+
+def check_so_bins(model_def, bins, where: str) -> None:
+    """A classic .om's SO_BINS items, before any is loaded: against the digests MODEL_DEF records
+    and, for kCustomOp items, their names. An OM written before om2gen recorded digests (no attr)
+    gets only the name check."""
+    digests = so_bins_digests(bins)
+    if SO_BINS_SHA256 in model_def.attr:
+        attr = model_def.attr[SO_BINS_SHA256]
+        recorded = list(attr.list.s) if attr.WhichOneof("value") == "list" else None
+        if recorded is None or len(recorded) != len(bins):
+            held = "not a list of strings" if recorded is None else f"{len(recorded)} digests"
+            raise ArchiveError(f"{where}: MODEL_DEF attr {SO_BINS_SHA256} holds {held} for {len(bins)} SO_BINS "
+                               f"items; the OM is corrupt or was modified: {_RECOMPILE}")
+        for i, (b, want, have) in enumerate(zip(bins, recorded, digests)):
+            if want.decode("ascii", "replace") != have:
+                raise ArchiveError(f"{where}: SO_BINS item {i} ({b.bin_type.name} "
+                                   f"{b.vendor + '/' if b.vendor else ''}{b.name}) does not match the sha256 "
+                                   f"MODEL_DEF records for it ({SO_BINS_SHA256}); the OM is corrupt or the shared "
+                                   f"object was replaced: {_RECOMPILE} (om2gen compile --format om)")
+    check_custom_names(bins, digests, where)
