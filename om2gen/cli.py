@@ -6,29 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from . import cli_args
 from .errors import InputError, Om2Error
-
-
-def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
-    name, sep, dims = text.rpartition(":")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: expected NAME:D0,D1,... (e.g. x:1,3,224,224)")
-    try:
-        shape = tuple(int(d) for d in dims.split(",")) if dims else ()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be integers") from None
-    return name, shape
-
-
-def _value_arg(text: str) -> tuple[str, list[float]]:
-    name, sep, values = text.partition("=")
-    if not sep or not name or not values:
-        raise argparse.ArgumentTypeError(f"--input-value {text!r}: expected NAME=V or NAME=V0,V1,...")
-    try:
-        parsed = [float(v) if any(c in v for c in ".eEn") else int(v) for v in values.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--input-value {text!r}: values must be numbers") from None
-    return name, parsed[0] if len(parsed) == 1 else parsed
 
 
 def _input_arg(text: str) -> tuple[str, str]:
@@ -40,10 +19,13 @@ def _input_arg(text: str) -> tuple[str, str]:
 
 def cmd_compile(args) -> int:
     from .build import compile as om2_compile
-    shapes = dict(args.input_shape or [])
-    out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=dict(args.input_value or []),
-                      custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
-                      progress=not args.quiet, format=args.format, frontend=args.frontend)
+    from .frontend.advice import cli_words
+    shapes = cli_args.merged(args.input_shape, "--input-shape")
+    values = cli_args.merged(args.input_value, "--input-value")
+    with cli_words():
+        out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=values,
+                          custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
+                          progress=not args.quiet, format=args.format, frontend=args.frontend)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
@@ -100,10 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--frontend", choices=("onnx", "ge"), default=None,
                    help="input model kind: onnx, or ge (GE IR graph: ge.proto.ModelDef, binary or text); "
                         "default: .pb/.pbtxt/.txt/.prototxt/.ge files are GE graphs, others ONNX")
-    c.add_argument("--input-shape", action="append", type=_shape_arg, metavar="NAME:D0,D1,...",
-                   help="pin an input's shape (repeat per input)")
-    c.add_argument("--input-value", action="append", type=_value_arg, metavar="NAME=V[,V...]",
-                   help="freeze an input to constant value(s), e.g. a sample rate (repeat per input)")
+    c.add_argument("--input-shape", action="append", type=cli_args.shape_arg, metavar="NAME:D0,D1,...",
+                   help="pin an input's shape; repeat per input, or ATC's form \"a:1,3,224,224;b:1,10\"")
+    c.add_argument("--input-value", action="append", type=cli_args.value_arg, metavar="NAME=V[,V...]",
+                   help="freeze an input to constant value(s), e.g. a sample rate; repeat per input, or "
+                        "\"sr=16000;k=1,2\"")
     c.add_argument("--custom-op-lib", action="append", metavar="LIB.so",
                    help="a custom-operator library (om2/custom_op.h); repeatable; $OM2GEN_CUSTOM_OP_PATH names a "
                         "directory of more")
@@ -165,8 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_compile_op(args) -> int:
+    from .frontend.advice import cli_words
     from .single_op import run_cli
-    return run_cli(args)
+    with cli_words():
+        return run_cli(args)
 
 
 def main(argv=None) -> int:

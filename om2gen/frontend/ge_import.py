@@ -21,6 +21,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import ModelError, ShapeError, UnsupportedOpError
 from ..ir import Graph, Node, Value
+from . import pins as pins_mod
+from .advice import shape_option
 from .onnx_import import _infer_nodes
 
 OPSET = 17
@@ -513,8 +515,11 @@ def import_ge(src, input_shapes: dict[str, tuple[int, ...]] | None = None,
     """Reads a GE IR graph (path, bytes or ModelDef) into om2gen's Graph, shapes inferred."""
     model, raw, where = load_model_def(src)
     gdef = model.graph[0]
-    pins = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+    pins = pins_mod.shapes(input_shapes)
     frozen = dict(input_values or {})
+    data = [(op.name, _declared_dims(op)) for op in gdef.op if op.type == "Data"]
+    pins_mod.check_names(pins, frozen, [(n, pins_mod.dims_text(d if d != [-2] else None)) for n, d in data],
+                         "the GE graph")
     graph = Graph(gdef.name or model.name or "model", {}, [], [], [], {"": OPSET},
                   source_digest=hashlib.sha256(raw).hexdigest(), producer="ge")
     imp = _Importer(graph)
@@ -558,10 +563,6 @@ def import_ge(src, input_shapes: dict[str, tuple[int, ...]] | None = None,
         for idx, name in outs.items():
             produced[(op.name, idx)] = name
 
-    unknown = (set(pins) | set(frozen)) - {op.name for op in data_ops}
-    if unknown:
-        raise ShapeError(f"input_shapes/input_values name {', '.join(sorted(unknown))}, which the GE graph does "
-                         f"not have as Data ops; its inputs are: {', '.join(op.name for op in data_ops) or '(none)'}")
     if not outputs:
         for i, text in enumerate(gdef.output):
             edge = _parse_edge(text)
@@ -582,11 +583,21 @@ def import_ge(src, input_shapes: dict[str, tuple[int, ...]] | None = None,
     return graph
 
 
+def _data_desc(op):
+    return op.output_desc[0] if op.output_desc else (op.input_desc[0] if op.input_desc else None)
+
+
+def _declared_dims(op) -> list[int] | None:
+    """A Data op's declared dims (-1 dynamic, [-2] unknown rank), or None."""
+    desc = _data_desc(op)
+    return [int(d) for d in desc.shape.dim] if desc is not None and desc.HasField("shape") else None
+
+
 def _data_value(op, pins, frozen) -> Value:
     where = f"GE Data op {op.name!r}"
-    desc = op.output_desc[0] if op.output_desc else (op.input_desc[0] if op.input_desc else None)
+    desc = _data_desc(op)
     dt = _dtype(desc.dtype, where) if desc is not None else dtypes.FLOAT32
-    declared = [int(d) for d in desc.shape.dim] if desc is not None and desc.HasField("shape") else None
+    declared = _declared_dims(op)
     if op.name in frozen:
         arr = np.asarray(frozen[op.name]).astype(dt.np)
         if declared is not None and all(d >= 0 for d in declared) and arr.size == int(np.prod(declared)):
@@ -595,19 +606,20 @@ def _data_value(op, pins, frozen) -> Value:
     if op.name in pins:
         shape = pins[op.name]
         if declared is not None and declared != [-2] and len(declared) != len(shape):
-            raise ShapeError(f"--input-shape {op.name}:{','.join(map(str, shape))} has rank {len(shape)} but the "
-                             f"GE graph declares rank {len(declared)} for input {op.name!r}")
+            raise ShapeError(f"{shape_option(op.name, shape)} has rank {len(shape)} but the GE graph declares "
+                             f"rank {len(declared)} for input {op.name!r}")
         for i, d in enumerate(declared or []):
             if d >= 0 and declared != [-2] and d != shape[i]:
-                raise ShapeError(f"--input-shape {op.name}: dim {i} is {shape[i]} but the GE graph fixes it to {d}")
+                raise ShapeError(f"{shape_option(op.name, shape)}: dim {i} is {shape[i]} but the GE graph fixes it "
+                                 f"to {d}")
         if any(d < 0 for d in shape):
-            raise ShapeError(f"--input-shape {op.name}: dims must be >= 0, got {shape}")
+            raise ShapeError(f"{shape_option(op.name, shape)}: dims must be >= 0")
         return Value(op.name, dt, shape)
     if desc is None or declared is None:
         raise ShapeError(f"input {op.name!r} (GE Data op) has no output_desc shape; pin it with "
-                         f"--input-shape {op.name}:D0,D1,...")
+                         f"{shape_option(op.name)}")
     for i, d in enumerate(declared):
         if d < 0:
             raise ShapeError(f"input {op.name!r} (GE Data op) has a dynamic dim {i} ({d}); pin it with "
-                             f"--input-shape {op.name}:D0,D1,... (e.g. batch 1)")
+                             f"{shape_option(op.name)} (e.g. batch 1)")
     return Value(op.name, dt, tuple(declared))

@@ -1,7 +1,7 @@
 """ONNX → Graph: read the model, pin input shapes, infer every shape with the ops' own infer().
 
 onnx's shape inference is not relied on: each registered op computes its outputs' dtype and
-static shape from its inputs, so after --input-shape every shape in the graph is static.
+static shape from its inputs, so after input_shapes (--input-shape) every shape in the graph is static.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from ..errors import ModelError, ShapeError, UnsupportedOpError
 from ..ir import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
+from . import pins as pins_mod
+from .advice import shape_option, value_option
 
 
 def load_model(model) -> tuple[onnx.ModelProto, bytes]:
@@ -57,51 +59,61 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]]) -> 
         shape = tuple(int(d) for d in pins[name])
         declared = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else None
         if declared is not None and len(declared) != len(shape):
-            raise ShapeError(f"--input-shape {name}:{','.join(map(str, shape))} has rank {len(shape)} "
-                             f"but the model declares rank {len(declared)} for input {name!r}")
+            raise ShapeError(f"{shape_option(name, shape)} has rank {len(shape)} but the model declares rank "
+                             f"{len(declared)} for input {name!r}: {name}{pins_mod.dims_text(_declared(vi))}")
         for i, d in enumerate(declared or []):
             if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != shape[i]:
-                raise ShapeError(f"--input-shape {name}: dim {i} is {shape[i]} but the model fixes it to "
-                                 f"{d.dim_value}")
+                raise ShapeError(f"{shape_option(name, shape)}: dim {i} is {shape[i]} but the model fixes it to "
+                                 f"{d.dim_value}: {name}{pins_mod.dims_text(_declared(vi))}")
         if any(d < 0 for d in shape):
-            raise ShapeError(f"--input-shape {name}: dims must be >= 0, got {shape}")
+            raise ShapeError(f"{shape_option(name, shape)}: dims must be >= 0")
         return shape
     tt = vi.type.tensor_type
     if not tt.HasField("shape"):
-        raise ShapeError(f"input {name!r} has no declared shape; pin it with --input-shape {name}:D0,D1,...")
+        raise ShapeError(f"input {name!r} has no declared shape; pin it with {shape_option(name)}")
     dims = []
     for i, d in enumerate(tt.shape.dim):
         if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
         else:
             sym = d.dim_param or "?"
-            raise ShapeError(f"input {name!r} has a dynamic dim {i} ({sym!r}); pin it with "
-                             f"--input-shape {name}:D0,D1,... (e.g. batch 1)")
+            example = [x if isinstance(x, int) and x > 0 else 1 for x in _declared(vi)]
+            raise ShapeError(f"input {name!r} has a dynamic dim {i} ({sym!r}): {name}"
+                             f"{pins_mod.dims_text(_declared(vi))}; pin it with {shape_option(name)}, e.g. "
+                             f"{shape_option(name, example)}")
     return tuple(dims)
 
 
+def _declared(vi: onnx.ValueInfoProto) -> list | None:
+    """The declared dims: ints, dim_param names, or None where unknown; None without a shape."""
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+
+
 def _frozen_value(vi: onnx.ValueInfoProto, value, dt) -> np.ndarray:
-    """An input frozen with --input-value: the given numbers in the input's dtype and shape."""
+    """An input frozen with input_values: the given numbers in the input's dtype and shape."""
     arr = np.asarray(value)
     try:
         arr = arr.astype(dt.np, casting="unsafe" if arr.dtype.kind in "biuf" else "no")
     except (TypeError, ValueError):
-        raise ShapeError(f"--input-value {vi.name}: cannot convert {value!r} to {dt.name}") from None
+        raise ShapeError(f"{value_option(vi.name, value)}: cannot convert {value!r} to {dt.name}") from None
     tt = vi.type.tensor_type
     declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
     if declared is not None and arr.shape != tuple(declared):
         if arr.size == int(np.prod([d or 1 for d in declared])) and all(d is not None for d in declared):
             arr = arr.reshape(declared)
         elif not (len(declared) == arr.ndim and all(d is None or d == a for d, a in zip(declared, arr.shape))):
-            raise ShapeError(f"--input-value {vi.name}: {arr.size} value(s) of shape {list(arr.shape)} do not fit "
-                             f"the input's declared shape {declared}")
+            raise ShapeError(f"{value_option(vi.name, value)}: {arr.size} value(s) of shape {list(arr.shape)} do "
+                             f"not fit the input's declared shape {vi.name}{pins_mod.dims_text(declared)}")
     return np.asarray(arr, order="C")
 
 
 def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
                 input_values: dict[str, object] | None = None) -> Graph:
     proto, raw = load_model(model)
-    pins = dict(input_shapes or {})
+    pins = pins_mod.shapes(input_shapes)
     frozen = dict(input_values or {})
     try:
         onnx.checker.check_model(proto)
@@ -117,6 +129,9 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
             raise UnsupportedOpError(f"{'input' if vi in g.input else 'output'} {vi.name!r} is a "
                                      f"{vi.type.WhichOneof('value').replace('_type', '')}; om2gen compiles models "
                                      "whose inputs and outputs are tensors")
+    initialized = {i.name for i in g.initializer}
+    pins_mod.check_names(pins, frozen, [(vi.name, pins_mod.dims_text(_declared(vi))) for vi in g.input
+                                        if vi.name not in initialized])
     values: dict[str, Value] = {}
     for init in g.initializer:
         arr = numpy_helper.to_array(init)
@@ -133,12 +148,6 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
             continue
         values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins))
         inputs.append(vi.name)
-    declared_inputs = [vi.name for vi in g.input if vi.name not in {i.name for i in g.initializer}]
-    for option, names in (("--input-shape", pins), ("--input-value", frozen)):
-        unknown = set(names) - set(declared_inputs)
-        if unknown:
-            raise ShapeError(f"{option} names {', '.join(sorted(unknown))}, which the model does not have as "
-                             f"inputs; its inputs are: {', '.join(declared_inputs) or '(none)'}")
 
     nodes = []
     used_names = set()

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..dtypes import DType
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
+from ..frontend.advice import value_option
 from ..ir import Node, Value
 
 # A block should carry at least this much work (elements touched), so that splitting a launch
@@ -86,7 +87,7 @@ def const_ints(node: Node, v: Value | None, what: str) -> list[int] | None:
     if not v.is_const:
         raise NeedsConstantError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be known at compile "
                                  f"time; om2gen compiles static shapes only (if {v.name!r} is a model input, freeze "
-                                 f"it with --input-value {v.name}=...)", v.name)
+                                 f"it with {value_option(v.name)})", v.name)
     return [int(x) for x in np.asarray(v.const).reshape(-1)]
 
 
@@ -94,7 +95,7 @@ def const_ints_or_floats(node: Node, v: Value, what: str) -> float:
     """A scalar constant input (e.g. Clip's min/max) as a Python float."""
     if not v.is_const:
         raise NeedsConstantError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be a compile-time "
-                                 f"constant (if it is a model input, freeze it with --input-value {v.name}=...)", v.name)
+                                 f"constant (if it is a model input, freeze it with {value_option(v.name)})", v.name)
     arr = np.asarray(v.const).reshape(-1)
     if arr.size != 1:
         raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} must be a scalar, got shape {list(v.shape)}")

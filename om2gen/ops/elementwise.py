@@ -6,6 +6,7 @@ import numpy as np
 from .. import dtypes
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
+from ..frontend.advice import value_option
 from ..ir import Node, Value
 from ..lower.program import Alias, KernelCall
 from . import common
@@ -170,7 +171,7 @@ class IdentityLike(Op):
         training = ins[2] if len(ins) > 2 else None
         if training is not None and (not training.is_const or bool(np.asarray(training.const).reshape(-1)[0])):
             raise UnsupportedOpError(f"node {node.name!r} (Dropout): training_mode may be true; om2gen compiles "
-                                     "inference graphs (export in eval mode, or freeze it with --input-value)")
+                                     f"inference graphs (export in eval mode, or freeze it: {value_option(training.name, False)})")
         if node.attrs.get("is_test", 1) == 0 and node.opset < 7:
             raise UnsupportedOpError(f"node {node.name!r} (Dropout-{node.opset}): is_test=0 is training mode")
         if len(node.outputs) > 1 and node.outputs[1]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..codegen.literals import c_float
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
+from ..frontend.advice import value_option
 from ..lower.program import KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
@@ -32,7 +33,7 @@ def _const_floats(node, v, what: str) -> np.ndarray | None:
     if not v.is_const:
         raise NeedsConstantError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be known at "
                                  f"compile time; om2gen precomputes the resize tables (if {v.name!r} is a model "
-                                 f"input, freeze it with --input-value {v.name}=...)", v.name)
+                                 f"input, freeze it with {value_option(v.name)})", v.name)
     arr = np.asarray(v.const, dtype=np.float64).reshape(-1)
     return arr if arr.size else None
 

@@ -250,7 +250,7 @@ def test_input_value_freezes_a_shape_input(tmp_path):
     x = rand(2, 6)
     model = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
                        {"x": x, "shape": np.array([3, 4], np.int64)}, ["y"])
-    with pytest.raises(om2gen.ShapeError, match="--input-value shape="):
+    with pytest.raises(om2gen.ShapeError, match=r"input_values=\{'shape': V\}"):
         om2gen.compile(model, tmp_path / "a.om2")
     om2gen.compile(model, tmp_path / "a.om2", input_values={"shape": [3, 4]})
     with om2gen.load(tmp_path / "a.om2") as m:
@@ -261,6 +261,28 @@ def test_input_value_freezes_a_shape_input(tmp_path):
     run_cli("compile", tmp_path / "a.onnx", "-o", tmp_path / "b.om2", "--input-value", "shape=4,3", "-q")
     with om2gen.load(tmp_path / "b.om2") as m:
         assert m.outputs[0].shape == (4, 3)
+
+
+def test_cli_input_shape_in_atcs_form_and_repeated(tmp_path):
+    """--input-shape "a:2,3;b:2,3" (ATC's form: one flag, ';' between inputs) pins both inputs, as
+    repeated flags do, and both forms mix; so does --input-value "k=2;j=1"."""
+    import onnx
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Mul", ["s", "k"], ["t"]),
+             helper.make_node("Sub", ["t", "j"], ["y"])]
+    model = make_model(nodes, {"a": rand(2, 3), "b": rand(2, 3), "k": np.array(2, np.float32),
+                               "j": np.array(1, np.float32)}, ["y"])
+    for vi in [*model.graph.input[:2], model.graph.output[0]]:
+        vi.type.tensor_type.shape.dim[0].dim_param = "n"
+    onnx.save(model, tmp_path / "ab.onnx")
+    feeds = {"a": rand(2, 3, seed=1), "b": rand(2, 3, seed=2)}
+    ref = ort_run(model, {**feeds, "k": np.array(2, np.float32), "j": np.array(1, np.float32)})[0]
+    for i, flags in enumerate([["--input-shape", "a:2,3;b:2,3", "--input-value", "k=2;j=1"],
+                               ["--input-shape", "a:2,3", "--input-shape", "b:2,3;", "--input-value", "k=2",
+                                "--input-value", "j=1"]]):
+        run_cli("compile", tmp_path / "ab.onnx", "-o", tmp_path / f"ab{i}.om2", *flags, "-q")
+        with om2gen.load(tmp_path / f"ab{i}.om2") as m:
+            assert [t.name for t in m.inputs] == ["a", "b"], m.inputs
+            assert_close(m.run(feeds)["y"], ref, " ".join(flags))
 
 
 def test_backend_runs_and_freezes_inputs_it_must():

@@ -77,14 +77,44 @@ def test_unsupported_op_names_node_type_and_opset(tmp_path):
 
 
 def test_missing_input_shape_names_the_input(tmp_path):
-    with pytest.raises(om2gen.ShapeError, match="'image'.*--input-shape image:"):
+    """Python's error speaks of input_shapes=, the CLI's of --input-shape; both show an example."""
+    with pytest.raises(om2gen.ShapeError, match=r"'image'.*input_shapes=\{'image': \(1, 3, 32, 32\)\}") as e:
         om2gen.compile(SAMPLE, tmp_path / "o.om2")
-    assert_one_line_error(cli("compile", SAMPLE, "-o", tmp_path / "o.om2"), "image", "--input-shape")
+    assert "--input" not in str(e.value)
+    assert_one_line_error(cli("compile", SAMPLE, "-o", tmp_path / "o.om2"), "image", "--input-shape image:1,3,32,32")
 
 
 def test_input_shape_for_unknown_input(tmp_path):
-    with pytest.raises(om2gen.ShapeError, match="does not have as inputs"):
-        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes={"img": (1, 3, 32, 32), **SHAPES})
+    """A misspelled name is reported first (not the unpinned input it left), with the model's inputs."""
+    for shapes in ({"img": (1, 3, 32, 32)}, {"img": (1, 3, 32, 32), **SHAPES}):
+        with pytest.raises(om2gen.ShapeError) as e:
+            om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes=shapes)
+        msg = str(e.value)
+        assert msg.startswith("input_shapes= names 'img', which the model does not have"), msg
+        assert "image[batch,3,32,32]" in msg and "did you mean 'image'" in msg and "--input" not in msg, msg
+    proc = cli("compile", SAMPLE, "-o", tmp_path / "o.om2", "--input-shape", "img:1,3,32,32")
+    assert_one_line_error(proc, "--input-shape names 'img'", "image[batch,3,32,32]")
+    assert "pin" not in proc.stderr and "input_shapes" not in proc.stderr, proc.stderr
+
+
+def test_input_value_for_unknown_input(tmp_path):
+    with pytest.raises(om2gen.ShapeError, match=r"^input_values= names 'imag'.*image\[batch,3,32,32\]"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes=SHAPES, input_values={"imag": 1})
+    proc = cli("compile", SAMPLE, "-o", tmp_path / "o.om2", "--input-value", "imag=1;image=0")
+    assert_one_line_error(proc, "--input-value names 'imag'", "image[batch,3,32,32]")
+
+
+def test_atc_input_shape_list_with_an_unknown_name(tmp_path):
+    """ATC's one-flag form is read, not dropped: its second name is checked like any other."""
+    proc = cli("compile", SAMPLE, "-o", tmp_path / "o.om2", "--input-shape", "image:1,3,32,32;b:1,10")
+    assert_one_line_error(proc, "--input-shape names 'b'", "its inputs are: image[batch,3,32,32]")
+    proc = cli("compile", SAMPLE, "-o", tmp_path / "o.om2", "--input-shape", "image:1,3,32,32;image:1,3,32,16")
+    assert_one_line_error(proc, "gives 'image' twice")
+
+
+def test_input_shape_that_is_not_a_shape(tmp_path):
+    with pytest.raises(om2gen.ShapeError, match=r"input_shapes= gives 'image' the shape '1,3,32,32'"):
+        om2gen.compile(SAMPLE, tmp_path / "o.om2", input_shapes={"image": "1,3,32,32"})
 
 
 def test_input_shape_of_wrong_rank(tmp_path):
