@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench import add_parser as add_bench_parser
     add_bench_parser(sub, _input_arg)
+    from .build_flags import add_parser as add_config_parser
+    add_config_parser(sub)
 
     o = sub.add_parser("compile-op", help="compile one operator (ONNX or GE op type) into an .om2 archive or .om file")
     o.add_argument("op", help="op type: ONNX (Conv, MatMul, Softmax, ...), GE (Conv2D, MatMulV2, ...) or custom")

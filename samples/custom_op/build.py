@@ -26,17 +26,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from om2gen import build_flags   # the flags `om2gen config` prints
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-INCLUDE = ROOT / "runtime_abi" / "include"
 DEFAULT_OUT = HERE / "build"
 
 KERNEL_SO = "om2_sample_kernels.so"
 KERNEL_HEADER = "om2_sample_kernels.h"
 LIBRARY = "libom2_sample_ops.so"
 
-CFLAGS = ["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror"]
-CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"]
+CFLAGS = [*build_flags.flags(["--cflags"]), "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
+CXXFLAGS = [*build_flags.flags(["--cxxflags"]), "-O2", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"]
+LDFLAGS = build_flags.flags(["--ldflags"])
 
 
 class BuildError(Exception):
@@ -87,14 +88,14 @@ def build(out_dir: Path = DEFAULT_OUT) -> Path:
 
     kernel_so = obj / KERNEL_SO
     # -s: the dynamic symbol table (the kernel entries) is all the runtime needs.
-    _run([*cc, *CFLAGS, "-shared", "-s", f"-I{INCLUDE}", "kernels.c", "-o", str(kernel_so)])
+    _run([*cc, *CFLAGS, *LDFLAGS, "-s", "kernels.c", "-o", str(kernel_so)])
     blob = kernel_so.read_bytes()
     if blob[:4] != b"\x7fELF":
         raise BuildError(f"{kernel_so} is not an ELF file")
     _write_if_changed(obj / KERNEL_HEADER, embed(blob).encode())
 
     library = out_dir / LIBRARY
-    _run([*cxx, *CXXFLAGS, "-shared", f"-I{INCLUDE}", f"-I{obj}", "ops.cpp", "-o", str(library)])
+    _run([*cxx, *CXXFLAGS, *LDFLAGS, f"-I{obj}", "ops.cpp", "-o", str(library)])
     return library
 
 
