@@ -177,8 +177,9 @@ class Autofuse:
                 raise RuntimeFailure(f"{self.where}: no packed autofuse library {key!r} (packed: "
                                      f"{', '.join(sorted(self.buffers)) or 'none'})")
             b = self.buffers[key]
-            self.loaded[key] = _dlopen(b, self.where, so_check.summary(b.data).exported,
-                                       hashlib.sha256(b.data).hexdigest())
+            digest = hashlib.sha256(b.data).hexdigest()
+            summary = checked(b.data, digest, f"{self.where}: packed kAutofuse {key}", _host_arch())
+            self.loaded[key] = _dlopen(b, self.where, summary.exported, digest)
         return self.loaded[key]
 
     def function(self, key: str, symbol: str) -> int:
@@ -281,19 +282,33 @@ def _host_arch() -> str:
     return host_arch()
 
 
+# (sha256, arch) of bytes that passed so_check.check at load -> their summary. pyelftools takes
+# 20-60 ms a library, so the same bytes are checked once per process; new bytes are always
+# checked before they are dlopen'ed, and bytes that fail are not remembered.
+_CHECKED: dict[tuple[str, str], so_check.ElfSummary] = {}
+
+
+def checked(data: bytes, digest: str, what: str, arch: str) -> so_check.ElfSummary:
+    """so_check.check(data, what, arch, at_load=True), once per digest (the sha256 of `data`)."""
+    summary = _CHECKED.get((digest, arch))
+    if summary is None:
+        summary = _CHECKED[digest, arch] = so_check.check(data, what, arch, at_load=True)
+    return summary
+
+
 def load_packed(bins: list[OpSoBin], where: str) -> PackedSos:
     """Checks every bin for this machine, then hands each to its consumer, in store order. On
     any failure everything acquired so far is released and the error propagates."""
     arch = _host_arch()
-    checked = []
+    checks = []
     for b in bins:
-        summary = so_check.check(b.data, f"{where}: packed {b.bin_type.name} {b.vendor + '/' if b.vendor else ''}"
-                                         f"{b.name}", arch, at_load=True)
-        checked.append((b, summary.exported))
+        what = f"{where}: packed {b.bin_type.name} {b.vendor + '/' if b.vendor else ''}{b.name}"
+        digest = hashlib.sha256(b.data).hexdigest()   # of the bytes the consumer loads (immutable)
+        checks.append((b, digest, checked(b.data, digest, what, arch).exported))
     packed = PackedSos(where)
     try:
-        for b, exports in checked:
-            CONSUMERS[b.bin_type](packed, b, hashlib.sha256(b.data).hexdigest(), exports)
+        for b, digest, exports in checks:
+            CONSUMERS[b.bin_type](packed, b, digest, exports)
     except BaseException:
         packed.close()
         raise

@@ -1,7 +1,8 @@
 """Integrity at load (om2gen/integrity.py): the size and hash in entry names are checked against
 the bytes (a renamed entry, or bytes replaced with the manifest digest recomputed but not the
 name, is an ArchiveError naming the entry), and a classic .om's SO_BINS items against the sha256
-MODEL_DEF records for each, before any is loaded."""
+MODEL_DEF records for each, before any is loaded. A packed library's ELF check runs once per
+digest per process."""
 from __future__ import annotations
 
 import hashlib
@@ -13,10 +14,10 @@ import pytest
 from sobuild import archive_bytes, archive_json, model, rewrite_archive, twin_so
 
 import om2gen
-from om2gen import custom_ops, integrity
+from om2gen import custom_ops, integrity, so_check, so_loader
 from om2gen.archive import layout
 from om2gen.convert import convert
-from om2gen.errors import ArchiveError
+from om2gen.errors import AbiError, ArchiveError
 from om2gen.om import proto, so_store
 from om2gen.om.container import Partition, read_om, write_om
 from om2gen.om.layout import ModelPartitionType as PT
@@ -206,3 +207,31 @@ def test_om_so_bins_item_renamed_is_refused(twin, tmp_path):
                    so_name=(b.name, new))
     with pytest.raises(ArchiveError, match=f"packed kCustomOp vendors/customize/{new}: its name says sha256 f{{16}}"):
         om2gen.load(bad)
+
+
+# --- a packed library is ELF-checked once per digest per process ----------------------------------
+
+def test_a_library_is_elf_checked_once_per_digest(twin, monkeypatch):
+    """pyelftools costs 20-60 ms a library: loading the same bytes again (either format) does not
+    check them again; other bytes are checked before they are loaded, and a failed check is not
+    remembered."""
+    calls = []
+    real = so_check.check
+
+    def counting(data, *args, **kwargs):
+        calls.append(hashlib.sha256(bytes(data)).hexdigest())
+        return real(data, *args, **kwargs)
+    monkeypatch.setattr(so_loader, "_CHECKED", {})
+    monkeypatch.setattr(so_check, "check", counting)
+    for fmt in ("om2", "om", "om2"):
+        with om2gen.load(twin[fmt]) as m:
+            assert np.all(m.run({"x": X})["z"] == 4.0)
+    assert calls == [hashlib.sha256(twin["lib"].read_bytes()).hexdigest()]
+
+    (b,) = _om_bins(twin["om"])
+    foreign = b.data[:18] + (183).to_bytes(2, "little") + b.data[20:]    # e_machine EM_AARCH64
+    bad = so_store.OpSoBin(b.name, b.vendor, b.bin_type, foreign)
+    for _ in range(2):
+        with pytest.raises(AbiError, match="built for EM_AARCH64"):
+            so_loader.load_packed([bad], "m.om")
+    assert calls[1:] == [hashlib.sha256(foreign).hexdigest()] * 2
