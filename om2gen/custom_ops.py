@@ -30,20 +30,22 @@ REGISTER_SYMBOL = "Om2RegisterCustomOpCreator"
 @dataclass(frozen=True)
 class CustomOpLibrary:
     name: str            # original file name
-    data: bytes
+    data: bytes = field(repr=False)    # never in a repr or an error message: it is the whole library
     sha256: str
     op_types: tuple[str, ...]
     registry: object = field(default=None, compare=False, repr=False)   # the library's registry (cffi void *)
 
     @property
     def archive_name(self) -> str:
-        """The seed's naming: <file_size>_<file_hash>_<original_name>."""
-        return f"{len(self.data)}_{self.sha256[:16]}_{self.name}"
+        """The seed's naming: <file_size>_<file_hash>_<original_name> (archive/layout.py)."""
+        from .archive import layout
+        return layout.custom_op_library_name(len(self.data), self.sha256, self.name)
 
 
 _loaded: dict[str, CustomOpLibrary] = {}      # sha256 -> library (resident for the process)
 _lock = threading.Lock()
 _active: contextvars.ContextVar[dict[str, CustomOpLibrary]] = contextvars.ContextVar("om2gen_custom_ops", default={})
+_given: contextvars.ContextVar[tuple[CustomOpLibrary, ...]] = contextvars.ContextVar("om2gen_custom_libs", default=())
 
 
 def _registered(registry) -> tuple[str, ...]:
@@ -104,6 +106,15 @@ def check(data: bytes, name: str, target) -> None:
                            f"(no REG_AUTO_MAPPING_OP registration)")
 
 
+def unique(libraries) -> list[CustomOpLibrary]:
+    """`libraries` without repeats of the same content (the same file given twice, or a copy of it
+    also in $OM2GEN_CUSTOM_OP_PATH): the first one stays, in order."""
+    seen: dict[str, CustomOpLibrary] = {}
+    for library in libraries:
+        seen.setdefault(library.sha256, library)
+    return list(seen.values())
+
+
 def find_libraries(paths) -> list[Path]:
     found = [Path(p) for p in (paths or [])]
     directory = os.environ.get(ENV_PATH)
@@ -133,16 +144,18 @@ def scope(libraries: list[CustomOpLibrary]):
 @contextlib.contextmanager
 def activated(libraries: list[CustomOpLibrary]):
     """Compile time: `libraries` provide the custom operators (first library wins per op type),
-    for the op registry (library_for) and for the factory (scope)."""
+    for the op registry (library_for) and for the factory (scope). A library given twice counts once."""
+    libraries = unique(libraries)
     ops: dict[str, CustomOpLibrary] = {}
     for library in libraries:
         for op in library.op_types:
             ops.setdefault(op, library)
-    token = _active.set(ops)
+    token, given = _active.set(ops), _given.set(tuple(libraries))
     try:
         with scope(libraries):
             yield ops
     finally:
+        _given.reset(given)
         _active.reset(token)
 
 
@@ -152,6 +165,12 @@ def library_for(op_type: str) -> CustomOpLibrary | None:
 
 def active_op_types() -> list[str]:
     return sorted(_active.get())
+
+
+def searched() -> str:
+    """The active libraries and the op types each provides, for an error about an op none has:
+    "libfoo.so (provides A, B), libbar.so (provides C)"; "" when no library is active."""
+    return ", ".join(f"{lib.name} (provides {', '.join(lib.op_types)})" for lib in _given.get())
 
 
 def require(node) -> CustomOpLibrary:

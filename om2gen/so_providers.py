@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import so_check
-from .custom_ops import REGISTER_SYMBOL
+from .custom_ops import REGISTER_SYMBOL, unique
 from .errors import CompileError
 from .om import so_store
 from .om.so_store import OpSoBin, SoBinType
@@ -69,8 +69,8 @@ class PackContext:
     def used_libraries(self) -> list:
         """The custom-op libraries some node uses, in priority order (then first use)."""
         used = {c["library"].sha256: c["library"] for c in self.program.custom_ops}
-        order = [lib for lib in self.libraries if lib.sha256 in used]
-        order += [lib for lib in used.values() if lib not in order]
+        order = [lib for lib in unique(self.libraries) if lib.sha256 in used]     # each content once
+        order += [lib for digest, lib in used.items() if lib.sha256 not in {o.sha256 for o in order}]
         return order
 
 
@@ -130,7 +130,10 @@ def pack(program, target, libraries=(), op_types=None) -> SoPack:
     bins.sort(key=lambda b: int(b.bin_type))   # stable: providers' order within a type
     custom = [b for b in bins if b.bin_type == SoBinType.kCustomOp]
     libraries = ctx.used_libraries()
-    assert len(custom) == len(libraries), (custom, libraries)
+    if len(custom) != len(libraries):   # two libraries' target builds are one and the same file
+        raise CompileError(f"the custom-op libraries {', '.join(lib.name for lib in libraries)} would be packed as "
+                           f"{len(custom)} shared object(s) ({', '.join(b.name for b in custom)}); give each "
+                           f"library once, and a target build of its own")
     names = {lib.sha256: b.name for lib, b in zip(libraries, custom)}
     return SoPack(tuple(bins), so_store.flags_of(b.bin_type for b in bins), names)
 
@@ -147,7 +150,8 @@ def _check(b: OpSoBin, target) -> None:
 
 def archive_name(name: str, data: bytes) -> str:
     """The seed's name of a packed custom-op library: <file_size>_<sha256[:16]>_<original_name>."""
-    return f"{len(data)}_{hashlib.sha256(data).hexdigest()[:16]}_{name}"
+    from .archive import layout
+    return layout.custom_op_library_name(len(data), hashlib.sha256(data).hexdigest(), name)
 
 
 # --- the op package directory ------------------------------------------------------------------
@@ -156,7 +160,7 @@ def archive_name(name: str, data: bytes) -> str:
 class OppSo:
     vendor: str
     path: Path
-    data: bytes
+    data: bytes = field(repr=False)
     serves: frozenset[str]
 
 

@@ -85,6 +85,18 @@ def custom_op_binary(arch: str, file_name: str) -> str:
     return f"{CUSTOM_OPS_DIR}binaries_{arch}/{file_name}"
 
 
+def custom_op_bin_name(op_type: str, blob_digest: str) -> str:
+    """The .bin of a custom operator instance: <OpType>_<hash>_CustomKernel.bin, with the op type
+    made a safe name component (the op type is the user's: it may hold '/', '..', NUL, ...)."""
+    return f"{safe_component(op_type)}_{blob_digest}_CustomKernel.bin"
+
+
+def custom_op_library_name(size: int, sha256: str, original_name: str) -> str:
+    """The seed's name of a packed custom-op library: <file_size>_<file_hash>_<original_name>, the
+    original file name made a safe name component."""
+    return f"{size}_{sha256[:16]}_{safe_component(original_name)}"
+
+
 def custom_op_library(archive_name: str) -> str:
     """A custom-op shared library: <file_size>_<file_hash>_<original_name>.so (the seed's naming)."""
     return f"{CUSTOM_OPS_DIR}shared_libs/{archive_name}"
@@ -111,7 +123,6 @@ def split_kernel_name(file_name: str) -> tuple[str, str] | None:
     return (m[1], m[2]) if m else None
 
 
-
 def constants_config(index: int) -> str:
     return f"{CONSTANTS_DIR}model_{index}_constants_config.json"
 
@@ -134,3 +145,63 @@ def is_stored(name: str) -> bool:
 # Entries the executor hashes before it trusts them (code it will dlopen or execute).
 def is_code(name: str) -> bool:
     return name.endswith((".so", ".o")) or name.startswith(SO_BINS_DIR)
+
+
+# --- entry names ------------------------------------------------------------------------------
+# Every entry name is a relative path of non-empty components separated by '/', none of them '.'
+# or '..', without backslashes, NUL or other control characters, and at most MAX_ENTRY_NAME bytes
+# of UTF-8: an archive whose names escape its directory (or mean something else on Windows) is
+# refused by the reader, and the writer never makes one. A part of a name that comes from the
+# user (an op type, a node name, a library's file name) goes through safe_component().
+MAX_ENTRY_NAME = 1024
+MAX_COMPONENT = 96
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def safe_component(text: str) -> str:
+    """`text` as one safe name component: ASCII letters, digits and ._+- only (anything else
+    becomes '_'), not starting with '.', at most MAX_COMPONENT characters. A changed or shortened
+    text gets the start of its sha256, so that two texts never share a component."""
+    import hashlib
+    safe = _UNSAFE_CHARS.sub("_", text).lstrip(".") or "_"
+    if safe == text and len(safe) <= MAX_COMPONENT:
+        return safe
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    stem, dot, ext = safe.rpartition(".")
+    ext = f".{ext}" if dot and stem and ext.isalnum() and len(ext) <= 8 else ""   # kept: .so decides storage
+    return f"{safe[:len(safe) - len(ext)][:MAX_COMPONENT - 13 - len(ext)]}~{digest}{ext}"
+
+
+def unsafe_entry_name(name: str) -> str | None:
+    """Why `name` is not a safe entry name, or None when it is."""
+    if not name:
+        return "it is empty"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_ENTRY_NAME:
+        return f"it is longer than {MAX_ENTRY_NAME} bytes"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "it holds a NUL or another control character"
+    if "\\" in name:
+        return "it holds a backslash"
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "it is an absolute path"
+    parts = name.split("/")
+    if any(p == "" for p in parts[:-1]) or parts[-1] == "":
+        return "it has an empty path component"
+    if any(p in (".", "..") for p in parts):
+        return "it has a '.' or '..' component"
+    return None
+
+
+def check_entry_names(names, where, writing: bool = False) -> None:
+    """Raises for the first unsafe entry name among `names` of the archive `where`: ArchiveError
+    when reading it, CompileError when om2gen was about to write it (a bug: report it)."""
+    from ..errors import ArchiveError, CompileError
+    for name in names:
+        why = unsafe_entry_name(name)
+        if why is None:
+            continue
+        if writing:
+            raise CompileError(f"{where}: refusing to write the entry name {name[:200]!r} ({why}); a user-given "
+                               "name reached it unsanitised, please report this as an om2gen bug")
+        raise ArchiveError(f"{where}: entry name {name[:200]!r} is unsafe ({why}); om2gen never writes such a "
+                           "name, so the archive was made or modified by something else: do not use it")

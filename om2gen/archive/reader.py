@@ -101,6 +101,7 @@ class Archive:
         try:
             self._zip = zipfile.ZipFile(self._file)
             self._infos = {i.filename: i for i in self._zip.infolist()}
+            layout.check_entry_names((i.orig_filename for i in self._zip.infolist()), self.path)
         except (zipfile.BadZipFile, OSError, ValueError) as exc:
             raise ArchiveError(f"{self.path}: corrupt or truncated OM2 archive ({exc}); recompile or re-download it") from None
         if layout.MANIFEST not in self._infos:

@@ -10,7 +10,7 @@ import json
 import os
 import struct
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout
@@ -21,7 +21,7 @@ _PAD_EXTRA_ID = 0xD935   # the extra-field id Android's zipalign uses for alignm
 @dataclass
 class Entry:
     name: str
-    data: bytes
+    data: bytes = field(repr=False)
 
     @property
     def stored(self) -> bool:
@@ -48,6 +48,7 @@ def _padding(offset: int, name: bytes) -> bytes:
 
 def write(path: Path, entries: list[Entry]) -> None:
     path = Path(path)
+    layout.check_entry_names((e.name for e in entries), path, writing=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         with open(tmp, "wb") as f, zipfile.ZipFile(f, "w", allowZip64=True) as zf:

@@ -39,9 +39,13 @@ def c_string(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def c_comment(s: str) -> str:
     """Text safe inside a /* */ or // comment."""
-    return s.replace("\\", "/").replace("*/", "* /").replace("\n", " ").replace("\r", " ")   # backslashes first: "*\\" is no "*/"
+    s = s.replace("\\", "/").replace("*/", "* /")   # backslashes first: "*\\" is no "*/"
+    return _CONTROL.sub(" ", s)   # newlines end // comments; NUL and the rest are compiler warnings
 
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_]")

@@ -65,7 +65,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
                 graph.values[staged] = Value(staged, graph.values[r].dtype, graph.values[name].shape)
                 calls.append((node, copy_call(graph.values[r], graph.values[staged])))
                 call.inputs[i] = staged
-        custom_outputs.update(call.outputs)
+        custom_outputs.update(n for n in call.outputs if n)
         calls.append((node, call))
 
     def emit_if(node) -> None:
@@ -144,7 +144,8 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             if name:
                 last[root(name)] = t
         for name in ([] if isinstance(call, Control) else call.outputs):
-            first.setdefault(root(name), t)
+            if name:   # "": an omitted custom-op output
+                first.setdefault(root(name), t)
     buffers = []
     for r, t in first.items():
         if r in output_of or r in inputs:
@@ -213,13 +214,16 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
 
 
 def _custom_task(call: CustomCall, node, t: int, customs: list[dict], ref, args_offset: int, graph) -> Task:
+    """An omitted output position ("") keeps its place: desc OMITTED, a slot nobody reads."""
+    from ..ops.custom import OMITTED
     names = call.inputs + call.outputs
     customs.append({"op_type": call.op_type, "bin_name": call.bin_name, "blob": call.blob, "library": call.library,
                     "input_num": len(call.inputs), "output_num": len(call.outputs),
-                    "descs": [(graph.values[n].dtype, graph.values[n].shape) for n in names]})
+                    "descs": [(graph.values[n].dtype, graph.values[n].shape) if n else (OMITTED, ()) for n in names]})
     return Task(ModelTaskType.MODEL_TASK_CUSTOM_KERNEL, OpDispatchType.CUSTOM_KERNEL, CcKernelType.CUSTOMIZED, -1, 1,
-                [ref(n) for n in names], b"", node.name, node.op_type, f"k{t:03d}_{call.op_type}",
-                [_describe(graph, n) for n in call.inputs], [_describe(graph, n) for n in call.outputs],
+                [ref(n) if n else ArgRef(ArgKind.WORKSPACE, 0, 0) for n in names], b"", node.name, node.op_type,
+                f"k{t:03d}_{call.op_type}",
+                [_describe(graph, n) for n in call.inputs], [_describe(graph, n) if n else "(omitted)" for n in call.outputs],
                 _attrs_desc(node), args_offset, ["i"] * len(call.inputs) + ["o"] * len(call.outputs),
                 len(customs) - 1)
 

@@ -37,7 +37,7 @@ class CustomCall:
     (workspace or constants), since its Execute runs once, at capture."""
     op_type: str
     bin_name: str               # data/custom_ops/binaries_<arch>/<bin_name>
-    blob: bytes                 # the serialized instance
+    blob: bytes = field(repr=False)     # the serialized instance
     library: object             # custom_ops.CustomOpLibrary
     inputs: list[str]
     outputs: list[str]

@@ -11,6 +11,7 @@ import hashlib
 import numpy as np
 
 from .. import custom_ops, dtypes
+from ..archive import layout
 from ..errors import CompileError, UnsupportedOpError
 from ..ir import Value
 from ..lower.program import CustomCall
@@ -18,6 +19,20 @@ from .registry import Op
 
 CUSTOM = "_custom"      # node.attrs key: {"op_type", "blob", "library"}
 _KINDS = {int: 0, float: 1, str: 2}
+
+
+class _Omitted:
+    """The dtype of an omitted optional output position (ONNX's "" output name): described to the
+    runtime as ACL_DT_UNDEFINED, which om2/custom_op.h's hooks see as a null desc / tensor."""
+    acl = -1
+    name = "omitted"
+    acl_name = "ACL_DT_UNDEFINED"
+
+    def __repr__(self):
+        return "OMITTED"
+
+
+OMITTED = _Omitted()
 
 
 class CustomOp(Op):
@@ -36,6 +51,9 @@ class CustomOp(Op):
         for i, v in enumerate(ins):
             _fill_desc(node, in_descs[i], v)
         out_descs = ffi.new("Om2CustomTensorDesc[]", max(n_out, 1))
+        for i, name in enumerate(node.outputs):
+            if not name:    # omitted: InferShape and Compile see a null desc at this position
+                out_descs[i].data_type = OMITTED.acl
         keep, attrs = [], ffi.new("Om2CustomAttr[]", max(len(node.attrs), 1))
         names = [k for k in sorted(node.attrs) if not k.startswith("_")]
         for i, name in enumerate(names):
@@ -55,6 +73,9 @@ class CustomOp(Op):
         outs = []
         for i in range(n_out):
             d = out_descs[i]
+            if not node.outputs[i]:
+                outs.append(Value("", dtypes.FLOAT32, ()))   # a placeholder nobody reads
+                continue
             if d.data_type not in dtypes.BY_ACL or d.dim_num > 8:
                 raise CompileError(f"node {node.name!r}: custom operator {node.op_type} InferShape left output {i} "
                                    f"without a valid dtype/shape")
@@ -64,9 +85,9 @@ class CustomOp(Op):
     def lower(self, node, ins, outs, ctx):
         info = node.attrs[CUSTOM]
         digest = hashlib.sha256(info["blob"]).hexdigest()[:16]
-        return CustomCall(op_type=node.op_type, bin_name=f"{node.op_type}_{digest}_CustomKernel.bin",
+        return CustomCall(op_type=node.op_type, bin_name=layout.custom_op_bin_name(node.op_type, digest),
                           blob=info["blob"], library=info["library"], inputs=[v.name for v in ins],
-                          outputs=[v.name for v in outs])
+                          outputs=list(node.outputs))   # "" at an omitted position (OMITTED)
 
 
 def _fill_desc(node, desc, v: Value) -> None:

@@ -55,9 +55,15 @@ def register(*op_types: str, since: int = 1, domain: str = ""):
     return wrap
 
 
+# Domains of om2gen's own operators (made by its passes, e.g. om2gen.FusedElementwise): never
+# listed to users as supported, and refused in a user's model (ops/fused.py).
+INTERNAL_DOMAINS = frozenset({"om2gen"})
+
+
 def supported_ops() -> list[str]:
+    """The operators a user's model may use: every registered op outside INTERNAL_DOMAINS."""
     _load_all()
-    return sorted(f"{t}" if not d else f"{d}.{t}" for d, t in _REGISTRY)
+    return sorted(f"{t}" if not d else f"{d}.{t}" for d, t in _REGISTRY if d not in INTERNAL_DOMAINS)
 
 
 def registered() -> dict[tuple[str, str], list[type[Op]]]:
@@ -74,12 +80,17 @@ def lookup(node: Node) -> Op:
             from .custom import CustomOp
             return CustomOp(node.op_type)
         where = f"{node.domain}." if node.domain else ""
-        custom = custom_ops.active_op_types()
+        searched = custom_ops.searched()
+        if searched:   # libraries were given: say which, and what they do provide
+            raise UnsupportedOpError(
+                f"node {node.name!r}: operator {where}{node.op_type} is in none of the custom-op libraries given "
+                f"(searched: {searched}) and is not an operator om2gen supports; add the library that registers "
+                f"{node.op_type} (REG_AUTO_MAPPING_OP) with --custom-op-lib or $OM2GEN_CUSTOM_OP_PATH, or check "
+                f"the node's op type. om2gen's operators: {', '.join(supported_ops())}")
         raise UnsupportedOpError(
             f"node {node.name!r}: operator {where}{node.op_type} (opset {node.opset}) is not supported by om2gen; "
-            f"supported operators: {', '.join(supported_ops())}"
-            + (f"; custom operators of the given libraries: {', '.join(custom)}" if custom else
-               "; a custom-op library (--custom-op-lib) can provide it"))
+            f"supported operators: {', '.join(supported_ops())}; a custom-op library (--custom-op-lib) can "
+            "provide it")
     usable = [v for v in versions if v.since <= node.opset]
     if not usable:
         raise UnsupportedOpError(

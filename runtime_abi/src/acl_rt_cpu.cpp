@@ -88,6 +88,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -297,9 +298,16 @@ aclError resolve(void* handle, const char* what, T** out) noexcept {
 
 enum class MemKind { kDevice, kHost };
 
+struct MemBlock {
+    size_t size;  // the size asked for (what a launch's args may span)
+    MemKind kind;
+};
+
+/* Live allocations by address: ordered, so that the block holding an address is one
+ * upper_bound away (launch_kernel's args check), without allocating. */
 struct MemRegistry {
     std::mutex m;
-    std::unordered_map<void*, MemKind> blocks;
+    std::map<uintptr_t, MemBlock> blocks;
 };
 
 constexpr size_t kMemAlign = 64;
@@ -322,7 +330,7 @@ aclError allocate(void** out, size_t size, MemKind kind) {
     MemRegistry& reg = leaked_singleton<MemRegistry>();
     try {
         std::lock_guard<std::mutex> lock(reg.m);
-        reg.blocks.emplace(block, kind);
+        reg.blocks.emplace(reinterpret_cast<uintptr_t>(block), MemBlock{size, kind});
     } catch (...) {
         free(block);
         throw;
@@ -336,19 +344,47 @@ aclError release(void* block, MemKind kind) {
     MemRegistry& reg = leaked_singleton<MemRegistry>();
     {
         std::lock_guard<std::mutex> lock(reg.m);
-        auto it = reg.blocks.find(block);
+        auto it = reg.blocks.find(reinterpret_cast<uintptr_t>(block));
         if (it == reg.blocks.end()) {
             return fail(ACL_ERROR_INVALID_PARAM, "%p was not allocated by %s or was already freed", block,
                         mem_kind_api(kind));
         }
-        if (it->second != kind) {
+        if (it->second.kind != kind) {
             return fail(ACL_ERROR_INVALID_PARAM, "%p was allocated by %s; free it with the matching function",
-                        block, mem_kind_api(it->second));
+                        block, mem_kind_api(it->second.kind));
         }
         reg.blocks.erase(it);
     }
     free(block);
     return ACL_SUCCESS;
+}
+
+/* A kernel's args must be device memory (aclrtMalloc), all `size` bytes inside one live block:
+ * a captured launch keeps the pointer and every replay reads through it, so a stack or heap
+ * buffer would be garbage by then (om2/custom_op.h). One ordered-map lookup, no allocation; runs
+ * when a launch is issued or captured, never at replay. */
+aclError check_launch_args(const void* args, size_t size) {
+    if (args == nullptr) return ACL_SUCCESS;  // argsSize 0 (checked by the caller)
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(args);
+    MemRegistry& reg = leaked_singleton<MemRegistry>();
+    std::lock_guard<std::mutex> lock(reg.m);
+    auto it = reg.blocks.upper_bound(begin);
+    if (it != reg.blocks.begin()) {
+        --it;
+        const uintptr_t offset = begin - it->first;
+        if (offset <= it->second.size && size <= it->second.size - offset) {
+            if (it->second.kind == MemKind::kDevice) return ACL_SUCCESS;
+            return fail(ACL_ERROR_INVALID_PARAM, "argsData %p is host memory from aclrtMallocHost; kernel args must "
+                        "be device memory from aclrtMalloc (copy them there with aclrtMemcpy)", args);
+        }
+        if (offset < it->second.size) {
+            return fail(ACL_ERROR_INVALID_PARAM, "argsData %p + argsSize %zu runs past the end of its aclrtMalloc "
+                        "block (%zu bytes at offset %zu)", args, size, it->second.size, static_cast<size_t>(offset));
+        }
+    }
+    return fail(ACL_ERROR_INVALID_PARAM, "argsData %p is not device memory: kernel args must live in a buffer from "
+                "aclrtMalloc, kept alive while the launch may run or be replayed (a stack or heap buffer is "
+                "refused)", args);
 }
 
 aclError check_memcpy(void* dst, size_t dest_max, const void* src, size_t count, long long kind) {
@@ -1680,6 +1716,7 @@ aclError launch_kernel(aclrtFuncHandle func_handle, uint32_t num_blocks, const v
     if (args == nullptr && args_size != 0) {
         return fail(ACL_ERROR_INVALID_PARAM, "argsData is NULL but argsSize is %zu", args_size);
     }
+    RETURN_IF_ERROR(check_launch_args(args, args_size));
     RETURN_IF_ERROR(check_launch_cfg(cfg));
     RETURN_IF_ERROR(resolve_stream_or_default(stream_handle, &stream));
     return submit(stream, kernel_task(*func, args, num_blocks, api));

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <vector>
 
 #include "om2/custom_op.h"
 #include "om2/om2_executor.h"
@@ -16,16 +18,22 @@ namespace {
 
 class NodeInfo : public om2::CustomOpNodeInfo {
 public:
+    /* An output whose desc arrives as ACL_DT_UNDEFINED is omitted (OM2_CUSTOM_OUTPUT_OMITTED): the
+     * hooks see nullptr there, and Execute will see a null tensor at the same position. */
     NodeInfo(const char *name, const Om2CustomTensorDesc *inputs, size_t input_num, Om2CustomTensorDesc *outputs,
              size_t output_num, const Om2CustomAttr *attrs, size_t attr_num)
         : name_(name), inputs_(inputs), input_num_(input_num), outputs_(outputs), output_num_(output_num),
-          attrs_(attrs), attr_num_(attr_num) {}
+          attrs_(attrs), attr_num_(attr_num), omitted_(output_num) {
+        for (size_t i = 0; i < output_num; ++i) omitted_[i] = outputs[i].data_type == OM2_CUSTOM_OUTPUT_OMITTED;
+    }
 
     const char *GetNodeName() const override { return name_; }
     size_t GetInputNum() const override { return input_num_; }
     const Om2CustomTensorDesc *GetInputDesc(size_t i) const override { return i < input_num_ ? &inputs_[i] : nullptr; }
     size_t GetOutputNum() const override { return output_num_; }
-    Om2CustomTensorDesc *GetOutputDesc(size_t i) override { return i < output_num_ ? &outputs_[i] : nullptr; }
+    Om2CustomTensorDesc *GetOutputDesc(size_t i) override {
+        return i < output_num_ && !omitted_[i] ? &outputs_[i] : nullptr;
+    }
     const Om2CustomAttr *GetAttr(const char *name) const override {
         for (size_t i = 0; i < attr_num_; ++i) {
             if (name != nullptr && std::strcmp(attrs_[i].name, name) == 0) return &attrs_[i];
@@ -41,6 +49,7 @@ private:
     size_t output_num_;
     const Om2CustomAttr *attrs_;
     size_t attr_num_;
+    std::vector<bool> omitted_;
 };
 
 void SetError(char *err, size_t err_len, const std::string &msg) {
@@ -52,6 +61,17 @@ std::string OpError(const char *what) {
     return std::string(what) + (detail != nullptr && detail[0] != '\0' ? std::string(": ") + detail : "");
 }
 
+/* The operator's hook `hook` threw: its what() (the caller adds the op type and node name). */
+std::string ThrownError(const char *hook) {
+    try {
+        throw;
+    } catch (const std::exception &e) {
+        return std::string(hook) + " threw a C++ exception: " + e.what();
+    } catch (...) {
+        return std::string(hook) + " threw a C++ exception that is not a std::exception (no message)";
+    }
+}
+
 }  // namespace
 
 extern "C" int32_t om2x_custom_prepare(const char *op_type, const char *node_name, const Om2CustomTensorDesc *inputs,
@@ -61,6 +81,7 @@ extern "C" int32_t om2x_custom_prepare(const char *op_type, const char *node_nam
     *blob = nullptr;
     *blob_size = 0;
     void *raw = nullptr;
+    const char *hook = "creating the operator";
     try {
         Om2CustomOpSetError("");
         raw = Om2CreateCustomOp(op_type);
@@ -76,14 +97,16 @@ extern "C" int32_t om2x_custom_prepare(const char *op_type, const char *node_nam
             return -1;
         }
         NodeInfo node(node_name, inputs, input_num, outputs, output_num, attrs, attr_num);
-        int32_t rc = portable->InferShape(node);
-        if (rc != 0) {
+        hook = "InferShape";
+        int32_t rc = 0;
+        if ((rc = portable->InferShape(node)) != 0) {
             SetError(err, err_len, OpError("InferShape failed"));
-        } else if ((rc = portable->Compile(node)) != 0) {
+        } else if (hook = "Compile", (rc = portable->Compile(node)) != 0) {
             SetError(err, err_len, OpError("Compile failed"));
         } else {
             uint8_t *data = nullptr;
             size_t size = 0;
+            hook = "Serialize";
             if ((rc = portable->Serialize(&data, &size)) != 0) {
                 SetError(err, err_len, OpError("Serialize failed"));
             } else {
@@ -98,8 +121,8 @@ extern "C" int32_t om2x_custom_prepare(const char *op_type, const char *node_nam
         Om2DestroyCustomOp(raw);
         return rc;
     } catch (...) {
+        SetError(err, err_len, ThrownError(hook));
         if (raw != nullptr) Om2DestroyCustomOp(raw);
-        SetError(err, err_len, "the operator threw a C++ exception");
         return -1;
     }
 }

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -302,9 +303,9 @@ aclrtBinHandle load(const std::vector<char>& image) {
 int call_count_calls(aclrtBinHandle bin) {
     aclrtFuncHandle func = nullptr;
     CHECK_OK(aclrtBinaryGetFunction(bin, "count_calls", &func));
-    DevBuf out(sizeof(int));
-    void* args[1] = {out.get()};
-    CHECK_OK(aclrtLaunchKernel(func, 1, args, sizeof args, nullptr));
+    DevBuf out(sizeof(int)), args(sizeof(void*));
+    *args.as<void*>() = out.get();
+    CHECK_OK(aclrtLaunchKernel(func, 1, args.get(), sizeof(void*), nullptr));
     return *out.as<int>();
 }
 
@@ -368,24 +369,44 @@ void test_launch_args_checks(const Kernels& k) {
     DevBuf hits(64 * sizeof(uint32_t)), nums(64 * sizeof(uint32_t));
     hits.zero();
     nums.zero();
-    RecordArgs args{hits.get(), nums.get()};
+    RecordArgs host_args{hits.get(), nums.get()};
+    DevBuf dev_args(sizeof(RecordArgs));
+    *dev_args.as<RecordArgs>() = host_args;
+    void* const args = dev_args.get();
     aclrtLaunchKernelAttr attr;
     attr.id = ACL_RT_LAUNCH_KERNEL_ATTR_ENGINE_TYPE;
     attr.value.engineType = ACL_RT_ENGINE_TYPE_AIV;
     aclrtLaunchKernelCfg cfg = {&attr, 1};
-    CHECK_OK(aclrtLaunchKernelV2(k.record_blocks, 3, &args, sizeof args, &cfg, nullptr));
+    CHECK_OK(aclrtLaunchKernelV2(k.record_blocks, 3, args, sizeof(RecordArgs), &cfg, nullptr));
     check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), 3, 64, 1);
     attr.id = static_cast<aclrtLaunchKernelAttrId>(0);  // in the enum's value range, not an attribute
-    CHECK_ERR(aclrtLaunchKernelV2(k.record_blocks, 3, &args, sizeof args, &cfg, nullptr), ACL_ERROR_INVALID_PARAM,
-              "aclrtLaunchKernelV2");
-    CHECK_ERR(aclrtLaunchKernel(nullptr, 1, &args, sizeof args, nullptr), ACL_ERROR_INVALID_PARAM, "aclrtLaunchKernel");
+    CHECK_ERR(aclrtLaunchKernelV2(k.record_blocks, 3, args, sizeof(RecordArgs), &cfg, nullptr),
+              ACL_ERROR_INVALID_PARAM, "aclrtLaunchKernelV2");
+    CHECK_ERR(aclrtLaunchKernel(nullptr, 1, args, sizeof(RecordArgs), nullptr), ACL_ERROR_INVALID_PARAM,
+              "aclrtLaunchKernel");
     CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, nullptr, 16, nullptr), ACL_ERROR_INVALID_PARAM, "argsData");
-    CHECK_ERR(aclrtLaunchKernel(k.bin, 1, &args, sizeof args, nullptr), ACL_ERROR_INVALID_RESOURCE_HANDLE,
+    CHECK_ERR(aclrtLaunchKernel(k.bin, 1, args, sizeof(RecordArgs), nullptr), ACL_ERROR_INVALID_RESOURCE_HANDLE,
               "funcHandle");  // a binary handle is not a function handle
+
+    // args must be device memory from aclrtMalloc, all argsSize bytes inside one block
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, &host_args, sizeof host_args, nullptr), ACL_ERROR_INVALID_PARAM,
+              "is not device memory");  // a stack buffer
+    CHECK_ERR(aclrtLaunchKernelV2(k.record_blocks, 1, &host_args, sizeof host_args, nullptr, nullptr),
+              ACL_ERROR_INVALID_PARAM, "aclrtMalloc");
+    std::unique_ptr<RecordArgs> heap(new RecordArgs(host_args));
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, heap.get(), sizeof(RecordArgs), nullptr), ACL_ERROR_INVALID_PARAM,
+              "is not device memory");  // a heap buffer
+    void* pinned = nullptr;
+    CHECK_OK(aclrtMallocHost(&pinned, sizeof(RecordArgs)));
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, pinned, sizeof(RecordArgs), nullptr), ACL_ERROR_INVALID_PARAM,
+              "aclrtMallocHost");
+    CHECK_OK(aclrtFreeHost(pinned));
+    CHECK_ERR(aclrtLaunchKernel(k.record_blocks, 1, static_cast<char*>(args) + 8, sizeof(RecordArgs), nullptr),
+              ACL_ERROR_INVALID_PARAM, "runs past the end");
 
     hits.zero();
     nums.zero();
-    CHECK_OK(aclrtLaunchKernel(k.record_blocks, 0, &args, sizeof args, nullptr));  // 0 blocks run as 1
+    CHECK_OK(aclrtLaunchKernel(k.record_blocks, 0, args, sizeof(RecordArgs), nullptr));  // 0 blocks run as 1
     check_hits(hits.as<uint32_t>(), nums.as<uint32_t>(), 1, 64, 1);
     section_done("launch argument checks");
 }

@@ -13,6 +13,7 @@
  */
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -35,8 +36,11 @@ public:
     size_t GetInputNum() const override { return input_num_; }
     const Om2CustomTensor *GetInputTensor(size_t i) const override { return i < input_num_ ? &tensors_[i] : nullptr; }
     size_t GetOutputNum() const override { return tensors_.size() - input_num_; }
+    /* nullptr at an omitted optional output (OM2_CUSTOM_OUTPUT_OMITTED), as InferShape saw it. */
     Om2CustomTensor *GetOutputTensor(size_t i) override {
-        return input_num_ + i < tensors_.size() ? &tensors_[input_num_ + i] : nullptr;
+        if (input_num_ + i >= tensors_.size()) return nullptr;
+        Om2CustomTensor &t = tensors_[input_num_ + i];
+        return t.desc.data_type == OM2_CUSTOM_OUTPUT_OMITTED ? nullptr : &t;
     }
     aclrtStream GetStream() const override { return stream_; }
 
@@ -46,11 +50,32 @@ private:
     aclrtStream stream_;
 };
 
+/* Keeps what a hook's exception says (Om2CustomOpGetError), so that the caller reports it with the
+ * op type and node name; call only in a catch. */
+int32_t HookThrew(const char *hook) {
+    try {
+        throw;
+    } catch (const std::exception &e) {
+        char message[kLastErrorCap];
+        std::snprintf(message, sizeof message, "%s threw a C++ exception: %s", hook, e.what());
+        Om2CustomOpSetError(message);
+    } catch (...) {
+        char message[kLastErrorCap];
+        std::snprintf(message, sizeof message, "%s threw a C++ exception that is not a std::exception", hook);
+        Om2CustomOpSetError(message);
+    }
+    return ACL_ERROR_FAILURE;
+}
+
 /* func_launch_custom_kernel: the executor calls it through launch_func (ACL_RT_LAUNCH_CUSTOM_KERNEL). */
 int32_t LaunchEagerExecuteOp(void *eager_op, void *eager_op_context) {
     EagerExecuteOp *op = static_cast<BaseCustomOp *>(eager_op)->AsEager();
     if (op == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "a custom operator without EagerExecuteOp was launched");
-    return op->Execute(*static_cast<EagerOpExecutionContext *>(eager_op_context));
+    try {
+        return op->Execute(*static_cast<EagerOpExecutionContext *>(eager_op_context));
+    } catch (...) {
+        return HookThrew("Execute");
+    }
 }
 
 class Om2Model {
@@ -224,22 +249,39 @@ private:
                 return Fail(ACL_ERROR_INVALID_PARAM, "custom operator binary %s was not passed to GertModelLoad",
                             def.bin_file);
             }
+            Om2CustomOpSetError("");
             custom_ops_[i] = Om2CreateCustomOp(def.op_type);
             if (custom_ops_[i] == nullptr) {
-                return Fail(ACL_ERROR_OP_NOT_FOUND, "custom operator %s is not registered: the library that "
-                            "defines it (data/custom_ops/shared_libs) must be loaded before the model", def.op_type);
+                return Fail(ACL_ERROR_OP_NOT_FOUND, "custom operator %s is not registered or could not be created "
+                            "(node \"%s\": %s): the library that defines it (data/custom_ops/shared_libs) must be "
+                            "loaded before the model", def.op_type, CustomNodeName(i), Om2CustomOpGetError());
             }
             PortableOp *portable = static_cast<BaseCustomOp *>(custom_ops_[i])->AsPortable();
             if (portable == nullptr) {
                 return Fail(ACL_ERROR_INVALID_PARAM, "custom operator %s is not a PortableOp", def.op_type);
             }
             Om2CustomOpSetError("");
-            if (portable->Deserialize(static_cast<const uint8_t *>(data), size) != 0) {
-                return Fail(ACL_ERROR_INVALID_PARAM, "custom operator %s could not restore %s: %s", def.op_type,
-                            def.bin_file, Om2CustomOpGetError());
+            int32_t restored = ACL_ERROR_FAILURE;
+            try {
+                restored = portable->Deserialize(static_cast<const uint8_t *>(data), size);
+            } catch (...) {
+                HookThrew("Deserialize");
+            }
+            if (restored != 0) {
+                return Fail(ACL_ERROR_INVALID_PARAM, "custom operator %s (node \"%s\") could not restore %s: %s",
+                            def.op_type, CustomNodeName(i), def.bin_file, Om2CustomOpGetError());
             }
         }
         return ACL_SUCCESS;
+    }
+
+    /* The node of custom operator instance i (its CUSTOM_KERNEL task's op name). */
+    const char *CustomNodeName(uint64_t i) const {
+        for (uint64_t t = 0; t < tables_.task_num; ++t) {
+            const Om2OpDef &op = tables_.op_defs[t];
+            if (op.dispatch_type == OM2_DISPATCH_CUSTOM_KERNEL && op.kernel == i) return op.op_name;
+        }
+        return "?";
     }
 
     /* Runs the operator's Execute once, inside the capture: the kernels it launches on stream_
@@ -514,6 +556,8 @@ int32_t LoadModel(const Om2ModelTables &tables, const GertModelLoadConfig *confi
         return ACL_SUCCESS;
     } catch (const std::bad_alloc &) {
         return Fail(ACL_ERROR_BAD_ALLOC, "GertModelLoad: out of memory");
+    } catch (const std::exception &e) {
+        return Fail(ACL_ERROR_INTERNAL_ERROR, "GertModelLoad: unexpected exception: %s", e.what());
     } catch (...) {
         return Fail(ACL_ERROR_INTERNAL_ERROR, "GertModelLoad: unexpected exception");
     }

@@ -21,6 +21,37 @@
  * the Serialize buffer, new[]-allocated by the library and delete[]d by the caller: libraries
  * must be built with the same C++ runtime as om2gen's, as GE requires for its custom ops).
  *
+ * Building a library: `g++ $(om2gen config --cxxflags --ldflags) ops.cpp -o libops.so`. The
+ * flags are -I<om2gen.resources.include_dir()> (this header, acl/acl.h), -std=c++17, -fPIC and
+ * -shared; link against nothing: the ACL runtime and the Om2* functions below are resolved when
+ * om2gen loads the library into a process that has its runtime (samples/custom_op/build.py).
+ *
+ * Optional outputs: an ONNX node may omit an output position by giving it the name "" (e.g.
+ * `GatedMul(x, g) -> (y, "")`). Every hook sees every output position the node declares --
+ * GetOutputNum() counts omitted ones too, so output i is the operator's output i in InferShape,
+ * Compile and Execute alike -- and an omitted position is null: GetOutputDesc(i) returns nullptr
+ * in InferShape and Compile, GetOutputTensor(i) returns nullptr in Execute (as ONNX Runtime's
+ * KernelContext_GetOutput and GE's optional outputs). An operator must check before it writes.
+ * In the model's tables an omitted position is described with data_type
+ * OM2_CUSTOM_OUTPUT_OMITTED (ACL_DT_UNDEFINED). Omitted (absent) inputs are not supported: om2gen
+ * refuses such a node at compile time.
+ *
+ * Launching kernels from Execute (the rules the CPU runtime enforces, as a device would):
+ *   - launch on context.GetStream() only: it is the stream being captured, and a launch on any
+ *     other stream is not part of the model (it would run once, at load, and never again);
+ *   - the args buffer passed to aclrtLaunchKernel / aclrtLaunchKernelV2 must be device memory
+ *     from aclrtMalloc (the whole argsSize bytes inside one allocation), kept alive for as long as
+ *     the instance lives: the captured launch records the buffer's ADDRESS and every replay reads
+ *     it. A stack or heap buffer is refused with ACL_ERROR_INVALID_PARAM and a message
+ *     (aclGetRecentErrMsg) -- on a device it would be garbage by the first replay;
+ *   - the tensors' `data` addresses are fixed for the model's life, so they may be written into
+ *     that args buffer once, in Execute.
+ *
+ * Errors: a hook returns non-zero and may describe the failure with Om2CustomOpSetError. A C++
+ * exception thrown by a hook is caught by om2gen, which reports its what(), the hook, the op type
+ * and the node name (compile: CompileError; load: RuntimeFailure); exceptions never cross the C
+ * functions below.
+ *
  * Lifetimes: a creator is code inside its library, so a custom-op library is never unloaded
  * once it registered (there is no unregister); om2gen keeps it resident for the process. An
  * instance must outlive every replay of the model that captured its kernels: the model library
@@ -49,6 +80,9 @@ extern "C" {
 /* ---- plain C types shared by the compiler, the model library and custom-op libraries ---- */
 
 #define OM2_CUSTOM_MAX_DIMS 8
+
+/* The data_type of an omitted optional output position (ACL_DT_UNDEFINED; see the top comment). */
+#define OM2_CUSTOM_OUTPUT_OMITTED (-1)
 
 /* A tensor description: static shape and aclDataType. */
 typedef struct Om2CustomTensorDesc {
@@ -101,8 +135,9 @@ public:
     virtual const char *GetNodeName() const = 0;
     virtual size_t GetInputNum() const = 0;
     virtual const Om2CustomTensorDesc *GetInputDesc(size_t index) const = 0;
+    /* Every output position of the node, omitted ones included. */
     virtual size_t GetOutputNum() const = 0;
-    /* InferShape fills these; Compile sees them filled. */
+    /* InferShape fills these; Compile sees them filled. nullptr for an omitted optional output. */
     virtual Om2CustomTensorDesc *GetOutputDesc(size_t index) = 0;
     virtual const Om2CustomAttr *GetAttr(const char *name) const = 0;  /* nullptr when absent */
 };
@@ -113,8 +148,11 @@ public:
     virtual ~EagerOpExecutionContext() = default;
     virtual size_t GetInputNum() const = 0;
     virtual const Om2CustomTensor *GetInputTensor(size_t index) const = 0;
+    /* Every output position, omitted ones included (the same count InferShape saw). */
     virtual size_t GetOutputNum() const = 0;
+    /* nullptr for an omitted optional output (the same positions InferShape saw as nullptr). */
     virtual Om2CustomTensor *GetOutputTensor(size_t index) = 0;
+    /* The stream being captured: launch every kernel on it, with args in aclrtMalloc memory. */
     virtual aclrtStream GetStream() const = 0;
 };
 
