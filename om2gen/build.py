@@ -16,6 +16,7 @@ from .archive.writer import Entry, json_bytes
 from .codegen import model_cpp
 from .codegen.literals import c_identifier
 from .errors import ModelError, Om2Error
+from .frontend import advice
 from .frontend.onnx_import import import_onnx
 from .lower.lowering import LowerContext, lower_graph
 from .lower.program import Program
@@ -37,12 +38,31 @@ class Options:
 
 
 FORMATS = ("om2", "om")
+EXTENSIONS = {".om2": "om2", ".om": "om"}
+
+
+def output_format(out: Path, format: str | None) -> str:
+    """The format to write: `format` if given, else the one the file name's extension names
+    (.om2, .om), else om2. A format the extension contradicts is refused."""
+    if format is not None and format not in FORMATS:
+        raise Om2Error(f"unknown output format {format!r}; choose one of: {', '.join(FORMATS)}")
+    by_ext = EXTENSIONS.get(out.suffix.lower())
+    if format is None:
+        return by_ext or "om2"
+    if by_ext is not None and by_ext != format:
+        kind = {"om2": "an OM2 archive", "om": "a classic OM file"}
+        raise Om2Error(f"{advice.format_option(format)} asks for {kind[format]}, but the output {out.name} has the "
+                       f"extension of {kind[by_ext]}; name the file {out.stem}.{format}, or leave "
+                       f"{advice.format_option()} out to write {by_ext}")
+    return format
 
 
 def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
-            jobs=None, progress=False, format="om2", frontend=None) -> Path:
+            jobs=None, progress=False, format=None, frontend=None) -> Path:
     """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
-    (format="om2", the default) or a classic Ascend GE OM file (format="om", docs/om-format.md).
+    (format="om2") or a classic Ascend GE OM file (format="om", docs/om-format.md). Without
+    `format`, the output's extension decides (.om: om; .om2 and anything else: om2); a format the
+    extension contradicts (format="om" to x.om2) is refused.
 
     input_shapes: {input name: static shape} for inputs with dynamic or missing dims.
     input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
@@ -53,9 +73,8 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     (by file extension / content, see _import_graph)."""
     opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
                    jobs, progress)
-    if format not in FORMATS:
-        raise Om2Error(f"unknown output format {format!r}; choose one of: {', '.join(FORMATS)}")
     out = Path(output)
+    format = output_format(out, format)
     if out.is_dir():
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
     if not out.parent.is_dir():

@@ -76,9 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile an ONNX model into an .om2 archive")
     c.add_argument("model", help="the .onnx file (or a GE IR graph, see --frontend)")
-    c.add_argument("-o", "--output", required=True, help="the .om2 (or, with --format om, .om) file to write")
-    c.add_argument("--format", choices=("om2", "om"), default="om2",
-                   help="om2: OM2 archive (default); om: classic Ascend GE OM file (both run with om2gen run)")
+    c.add_argument("-o", "--output", required=True, help="the file to write: .om2 (an OM2 archive) or .om (a classic "
+                   "GE OM file)")
+    c.add_argument("--format", choices=("om2", "om"), default=None,
+                   help="om2: OM2 archive; om: classic Ascend GE OM file (both run with om2gen run); default: from "
+                        "the output's extension (.om: om, otherwise om2); a contradicting extension is an error")
     c.add_argument("--frontend", choices=("onnx", "ge"), default=None,
                    help="input model kind: onnx, or ge (GE IR graph: ge.proto.ModelDef, binary or text); "
                         "default: .pb/.pbtxt/.txt/.prototxt/.ge files are GE graphs, others ONNX")
@@ -135,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--output", dest="outputs", action="append", metavar="NAME",
                    help="output names, in order (default: the op's required outputs)")
     o.add_argument("-o", dest="output", required=True, metavar="FILE", help="the .om2 (or .om) file to write")
-    o.add_argument("--format", choices=("om2", "om"), default="om2", help="om2 (default) or om (classic GE OM)")
+    o.add_argument("--format", choices=("om2", "om"), default=None,
+                   help="om2 or om (classic GE OM); default: from the output's extension (.om: om, otherwise om2)")
     o.add_argument("--opset", type=int, help="ONNX opset (default: the newest om2gen supports)")
     o.add_argument("--domain", default="", help="the op's domain (custom operators)")
     o.add_argument("--frontend", choices=("onnx", "ge"), help="read OP as an ONNX or a GE op type (default: ONNX, GE)")
@@ -146,7 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-j", "--jobs", type=int, help="parallel compiler jobs (default: all cores)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     o.set_defaults(func=cmd_compile_op)
+    _verbose_after_subcommands(sub)
     return p
+
+
+def _verbose_after_subcommands(sub) -> None:
+    """`om2gen compile ... --verbose` as well as `om2gen --verbose compile ...`: each subcommand
+    takes it too, without overriding the top-level flag when it is not repeated there."""
+    for parser in sub.choices.values():
+        if not any("--verbose" in a.option_strings for a in parser._actions):
+            parser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                                help="show tracebacks on errors")
 
 
 def cmd_compile_op(args) -> int:

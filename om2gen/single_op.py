@@ -273,10 +273,11 @@ def _model(graph: Graph, nodes: list) -> onnx.ModelProto:
 
 def compile_op(op_type: str, inputs, attrs, output, *, outputs=None, domain: str = "",
                opset: int | None = None, frontend: str | None = None, target: str | None = None,
-               format: str = "om2", custom_op_libs=None, debug: bool = False, jobs: int | None = None,
+               format: str | None = None, custom_op_libs=None, debug: bool = False, jobs: int | None = None,
                progress: bool = False) -> Path:
     """Compiles one operator into an .om2 archive (format="om2") or a classic .om file ("om") at
-    `output`; arguments as build_model's. Nothing is written when anything is wrong."""
+    `output` (without `format`: as its extension says, see om2gen.compile); arguments as
+    build_model's. Nothing is written when anything is wrong."""
     from .build import compile as om2_compile
     model = build_model(op_type, inputs, attrs, outputs=outputs, domain=domain, opset=opset, frontend=frontend,
                         custom_op_libs=custom_op_libs, target=target)

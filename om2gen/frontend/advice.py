@@ -1,6 +1,7 @@
-"""How an error tells the user to pin an input's shape or freeze an input: in the words of the
-interface they called. om2gen.compile(...) speaks of input_shapes= / input_values=; the command
-line (om2gen/cli.py runs compile inside `cli_words()`) speaks of --input-shape / --input-value."""
+"""How an error tells the user to pin an input's shape, freeze an input or pick a format: in the
+words of the interface they called. om2gen.compile(...) speaks of input_shapes= / input_values= /
+format=; the command line (om2gen/cli.py runs compile inside `cli_words()`) speaks of
+--input-shape / --input-value / --format."""
 from __future__ import annotations
 
 import contextlib
@@ -45,3 +46,10 @@ def value_option(name: str | None = None, value=None) -> str:
     if name is None:
         return "input_values="
     return f"input_values={{{name!r}: {'V' if value is None else repr(value)}}}"
+
+
+def format_option(fmt: str | None = None) -> str:
+    """`--format om` or `format='om'` (without a format: the option's own name)."""
+    if _CLI.get():
+        return "--format" if fmt is None else f"--format {fmt}"
+    return "format=" if fmt is None else f"format={fmt!r}"

@@ -120,6 +120,19 @@ def test_format_om_writes_a_classic_om_file(tmp_path):
     assert model["inputs"] == [{"name": "x", "desc": "float32[2, 8]"}]
 
 
+def test_format_follows_the_extension(tmp_path, capsys):
+    """-o relu.om without --format (CLI and Python) writes a classic OM file, as om2gen compile does."""
+    assert cli.main(["compile-op", "Relu", "--input", "x:float32:2,8", "-o", str(tmp_path / "cli.om"), "-q"]) == 0
+    path = compile_op("Relu", ["x:float32:2,8"], None, tmp_path / "api.om")
+    x = rand(2, 8, seed=4)
+    for p in (tmp_path / "cli.om", path):
+        read_om(p)
+        with om2gen.load(p) as m:
+            assert m.format == "om"
+            (got,) = m.run({"x": x}).values()
+            assert_close(got, np.maximum(x, 0))
+
+
 def test_optional_outputs_by_name_and_skipped_inputs(tmp_path):
     x = rand(1, 1, 4, 4, seed=16)
     _, got = _check(tmp_path, "MaxPool", ["x:float32:1,1,4,4"], {"kernel_shape": [2, 2]}, {"x": x},

@@ -285,6 +285,20 @@ def test_cli_input_shape_in_atcs_form_and_repeated(tmp_path):
             assert_close(m.run(feeds)["y"], ref, " ".join(flags))
 
 
+def test_output_format_follows_the_extension(tmp_path):
+    """-o x.om without --format writes a classic OM file, .om2 (and any other name) an OM2 archive."""
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    ref = ort_run(__import__("onnx").load(str(SAMPLE)), {"image": x})[0]
+    for name, fmt in (("m.om", "om"), ("m.OM2", "om2"), ("m.bin", "om2")):
+        run_cli("compile", SAMPLE, "-o", tmp_path / name, "--input-shape", "image:1,3,32,32", "-q")
+        with om2gen.load(tmp_path / name) as m:
+            assert m.format == fmt, (name, m.format)
+            assert_close(m.run({"image": x})["probs"], ref, name)
+    om2gen.compile(SAMPLE, tmp_path / "api.om", input_shapes={"image": (1, 3, 32, 32)})
+    with om2gen.load(tmp_path / "api.om") as m:
+        assert m.format == "om"
+
+
 def test_backend_runs_and_freezes_inputs_it_must():
     from om2gen.backend import Om2Backend
     x = rand(2, 6)

@@ -127,6 +127,25 @@ def test_bad_input_shape_syntax():
     assert proc.returncode != 0 and "dims must be integers" in proc.stderr
 
 
+def test_verbose_after_the_subcommand_shows_the_traceback(tmp_path):
+    args = ["compile", SAMPLE, "-o", tmp_path / "o.om2", "--input-shape", "img:1,3,32,32"]
+    for argv in (["--verbose", *args], [*args, "--verbose"]):
+        proc = cli(*argv)
+        assert proc.returncode != 0 and "Traceback" in proc.stderr and "ShapeError" in proc.stderr, proc.stderr
+    assert_one_line_error(cli(*args), "'img'")   # and without it, one line
+
+
+def test_format_contradicting_the_extension_is_refused(tmp_path):
+    with pytest.raises(om2gen.Om2Error, match=r"format='om' asks for a classic OM file, but the output x.om2") as e:
+        om2gen.compile(SAMPLE, tmp_path / "x.om2", input_shapes=SHAPES, format="om")
+    assert "name the file x.om" in str(e.value) and "--format" not in str(e.value)
+    proc = cli("compile", SAMPLE, "-o", tmp_path / "x.om", "--format", "om2", "--input-shape", "image:1,3,32,32")
+    assert_one_line_error(proc, "--format om2 asks for an OM2 archive", "x.om", "name the file x.om2")
+    proc = cli("compile-op", "Relu", "--input", "x:float32:2,3", "-o", tmp_path / "r.om2", "--format", "om")
+    assert_one_line_error(proc, "--format om asks for a classic OM file", "r.om2")
+    assert not list(tmp_path.iterdir())
+
+
 def test_compiler_failure_shows_command_and_output(tmp_path, fresh_cache, monkeypatch):
     fake = tmp_path / "fakecc"
     fake.write_text("#!/bin/sh\necho 'fakecc: internal compiler error: out of coffee' >&2\nexit 4\n")
