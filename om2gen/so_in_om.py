@@ -221,12 +221,12 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
     bins = so_store.load(archive.view(info["store"]))
     check_flag(bins, info["so_in_om_flag"], where)
     digests = [hashlib.sha256(b.data).hexdigest() for b in bins]
-    integrity.check_custom_names(bins, digests, where)
     custom = {d for b, d in zip(bins, digests) if b.bin_type == SoBinType.kCustomOp}
     listed = {archive.entries.get(n, {}).get("sha256") for n in shared}
     if custom != listed:
         raise ArchiveError(f"{where}: the kCustomOp libraries in {info['store']} differ from "
                            f"data/custom_ops/shared_libs/; the archive is inconsistent, recompile it")
+    integrity.check_custom_names(bins, digests, where)
     return bins
 
 
