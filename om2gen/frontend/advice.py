@@ -53,3 +53,8 @@ def format_option(fmt: str | None = None) -> str:
     if _CLI.get():
         return "--format" if fmt is None else f"--format {fmt}"
     return "format=" if fmt is None else f"format={fmt!r}"
+
+
+def custom_lib_option() -> str:
+    """`--custom-op-lib LIB.so` or `custom_op_libs=[...]`."""
+    return "--custom-op-lib LIB.so" if _CLI.get() else "custom_op_libs=['LIB.so']"

@@ -19,6 +19,7 @@ from ..ir import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
 from . import pins as pins_mod
+from . import support
 from .advice import shape_option, value_option
 
 
@@ -129,6 +130,7 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
             raise UnsupportedOpError(f"{'input' if vi in g.input else 'output'} {vi.name!r} is a "
                                      f"{vi.type.WhichOneof('value').replace('_type', '')}; om2gen compiles models "
                                      "whose inputs and outputs are tensors")
+    support.check(g, opsets)
     initialized = {i.name for i in g.initializer}
     pins_mod.check_names(pins, frozen, [(vi.name, pins_mod.dims_text(_declared(vi))) for vi in g.input
                                         if vi.name not in initialized])
