@@ -156,6 +156,7 @@ def is_code(name: str) -> bool:
 MAX_ENTRY_NAME = 1024
 MAX_COMPONENT = 96
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._+-]")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def safe_component(text: str) -> str:
@@ -178,7 +179,7 @@ def unsafe_entry_name(name: str) -> str | None:
         return "it is empty"
     if len(name.encode("utf-8", "surrogatepass")) > MAX_ENTRY_NAME:
         return f"it is longer than {MAX_ENTRY_NAME} bytes"
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if _CONTROL_CHARS.search(name):
         return "it holds a NUL or another control character"
     if "\\" in name:
         return "it holds a backslash"

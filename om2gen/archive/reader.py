@@ -7,16 +7,14 @@ naming the entry and what to do.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import mmap
 import os
 import struct
-import zipfile
 from pathlib import Path
 
 from ..errors import ArchiveError
-from . import layout
+from . import layout, zipdir
 
 ZIP_MAGIC = b"PK\x03\x04"
 
@@ -33,50 +31,34 @@ def _major(text: str) -> int:
     return _version(text)[0]
 
 
-class _BufferFile(io.RawIOBase):
-    """A read-only, seekable file over a buffer, without copying it (zipfile reads the directory
-    through it; entries are then viewed in place)."""
-
-    def __init__(self, data: memoryview):
-        self._data, self._pos = data, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: len(self._data)}[whence]
-        self._pos = max(base + offset, 0)
-        return self._pos
-
-    def readinto(self, buffer) -> int:
-        chunk = self._data[self._pos:self._pos + len(buffer)]
-        n = len(chunk)
-        memoryview(buffer).cast("B")[:n] = chunk
-        self._pos += n
-        return n
+def _map_file(path: Path):
+    """The whole file, mapped read-only (the descriptor is closed at once: the mapping keeps the
+    file). An empty file maps to no bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot open ({exc.strerror})") from None
+    try:
+        if os.fstat(fd).st_size == 0:
+            return memoryview(b"")
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise ArchiveError(f"{path}: cannot map ({exc})") from None
+    finally:
+        os.close(fd)
 
 
 class Archive:
     """An OM2 archive from a file (mapped) or from memory (bytes-like: used in place)."""
 
     def __init__(self, path):
+        self._map = None
         if not isinstance(path, (str, os.PathLike)):
             self.path = "<OM2 archive in memory>"
-            self._data = memoryview(path).cast("B").toreadonly()
-            self._file = _BufferFile(self._data)
+            self._map = memoryview(path).cast("B").toreadonly()
         else:
             self.path = Path(path)
-            self._data = None
-            try:
-                self._file = open(self.path, "rb")
-            except OSError as exc:
-                raise ArchiveError(f"{self.path}: cannot open ({exc.strerror})") from None
+            self._map = _map_file(self.path)
         try:
             self._open()
         except BaseException:
@@ -84,7 +66,7 @@ class Archive:
             raise
 
     def _open(self) -> None:
-        head = self._file.read(4)
+        head = bytes(self._map[:4])
         if len(head) < 4:
             raise ArchiveError(f"{self.path}: {len(head)} bytes is too short to be an OM2 archive")
         if head != ZIP_MAGIC:
@@ -95,15 +77,11 @@ class Archive:
                                    "into an OM2 archive")
             raise ArchiveError(f"{self.path}: not an OM2 archive (starts with {head.hex()}, an .om2 starts with "
                                f"504b0304); compile the model with `om2gen compile`")
-        self._file.seek(0)
-        self._map = self._data if self._data is not None else mmap.mmap(self._file.fileno(), 0,
-                                                                          access=mmap.ACCESS_READ)
         try:
-            self._zip = zipfile.ZipFile(self._file)
-            self._infos = {i.filename: i for i in self._zip.infolist()}
-            layout.check_entry_names((i.orig_filename for i in self._zip.infolist()), self.path)
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            self._infos = zipdir.read_directory(self._map)
+        except (zipdir.ZipError, struct.error, UnicodeDecodeError) as exc:
             raise ArchiveError(f"{self.path}: corrupt or truncated OM2 archive ({exc}); recompile or re-download it") from None
+        layout.check_entry_names(self._infos, self.path)
         if layout.MANIFEST not in self._infos:
             raise ArchiveError(f"{self.path}: no {layout.MANIFEST}; this ZIP is not an OM2 archive")
         self.manifest = self.read_json(layout.MANIFEST)
@@ -143,60 +121,57 @@ class Archive:
     def names(self) -> list[str]:
         return list(self._infos)
 
-    def info(self, name: str) -> zipfile.ZipInfo:
+    def info(self, name: str) -> zipdir.ZipEntry:
         try:
             return self._infos[name]
         except KeyError:
             raise ArchiveError(f"{self.path}: entry {name!r} is missing") from None
 
     def read(self, name: str) -> bytes:
-        info = self.info(name)
+        """An entry's bytes (inflated, checked against its CRC-32)."""
         try:
-            return self._zip.read(info)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            return zipdir.read(self._map, self.info(name))
+        except (zipdir.ZipError, struct.error) as exc:
             raise ArchiveError(f"{self.path}: entry {name!r} is corrupt ({exc})") from None
 
     def read_json(self, name: str):
+        """A JSON entry, parsed (STORED ones straight from the mapping, as om2gen writes the
+        manifest and model_meta.json)."""
+        stored = self.info(name).compress_type == zipdir.STORED
         try:
-            return json.loads(self.read(name))
+            return json.loads(bytes(self.view(name)) if stored else self.read(name))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ArchiveError(f"{self.path}: entry {name!r} is not valid JSON ({exc})") from None
 
     def view(self, name: str) -> memoryview:
         """The bytes of a STORED entry, in place in the mapped file (no copy)."""
         info = self.info(name)
-        if info.compress_type != zipfile.ZIP_STORED:
+        if info.compress_type != zipdir.STORED:
             raise ArchiveError(f"{self.path}: entry {name!r} is compressed; om2gen writes it STORED")
-        off = info.header_offset
-        header = self._map[off:off + 30]
-        if len(header) < 30 or header[:4] != ZIP_MAGIC:
-            raise ArchiveError(f"{self.path}: entry {name!r} has a corrupt local header")
-        name_len, extra_len = struct.unpack("<HH", header[26:30])
-        start = off + 30 + name_len + extra_len
-        end = start + info.file_size
-        if end > len(self._map):
-            raise ArchiveError(f"{self.path}: entry {name!r} runs past the end of the file; the archive is truncated")
+        try:
+            start, end = zipdir.data_span(self._map, info)
+        except (zipdir.ZipError, struct.error) as exc:
+            raise ArchiveError(f"{self.path}: {exc}; the archive is corrupt or truncated") from None
         return memoryview(self._map)[start:end]
 
     def verify(self, name: str) -> None:
         expected = self.entries.get(name, {}).get("sha256")
         if not expected:
             raise ArchiveError(f"{self.path}: entry {name!r} has no digest in the manifest")
-        view = self.view(name) if self.info(name).compress_type == zipfile.ZIP_STORED else self.read(name)
+        view = self.view(name) if self.info(name).compress_type == zipdir.STORED else self.read(name)
         if hashlib.sha256(view).hexdigest() != expected:
             raise ArchiveError(f"{self.path}: entry {name!r} does not match its sha256 in the manifest; the "
                                "archive is corrupt or was tampered with")
 
     def close(self) -> None:
-        for attr in ("_zip", "_map", "_file"):
-            obj = self.__dict__.pop(attr, None)
-            if obj is not None:
-                try:
-                    obj.release() if isinstance(obj, memoryview) else obj.close()
-                except BufferError:
-                    # a view is still exported (a loaded model uses it); the mapping stays alive
-                    # with it (and goes when it goes); the file itself can close
-                    self.__dict__[attr] = obj
+        obj = self.__dict__.pop("_map", None)
+        if obj is not None:
+            try:
+                obj.release() if isinstance(obj, memoryview) else obj.close()
+            except BufferError:
+                # a view is still exported (a loaded model uses it): the mapping stays alive with
+                # it, and goes when it goes
+                self.__dict__["_map"] = obj
 
     def __enter__(self):
         return self

@@ -16,6 +16,7 @@ address, nothing is copied. `load_phases` lists how long each loading stage took
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -44,7 +45,7 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 def detect_format(source) -> str:
@@ -54,8 +55,11 @@ def detect_format(source) -> str:
     else:
         where = str(source)
         try:
-            with open(source, "rb") as f:
-                head = f.read(4)
+            fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                head = os.pread(fd, 4, 0)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise ArchiveError(f"{where}: cannot open ({exc.strerror})") from None
     if head == ZIP_MAGIC:
@@ -250,7 +254,7 @@ class Model:
                 d = ffi.new("int64_t[]", list(t.shape) or [0])
                 dims.append(d)
                 arr[i].struct_size = ffi.sizeof("GertTensor")
-                arr[i].size = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+                arr[i].size = t.nbytes
                 arr[i].data_type = dtypes.from_numpy(t.dtype).acl
                 arr[i].dim_num = len(t.shape)
                 arr[i].dims = d
