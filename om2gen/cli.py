@@ -34,7 +34,9 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import load
-    with load(args.model, threads=args.threads, allow_platform_mismatch=args.allow_platform_mismatch) as model:
+    from .frontend.advice import cli_words
+    with cli_words(), load(args.model, threads=args.threads,
+                           allow_platform_mismatch=args.allow_platform_mismatch) as model:
         feeds = {}
         for name, path in args.input or []:
             try:

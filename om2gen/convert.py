@@ -25,6 +25,9 @@ def convert(source, output, *, progress: bool = False) -> Path:
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
     if not out.parent.is_dir():
         raise Om2Error(f"output directory {out.parent} does not exist")
+    if out.suffix.lower() == ".om":
+        raise Om2Error(f"output {out}: convert writes an OM2 archive, not a classic OM file; name it "
+                       f"{out.with_suffix('.om2').name}")
     report = _Progress(progress)
     om = read_om(source)
     where = str(source)

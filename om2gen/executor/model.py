@@ -28,6 +28,7 @@ from .. import custom_ops, dtypes, integrity, so_in_om
 from ..archive import layout
 from ..archive.reader import ZIP_MAGIC, Archive
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
+from ..frontend import advice
 from ..om.executor import load_om
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
@@ -71,6 +72,19 @@ def detect_format(source) -> str:
                        "`om2gen compile`")
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch():
+    """Per-thread buffers that every load needs and none keeps: the runtime's stage marks and an
+    error text (allocated once per thread, not per load)."""
+    s = _SCRATCH.__dict__
+    if not s:
+        s["marks"] = ffi.new("Om2rtProfMark[]", lib.OM2RT_MAX_PROF_MARKS)
+        s["err"] = ffi.new("char[]", _ERR_LEN)
+    return _SCRATCH
+
+
 class _PhaseClock:
     """Load stages and their durations, in order (om2gen bench --phases)."""
 
@@ -85,7 +99,7 @@ class _PhaseClock:
 
     def native(self, call):
         """Runs call() (GertModelLoad) and splits its time by the stage marks it records."""
-        marks = ffi.new("Om2rtProfMark[]", lib.OM2RT_MAX_PROF_MARKS)
+        marks = _scratch().marks
         lib.om2rtTakeProfMarks(marks, lib.OM2RT_MAX_PROF_MARKS)   # drop stale marks of this thread
         self._last = time.monotonic_ns()
         result = call()
@@ -189,7 +203,7 @@ class Model:
         so_buf = ffi.from_buffer(so)
         self._keep.append(so_buf)
         handle = ffi.new("void **")
-        err = ffi.new("char[]", _ERR_LEN)
+        err = _scratch().err
         if lib.om2x_dlopen_from_memory(so_buf, len(so), meta["library"].rsplit("/", 1)[1].encode(), 0,
                                        handle, err, _ERR_LEN) != 0:
             raise RuntimeFailure(f"{self.path}: {string(err)}")
@@ -334,8 +348,8 @@ class Model:
                              f"convert it with .astype(np.{t.dtype})")
         if arr.shape != t.shape:
             raise InputError(f"input {t.name!r} has shape {list(arr.shape)}, the model was compiled for "
-                             f"{list(t.shape)}; recompile with --input-shape {t.name}:"
-                             f"{','.join(map(str, arr.shape))} to change it")
+                             f"{list(t.shape)}; recompile with {advice.shape_option(t.name, arr.shape)} to change "
+                             "it")
         return arr
 
     def _bind_raw(self, input_ptrs, output_ptrs) -> None:

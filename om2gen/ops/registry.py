@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..errors import UnsupportedOpError
+from ..frontend import advice
 from ..ir import Node, Value
 
 _REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
@@ -85,12 +86,12 @@ def lookup(node: Node) -> Op:
             raise UnsupportedOpError(
                 f"node {node.name!r}: operator {where}{node.op_type} is in none of the custom-op libraries given "
                 f"(searched: {searched}) and is not an operator om2gen supports; add the library that registers "
-                f"{node.op_type} (REG_AUTO_MAPPING_OP) with --custom-op-lib or $OM2GEN_CUSTOM_OP_PATH, or check "
+                f"{node.op_type} (REG_AUTO_MAPPING_OP) with {advice.custom_lib_option()} or $OM2GEN_CUSTOM_OP_PATH, or check "
                 f"the node's op type. om2gen's operators: {', '.join(supported_ops())}")
         raise UnsupportedOpError(
             f"node {node.name!r}: operator {where}{node.op_type} (opset {node.opset}) is not supported by om2gen; "
-            f"supported operators: {', '.join(supported_ops())}; a custom-op library (--custom-op-lib) can "
-            "provide it")
+            f"supported operators: {', '.join(supported_ops())}; a custom-op library "
+            f"({advice.custom_lib_option()}) can provide it")
     usable = [v for v in versions if v.since <= node.opset]
     if not usable:
         raise UnsupportedOpError(

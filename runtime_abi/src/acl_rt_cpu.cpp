@@ -862,20 +862,35 @@ aclError write_memfd(const void* data, size_t length, int* fd_out) {
     return ACL_SUCCESS;
 }
 
+/* Whether an object loaded in this process has the name `path` (dl_iterate_phdr walks the
+ * loader's list in memory; an RTLD_NOLOAD probe would open the file to compare inodes too). */
+bool name_is_loaded(const std::string& path) {
+    struct Probe {
+        const char* path;
+        bool found;
+    } probe{path.c_str(), false};
+    dl_iterate_phdr(
+        [](struct dl_phdr_info* info, size_t, void* data) {
+            Probe* p = static_cast<Probe*>(data);
+            if (info->dlpi_name != nullptr && std::strcmp(info->dlpi_name, p->path) == 0) p->found = true;
+            return p->found ? 1 : 0;
+        },
+        &probe);
+    return probe.found;
+}
+
 /* glibc's dlopen returns an already loaded object whose name equals the requested path without
  * opening the file, and "/proc/self/fd/N" names repeat as soon as fd N is reused: the second
  * binary would silently resolve to the first. So each load gets its own spelling of the path:
  * the bits of a process-wide counter written as "../fd/" (1) and "./" (0) components, which the
- * kernel resolves to the same memfd. An RTLD_NOLOAD probe skips names taken by anyone else. */
+ * kernel resolves to the same memfd. Names taken by anyone else are skipped. */
 std::string unique_fd_path(int fd, LoaderState& loader) {
     for (;;) {
         const uint64_t id = ++loader.counter;
         std::string path = "/proc/self/fd/";
         for (int bit = 63 - __builtin_clzll(id); bit >= 0; --bit) path += ((id >> bit) & 1u) ? "../fd/" : "./";
         path += std::to_string(fd);
-        void* existing = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-        if (existing == nullptr) return path;
-        dlclose(existing);
+        if (!name_is_loaded(path)) return path;
     }
 }
 

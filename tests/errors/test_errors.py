@@ -385,3 +385,16 @@ def test_malformed_model_meta_with_consistent_manifest(tmp_path, good):
         return data
     with pytest.raises(om2gen.ArchiveError, match="missing or invalid 'inputs'"):
         om2gen.load(rewrite(good, tmp_path / "meta2.om2", edit))
+
+
+def test_run_time_shape_advice_speaks_the_callers_language(tmp_path):
+    """om2gen.load(...).run() from Python names input_shapes=; `om2gen run` names --input-shape."""
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(1, 4)}, ["y"])
+    path = tmp_path / "relu.om2"
+    om2gen.compile(model, path)
+    with om2gen.load(path) as m, pytest.raises(om2gen.InputError, match=r"input_shapes=\{'x': \(2, 4\)\}"):
+        m.run({"x": np.zeros((2, 4), np.float32)})
+    np.save(tmp_path / "x.npy", np.zeros((2, 4), np.float32))
+    r = subprocess.run([sys.executable, "-m", "om2gen", "run", str(path), "--input", f"x={tmp_path / 'x.npy'}",
+                        "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "--input-shape x:2,4" in r.stderr, r.stderr

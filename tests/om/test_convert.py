@@ -84,3 +84,9 @@ def test_cli_convert_and_bad_input_leaves_nothing(converted, tmp_path):
     assert {p.name for p in tmp_path.iterdir()} == {"cli.om2", "bad.om"}   # no partial output, no temp file
     with pytest.raises(om2gen.ArchiveError, match="not an OM file"):
         convert(converted["om2"], tmp_path / "x.om2")
+
+
+def test_convert_refuses_an_om_output_name(converted, tmp_path):
+    with pytest.raises(om2gen.Om2Error, match=r"writes an OM2 archive.*x\.om2"):
+        convert(converted["om"], tmp_path / "x.om")
+    assert list(tmp_path.iterdir()) == []
