@@ -93,3 +93,41 @@ def test_a_flipped_byte_in_a_deflated_entry_fails_its_crc():
     data[start + 1] ^= 0x40
     with pytest.raises(zipdir.ZipError, match="inflate|CRC"):
         zipdir.read(bytes(data), entries["data/x.bin"])
+
+
+def test_mutants_of_a_real_archive_are_archive_errors_or_load(tmp_path):
+    """Byte flips, truncations and appended bytes anywhere in a compiled archive: the reader either
+    opens it or raises ArchiveError, never anything else (OM2GEN_TEST_SCALE=N: N times more)."""
+    import os
+    import random
+
+    import om2gen
+    from helpers import make_model, rand
+    from onnx import helper
+    from om2gen.archive.reader import Archive
+    path = tmp_path / "m.om2"
+    om2gen.compile(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(2, 8)}, ["y"]), path)
+    data = path.read_bytes()
+    rng = random.Random(11)
+    outcomes = {"opened": 0, "ArchiveError": 0}
+    for _ in range(600 * max(1, int(os.environ.get("OM2GEN_TEST_SCALE", "1")))):
+        b = bytearray(data)
+        kind = rng.random()
+        if kind < 0.25:
+            b = b[:rng.randrange(len(b))]
+        elif kind < 0.9:   # half the flips in the last 600 bytes: the directory and end record
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b)) if rng.random() < 0.5 else len(b) - rng.randrange(1, 600)] ^= 1 << rng.randrange(8)
+        else:
+            b += bytes(rng.randrange(1, 64))
+        try:
+            with Archive(bytes(b)) as a:
+                for name in a.names():
+                    try:
+                        a.read(name)
+                    except om2gen.ArchiveError:
+                        pass
+            outcomes["opened"] += 1
+        except om2gen.ArchiveError:
+            outcomes["ArchiveError"] += 1
+    assert outcomes["ArchiveError"] > outcomes["opened"] > 0, outcomes

@@ -87,3 +87,36 @@ def test_each_model_keeps_the_thread_count_it_was_loaded_with(sample_models):
 def test_bad_thread_counts_are_input_errors(sample_models, threads):
     with pytest.raises(om2gen.InputError, match="threads"):
         om2gen.load(sample_models["om2"], threads=threads)
+
+
+@pytest.mark.slow
+def test_threads_loading_running_and_closing_at_once(sample_models):
+    """Four threads, each with its own models and thread counts, loading, running and closing
+    concurrently: every result is the single-threaded one, and nothing is left behind."""
+    import threading
+    feeds = {"image": rand(1, 3, 32, 32)}
+    with om2gen.load(sample_models["om2"]) as m:
+        expected = m.run(feeds)["probs"]
+    before = resources()
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(25 * SCALE):
+                fmt = "om2" if (i + k) % 3 else "om"
+                with om2gen.load(sample_models[fmt], threads=1 + (i + k) % 2) as m:
+                    for _ in range(3):
+                        np.testing.assert_array_equal(m.run(feeds)["probs"], expected)
+        except BaseException as exc:   # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not any(t.is_alive() for t in threads), "a worker hung"
+    assert not errors, errors[0]
+    after = resources()
+    assert after["memfd mappings"] <= before["memfd mappings"], (before, after)
+    assert after["open files"] <= before["open files"], (before, after)
