@@ -308,7 +308,7 @@ def _graph_json(graph: Graph) -> dict:
         "outputs": [val(n) for n in graph.outputs],
         "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain,
                    "inputs": [val(i) if i else None for i in n.inputs],
-                   "outputs": [val(o) for o in n.outputs if o],
+                   "outputs": [val(o) if o else None for o in n.outputs],   # None: an omitted position
                    "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items()) if not k.startswith("_")}}
                   for n in graph.nodes],
     }

@@ -111,6 +111,8 @@ def _file(name: str, pkg: str, messages, enums=()) -> descriptor_pb2.FileDescrip
 _ATTR_MAP = "map<string, AttrDef>"
 
 # §2.6: ge.proto.DataType, the *protobuf* numbering (not ge::DataType, not aclDataType).
+# DT_UNDEFINED (0) describes an omitted optional output: its position is kept, nothing is there.
+DT_UNDEFINED = 0
 _DATA_TYPE = ("DataType", [
     "DT_UNDEFINED", "DT_FLOAT", "DT_FLOAT16", "DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16",
     "DT_INT32", "DT_INT64", "DT_UINT32", "DT_UINT64", "DT_BOOL", "DT_DOUBLE", "DT_STRING",

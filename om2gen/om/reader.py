@@ -26,6 +26,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ArchiveError
 from ..lower.program import ArgRef, Constant, IoDesc, Kernel, Program, Task
+from ..ops.custom import OMITTED
 from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from . import kernel_store, proto, so_store
 from .container import OmFile
@@ -179,7 +180,8 @@ def _slots(addresses, amap: _AddressMap, where: str, roles=None, op=None) -> lis
             idx = [k for k, r in enumerate(roles) if r == role]
             if len(idx) == len(descs):
                 for k, td in zip(idx, descs):
-                    sizes[k] = _io_desc(td, f"{where}, slot {k}").nbytes
+                    omitted = role == "o" and td.dtype == proto.DT_UNDEFINED   # an omitted optional output
+                    sizes[k] = 0 if omitted else _io_desc(td, f"{where}, slot {k}").nbytes
     return [amap.ref(int(a), f"{where}, slot {k}", sizes[k], roles[k] in ("o", "ws"))
             for k, a in enumerate(addresses)]
 
@@ -369,7 +371,10 @@ def _custom_op(op, kd, refs, roles, model: OmModel, where: str) -> int:
                            f"{kernel.op_type!r}")
     n_in = sum(1 for r in roles if r == "i")
     descs = []
-    for td in list(op.input_desc)[:n_in] + list(op.output_desc):
+    for k, td in enumerate(list(op.input_desc)[:n_in] + list(op.output_desc)):
+        if k >= n_in and td.dtype == proto.DT_UNDEFINED:   # an omitted optional output (ops/custom.OMITTED)
+            descs.append((OMITTED, ()))
+            continue
         dt = _BY_GE_PROTO.get(td.dtype)
         if dt is None:
             raise ArchiveError(f"{where}: a tensor of ge.proto data type {td.dtype}")

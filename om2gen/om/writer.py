@@ -161,7 +161,7 @@ class _GraphBuilder:
         for v in g["inputs"] + g["outputs"]:
             self.values[v["name"]] = v
         for n in g["nodes"]:
-            for v in [x for x in n["inputs"] if x] + n["outputs"]:
+            for v in [x for x in n["inputs"] + n["outputs"] if x]:
                 self.values.setdefault(v["name"], v)
         for n in g["nodes"]:
             self.names.add(n["name"])   # graph nodes keep their names; synthetic ops give way
@@ -179,7 +179,7 @@ class _GraphBuilder:
             self.graph.input.append(f"{op.name}:0")
 
         # Const ops for initializers that no node produces
-        produced = {o["name"] for n in g["nodes"] for o in n["outputs"]}
+        produced = {o["name"] for n in g["nodes"] for o in n["outputs"] if o}
         for n in g["nodes"]:
             for v in n["inputs"]:
                 if not v or v["name"] in self.producer or v["name"] in produced or not v.get("const"):
@@ -210,6 +210,9 @@ class _GraphBuilder:
                 op.input_desc.append(_tensor_desc(v))
                 op.is_input_const.append(bool(v.get("const")))
             for k, v in enumerate(n["outputs"]):
+                if v is None:   # an omitted optional output keeps its position, as in GE's OpDesc
+                    op.output_desc.append(proto.TensorDescriptor(dtype=proto.DT_UNDEFINED, layout="ND"))
+                    continue
                 op.output_desc.append(_tensor_desc(v))
                 self.producer[v["name"]] = f"{op.name}:{k}"
 

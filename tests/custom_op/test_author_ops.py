@@ -66,8 +66,9 @@ def test_no_repr_or_error_prints_the_library_bytes(lib):
     (("y", "m"), {"z0": 203, "z1": 7}),     # 2 positions, both present
     (("y",), {"z0": 101}),                  # 1 position (a trailing output left off)
 ])
-def test_both_hooks_see_the_same_output_positions(lib, tmp_path, outputs, expected):
-    out = tmp_path / "m.om2"
+@pytest.mark.parametrize("suffix", [".om2", ".om"])
+def test_both_hooks_see_the_same_output_positions(lib, tmp_path, outputs, expected, suffix):
+    out = tmp_path / f"m{suffix}"
     om2gen.compile(model("GatedMul", outputs, inputs=("x", "g")), out, custom_op_libs=[lib], progress=False)
     got = run(out, x=X, g=X)
     assert {k: float(v[0, 0]) for k, v in got.items()} == expected
