@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 EOCD = struct.Struct("<4sHHHHIIH")           # end of central directory record
 ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")   # ZIP64 end of central directory record
@@ -27,8 +27,7 @@ class ZipError(ValueError):
     """The bytes are not a well-formed ZIP file (the reader turns it into an ArchiveError)."""
 
 
-@dataclass(frozen=True)
-class ZipEntry:
+class ZipEntry(NamedTuple):   # zipfile.ZipInfo's field names
     filename: str
     compress_type: int
     compress_size: int
