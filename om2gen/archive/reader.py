@@ -31,9 +31,6 @@ def _major(text: str) -> int:
     return _version(text)[0]
 
 
-_POPULATE_LIMIT = 1 << 20
-
-
 def _map_file(path: Path):
     """The whole file, mapped read-only (the descriptor is closed at once: the mapping keeps the
     file). An empty file maps to no bytes."""
@@ -42,13 +39,9 @@ def _map_file(path: Path):
     except OSError as exc:
         raise ArchiveError(f"{path}: cannot open ({exc.strerror})") from None
     try:
-        size = os.fstat(fd).st_size
-        if size == 0:
+        if os.fstat(fd).st_size == 0:
             return memoryview(b"")
-        # a small archive is read whole while loading: map its pages in one go instead of taking a
-        # page fault on each first touch
-        populate = mmap.MAP_POPULATE if size <= _POPULATE_LIMIT and hasattr(mmap, "MAP_POPULATE") else 0
-        return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as exc:
         raise ArchiveError(f"{path}: cannot map ({exc})") from None
     finally:
