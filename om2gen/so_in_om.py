@@ -16,6 +16,7 @@ kinds of packed SO, and the load-side entry points.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 from dataclasses import asdict, dataclass
@@ -68,8 +69,9 @@ def info(target) -> SoInOmInfo:
     return SoInOmInfo(cpu_info=target.arch, os_info="linux", opp_version=opp_version(), compiler_version=GENERATOR)
 
 
+@functools.lru_cache(maxsize=1)
 def host_info() -> SoInOmInfo:
-    """This machine and this om2gen, in the same terms."""
+    """This machine and this om2gen, in the same terms (the same for the whole process)."""
     return SoInOmInfo(cpu_info=platform.machine(), os_info=host_os(), opp_version=opp_version(),
                       compiler_version=GENERATOR)
 

@@ -173,8 +173,18 @@ def safe_component(text: str) -> str:
     return f"{safe[:len(safe) - len(ext)][:MAX_COMPONENT - 13 - len(ext)]}~{digest}{ext}"
 
 
+def _plainly_safe(name: str) -> bool:
+    """A quick test that passes most safe names (printable, at most MAX_ENTRY_NAME / 4 characters,
+    no backslash, not absolute, no empty, '.' or '..' component, no component starting with '.');
+    unsafe_entry_name decides the rest."""
+    return (0 < len(name) <= MAX_ENTRY_NAME // 4 and name.isprintable() and "\\" not in name and "//" not in name
+            and "/." not in name and name[0] not in "/." and name[-1] != "/" and name[1:2] != ":")
+
+
 def unsafe_entry_name(name: str) -> str | None:
     """Why `name` is not a safe entry name, or None when it is."""
+    if _plainly_safe(name):
+        return None
     if not name:
         return "it is empty"
     if len(name.encode("utf-8", "surrogatepass")) > MAX_ENTRY_NAME:

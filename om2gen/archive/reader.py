@@ -31,7 +31,15 @@ def _major(text: str) -> int:
     return _version(text)[0]
 
 
-def _map_file(path: Path):
+def release_map(mapped) -> None:
+    """Closes what map_file returned (None: nothing); returns None."""
+    if isinstance(mapped, memoryview):
+        mapped.release()
+    elif mapped is not None:
+        mapped.close()
+
+
+def map_file(path):
     """The whole file, mapped read-only (the descriptor is closed at once: the mapping keeps the
     file). An empty file maps to no bytes."""
     try:
@@ -49,16 +57,17 @@ def _map_file(path: Path):
 
 
 class Archive:
-    """An OM2 archive from a file (mapped) or from memory (bytes-like: used in place)."""
+    """An OM2 archive from a file (mapped) or from memory (bytes-like: used in place). `mapped`:
+    the file at `path`, already mapped by map_file() (the archive takes it over)."""
 
-    def __init__(self, path):
+    def __init__(self, path, *, mapped=None):
         self._map = None
         if not isinstance(path, (str, os.PathLike)):
             self.path = "<OM2 archive in memory>"
             self._map = memoryview(path).cast("B").toreadonly()
         else:
             self.path = Path(path)
-            self._map = _map_file(self.path)
+            self._map = mapped if mapped is not None else map_file(self.path)
         try:
             self._open()
         except BaseException:
@@ -165,13 +174,12 @@ class Archive:
 
     def close(self) -> None:
         obj = self.__dict__.pop("_map", None)
-        if obj is not None:
-            try:
-                obj.release() if isinstance(obj, memoryview) else obj.close()
-            except BufferError:
-                # a view is still exported (a loaded model uses it): the mapping stays alive with
-                # it, and goes when it goes
-                self.__dict__["_map"] = obj
+        try:
+            release_map(obj)
+        except BufferError:
+            # a view is still exported (a loaded model uses it): the mapping stays alive with it,
+            # and goes when it goes
+            self.__dict__["_map"] = obj
 
     def __enter__(self):
         return self

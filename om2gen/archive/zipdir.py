@@ -74,7 +74,7 @@ def read_directory(data) -> dict[str, ZipEntry]:
         raw = bytes(data[pos + CENTRAL.size:name_end])
         if flags & 0x1:
             raise ZipError("an encrypted entry")
-        name = raw.decode("utf-8" if flags & 0x800 else "cp437")
+        name = raw.decode("utf-8") if flags & 0x800 or raw.isascii() else raw.decode("cp437")
         if _U32 in (csize, usize, offset):
             usize, csize, offset = _zip64_fields(data, name_end, extra_len, usize, csize, offset)
         if name in entries:

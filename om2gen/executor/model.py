@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import custom_ops, dtypes, integrity, so_in_om
 from ..archive import layout
-from ..archive.reader import ZIP_MAGIC, Archive
+from ..archive.reader import ZIP_MAGIC, Archive, map_file, release_map
 from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
 from ..frontend import advice
 from ..om.executor import load_om
@@ -52,7 +52,7 @@ class TensorInfo:
 def detect_format(source) -> str:
     """"om2" or "om", from the first bytes of a path or a bytes-like object."""
     if not isinstance(source, (str, os.PathLike)):
-        head, where = bytes(memoryview(source).cast("B")[:4]), "the model data"
+        head, where = bytes(memoryview(source)[:4]), "the model data"
     else:
         where = str(source)
         try:
@@ -86,30 +86,45 @@ def _scratch():
 
 
 class _PhaseClock:
-    """Load stages and their durations, in order (om2gen bench --phases)."""
+    """Load stages and their durations, in order (om2gen bench --phases). Times are taken while
+    loading; the runtime's stage marks are decoded only when `phases` is read."""
 
     def __init__(self):
-        self.phases: list[tuple[str, float]] = []
+        self._stages: list = []   # (name, ns) or (raw Om2rtProfMark bytes, count, ns before them)
         self._last = time.monotonic_ns()
 
     def __call__(self, name: str) -> None:
         now = time.monotonic_ns()
-        self.phases.append((name, (now - self._last) / 1e9))
+        self._stages.append((name, now - self._last))
         self._last = now
 
     def native(self, call):
         """Runs call() (GertModelLoad) and splits its time by the stage marks it records."""
         marks = _scratch().marks
         lib.om2rtTakeProfMarks(marks, lib.OM2RT_MAX_PROF_MARKS)   # drop stale marks of this thread
-        self._last = time.monotonic_ns()
+        self._last = start = time.monotonic_ns()
         result = call()
         n = lib.om2rtTakeProfMarks(marks, lib.OM2RT_MAX_PROF_MARKS)
-        for i in range(n):
-            name = ffi.string(marks[i].msg).decode("utf-8", "replace").removeprefix("GertModelLoad: ")
-            self.phases.append((name, max(marks[i].time_ns - self._last, 0) / 1e9))
-            self._last = marks[i].time_ns
+        if n:
+            self._stages.append((ffi.buffer(marks, n * ffi.sizeof("Om2rtProfMark"))[:], n, start))
+            self._last = marks[n - 1].time_ns
         self("hand back the model")
         return result
+
+    @property
+    def phases(self) -> list[tuple[str, float]]:
+        out = []
+        for stage in self._stages:
+            if len(stage) == 2:
+                out.append((stage[0], stage[1] / 1e9))
+                continue
+            raw, n, last = stage
+            marks = ffi.from_buffer("Om2rtProfMark[]", raw)
+            for i in range(n):
+                name = ffi.string(marks[i].msg).decode("utf-8", "replace").removeprefix("GertModelLoad: ")
+                out.append((name, max(marks[i].time_ns - last, 0) / 1e9))
+                last = marks[i].time_ns
+        return out
 
 
 class Model:
@@ -133,8 +148,15 @@ class Model:
         self._keep = []
         self.allow_platform_mismatch = allow_platform_mismatch
         clock = _PhaseClock()
+        mapped = None
         try:
-            self.format = detect_format(source)
+            if not in_memory:   # mapped once: the format is read from it, an OM2 archive reads it in place
+                mapped = map_file(source)
+                self.format = detect_format(mapped)
+                if self.format == "om":
+                    mapped = release_map(mapped)   # the OM loader reads the file itself
+            else:
+                self.format = detect_format(source)
             self.threads = _check_threads(threads)
             # the model is captured with its own thread count and replays with it, whatever
             # models loaded later ask for (om2rtSetIssueThreadCount)
@@ -143,16 +165,23 @@ class Model:
                 raise InputError(f"threads={threads}: {recent_runtime_error()}")
             try:
                 if self.format == "om2":
-                    self._load_om2(source, clock)
+                    given, mapped = mapped, None   # the archive owns the mapping from here on
+                    self._load_om2(source, clock, given)
                 else:
                     load_om(self, source, clock)
             finally:
                 lib.om2rtSetIssueThreadCount(previous)
             self._prepare_run()
         except BaseException:
+            release_map(mapped)
             self.close()
             raise
-        self.load_phases = clock.phases
+        self._clock = clock
+
+    @property
+    def load_phases(self) -> list[tuple[str, float]]:
+        """The loading stages and how long each took (seconds), in order."""
+        return self._clock.phases
 
     def _set_io(self, inputs, outputs):
         self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in inputs]
@@ -161,8 +190,8 @@ class Model:
         self._input_names = self._input_index.keys()
 
     # ---- loading an OM2 archive ----
-    def _load_om2(self, source, clock):
-        a = self._archive = Archive(source)
+    def _load_om2(self, source, clock, mapped=None):
+        a = self._archive = Archive(source, mapped=mapped)
         clock("open and map the archive")
         m = a.manifest
         if m.get("abi_version") != MODEL_ABI_VERSION:
@@ -193,9 +222,10 @@ class Model:
         # packed shared objects first (the seed's order), each handed to its consumer; custom-op
         # libraries register into registries of their own, resident for the process (so_loader)
         packed = so_in_om.bins_from_archive(a, meta)
-        self._sos = so_in_om.load_packed(packed, self.path)
-        libraries = self._sos.custom_libraries
+        libraries = ()
         if packed:
+            self._sos = so_in_om.load_packed(packed, self.path)
+            libraries = self._sos.custom_libraries
             clock("load packed shared objects")
 
         # the model library, from memory

@@ -805,8 +805,7 @@ struct KernelBinary : Tagged<0x4B42494Eu> {  // "KBIN"
 };
 
 struct LoaderState {
-    std::mutex m;          // makes "pick a name, dlopen it" atomic with respect to other loads
-    uint64_t counter = 0;  // loads so far; makes every path name unique
+    std::mutex m;  // makes "pick a name, dlopen it" atomic with respect to other loads
 };
 
 class FdCloser {
@@ -862,35 +861,38 @@ aclError write_memfd(const void* data, size_t length, int* fd_out) {
     return ACL_SUCCESS;
 }
 
-/* Whether an object loaded in this process has the name `path` (dl_iterate_phdr walks the
- * loader's list in memory; an RTLD_NOLOAD probe would open the file to compare inodes too). */
-bool name_is_loaded(const std::string& path) {
-    struct Probe {
-        const char* path;
-        bool found;
-    } probe{path.c_str(), false};
+/* The names of the objects loaded in this process (dl_iterate_phdr walks the loader's list in
+ * memory; an RTLD_NOLOAD probe would open each candidate file to compare inodes too). */
+std::vector<std::string> loaded_names() {
+    std::vector<std::string> names;
     dl_iterate_phdr(
         [](struct dl_phdr_info* info, size_t, void* data) {
-            Probe* p = static_cast<Probe*>(data);
-            if (info->dlpi_name != nullptr && std::strcmp(info->dlpi_name, p->path) == 0) p->found = true;
-            return p->found ? 1 : 0;
+            if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+                static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
+            }
+            return 0;
         },
-        &probe);
-    return probe.found;
+        &names);
+    return names;
 }
 
 /* glibc's dlopen returns an already loaded object whose name equals the requested path without
- * opening the file, and "/proc/self/fd/N" names repeat as soon as fd N is reused: the second
- * binary would silently resolve to the first. So each load gets its own spelling of the path:
- * the bits of a process-wide counter written as "../fd/" (1) and "./" (0) components, which the
- * kernel resolves to the same memfd. Names taken by anyone else are skipped. */
-std::string unique_fd_path(int fd, LoaderState& loader) {
-    for (;;) {
-        const uint64_t id = ++loader.counter;
-        std::string path = "/proc/self/fd/";
-        for (int bit = 63 - __builtin_clzll(id); bit >= 0; --bit) path += ((id >> bit) & 1u) ? "../fd/" : "./";
-        path += std::to_string(fd);
-        if (!name_is_loaded(path)) return path;
+ * opening the file, and "/proc/self/fd/N" names repeat as soon as fd N is reused (every memfd
+ * is closed once mapped, so the next one usually gets the same number): the second binary
+ * would silently resolve to the first. So a load takes the shortest free spelling of the path:
+ * "/proc/self/fd/N", then the bits of k = 1, 2, ... written as "../fd/" (1) and "./" (0)
+ * components, which the kernel resolves to the same memfd. The length grows with the number of
+ * libraries loaded at once, not with the loads so far (each component is a procfs lookup). */
+std::string unique_fd_path(int fd) {
+    const std::vector<std::string> taken = loaded_names();
+    const std::string base = "/proc/self/fd/", number = std::to_string(fd);
+    for (uint64_t k = 0;; ++k) {
+        std::string path = base;
+        if (k != 0) {
+            for (int bit = 63 - __builtin_clzll(k); bit >= 0; --bit) path += ((k >> bit) & 1u) ? "../fd/" : "./";
+        }
+        path += number;
+        if (std::find(taken.begin(), taken.end(), path) == taken.end()) return path;
     }
 }
 
@@ -900,7 +902,7 @@ aclError load_shared_object(const void* data, size_t length, void** dl_out, int 
     FdCloser closer(fd);  // the mapping keeps the memfd alive after dlopen
     LoaderState& loader = leaked_singleton<LoaderState>();
     std::lock_guard<std::mutex> lock(loader.m);
-    const std::string path = unique_fd_path(fd, loader);
+    const std::string path = unique_fd_path(fd);
     void* dl = dlopen(path.c_str(), RTLD_NOW | extra_flags);
     if (dl == nullptr) {
         const char* why = dlerror();

@@ -327,7 +327,7 @@ def test_wrong_input_dtype(model):
 
 
 def test_wrong_input_shape(model):
-    with pytest.raises(om2gen.InputError, match=r"\[1, 3, 64, 64\].*--input-shape image:1,3,64,64"):
+    with pytest.raises(om2gen.InputError, match=r"\[1, 3, 64, 64\].*input_shapes=\{'image': \(1, 3, 64, 64\)\}"):
         model.run({"image": np.zeros((1, 3, 64, 64), np.float32)})
 
 
