@@ -143,9 +143,21 @@ def kernels_so(build_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def selftest(build_dir: Path) -> Path:
+def runtime_obj(build_dir: Path) -> Path:
+    """The runtime compiled once with its production flags (-fPIC: it goes into a shared object);
+    the self-test, the export check and the static-initializer check all use this object."""
     _, cxx = _compilers()
-    return _build_selftest(cxx, build_dir / "acl_rt_selftest", RUNTIME_FLAGS)
+    obj = build_dir / "acl_rt_cpu.o"
+    _build([cxx, *RUNTIME_FLAGS, "-c", str(RUNTIME_SRC), "-o", str(obj)])
+    return obj
+
+
+@pytest.fixture(scope="module")
+def selftest(build_dir: Path, runtime_obj: Path) -> Path:
+    _, cxx = _compilers()
+    out = build_dir / "acl_rt_selftest"
+    _build([cxx, *RUNTIME_FLAGS, str(SELFTEST_SRC), str(runtime_obj), "-o", str(out), "-ldl"])
+    return out
 
 
 def _assert_selftest_passed(result: subprocess.CompletedProcess) -> None:
@@ -175,11 +187,11 @@ def test_selftest_reports_failures(selftest: Path, build_dir: Path) -> None:
     assert "FAIL:" in result.stdout
 
 
-def test_runtime_exports_every_declared_function(build_dir: Path) -> None:
+def test_runtime_exports_every_declared_function(build_dir: Path, runtime_obj: Path) -> None:
     elffile = pytest.importorskip("elftools.elf.elffile")
     _, cxx = _compilers()
     lib = build_dir / "libacl_rt_cpu.so"
-    _build([cxx, *RUNTIME_FLAGS, "-shared", str(RUNTIME_SRC), "-o", str(lib), "-ldl"])
+    _build([cxx, *RUNTIME_FLAGS, "-shared", str(runtime_obj), "-o", str(lib), "-ldl"])
     declared = set().union(*(_declared_functions(h) for h in ACL_HEADERS), _declared_functions(VENDOR_HEADER))
     assert {"aclrtLaunchKernelV2", "aclmdlRIExecuteAsync", "aclDataTypeSize", "om2rtSetThreadCount"} <= declared
     with lib.open("rb") as f:
@@ -188,13 +200,10 @@ def test_runtime_exports_every_declared_function(build_dir: Path) -> None:
     assert declared - exported == set(), "declared but not implemented"
 
 
-def test_runtime_has_no_static_initializers(build_dir: Path) -> None:
+def test_runtime_has_no_static_initializers(runtime_obj: Path) -> None:
     """The runtime goes into a Python extension module: nothing may run (or start threads) at load."""
     elffile = pytest.importorskip("elftools.elf.elffile")
-    _, cxx = _compilers()
-    obj = build_dir / "acl_rt_cpu.o"
-    _build([cxx, *RUNTIME_FLAGS, "-c", str(RUNTIME_SRC), "-o", str(obj)])
-    with obj.open("rb") as f:
+    with runtime_obj.open("rb") as f:
         sections = {s.name for s in elffile.ELFFile(f).iter_sections()}
     assert not {".init_array", ".ctors", ".preinit_array"} & sections
 
