@@ -24,8 +24,8 @@ SCALE = max(1, int(os.environ.get("OM2GEN_TEST_SCALE", "1")))
 
 def resources() -> dict[str, int]:
     maps = Path("/proc/self/maps").read_text().splitlines()
-    return {
-        "mappings": len(maps),
+    return {   # file mappings: anonymous ones come and go with the allocators' arenas
+        "file mappings": sum(len(line.split()) >= 6 and not line.split()[5].startswith("[") for line in maps),
         "memfd mappings": sum("memfd:" in line for line in maps),
         "open files": len(os.listdir("/proc/self/fd")),
         "rss_kib": int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024,
@@ -61,7 +61,7 @@ def test_load_run_close_cycles_leave_resources_flat(sample_models, fmt):
     after = resources()
     assert after["memfd mappings"] <= before["memfd mappings"], (before, after)
     assert after["open files"] <= before["open files"], (before, after)
-    assert after["mappings"] <= before["mappings"] + 8, (before, after)
+    assert after["file mappings"] <= before["file mappings"], (before, after)
     assert after["rss_kib"] - before["rss_kib"] < 4096, (before, after)
 
 
