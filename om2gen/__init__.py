@@ -5,8 +5,8 @@
         outputs = m.run({"x": array})
 """
 from .build import compile
-from .errors import (AbiError, ArchiveError, CompileError, InputError, ModelError, Om2Error, RuntimeFailure,
-                     ShapeError, UnsupportedOpError)
+from .errors import (AbiError, ArchiveError, CompileError, InputError, ModelClosedError, ModelError, Om2Error,
+                     RuntimeFailure, ShapeError, UnsupportedOpError)
 from .version import __version__
 
 
@@ -22,4 +22,4 @@ def load(source, threads=None, *, allow_platform_mismatch=False):
 
 
 __all__ = ["compile", "load", "__version__", "Om2Error", "ModelError", "UnsupportedOpError", "ShapeError",
-           "CompileError", "ArchiveError", "AbiError", "InputError", "RuntimeFailure"]
+           "CompileError", "ArchiveError", "AbiError", "InputError", "RuntimeFailure", "ModelClosedError"]

@@ -266,15 +266,15 @@ def task_info(program: Program) -> dict:
 def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pack) -> Entry:
     features = {}
     if any(b.bin_type != SoBinType.kCustomOp for b in so_pack.bins):
-        features[layout.SO_IN_OM_FEATURE] = layout.EXECUTOR_VERSION
+        features[layout.SO_IN_OM_FEATURE] = layout.SO_IN_OM_EXECUTOR_VERSION
     manifest = {
         "format": layout.FORMAT,
         "format_version": layout.FORMAT_VERSION,
         "generator": GENERATOR,
         "model_num": 1,
         "compatibility": {"compiler_version": layout.FORMAT_VERSION,
-                          "required_executor_version": layout.EXECUTOR_VERSION if features
-                          else layout.BASE_EXECUTOR_VERSION,
+                          "required_executor_version": max(features.values(), key=lambda v: tuple(map(int, v.split("."))),
+                                                         default=layout.BASE_EXECUTOR_VERSION),
                           "used_features": features},
         "so_in_om_info": so_in_om.info(tgt).to_json(),
         "abi_version": MODEL_ABI_VERSION,
@@ -286,7 +286,7 @@ def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pac
                     "target": tgt.name, "debug": opts.debug,
                     "custom_op_libs": sorted(Path(p).name for p in opts.custom_op_libs)},
         "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
-        "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256,
+        "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256, "blake3": e.blake3,
                      "compression": "stored" if e.stored else "deflate"} for e in entries],
     }
     return Entry(layout.MANIFEST, json_bytes(manifest))

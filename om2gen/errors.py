@@ -62,3 +62,7 @@ class RuntimeFailure(Om2Error):
     """The native runtime or the model library reported a failure."""
 
     exit_code = 9
+
+
+class ModelClosedError(RuntimeFailure):
+    """run() or execute_raw() on a model that close() has unloaded (also while it closes)."""

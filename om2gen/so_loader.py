@@ -238,10 +238,6 @@ def _custom(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None:
 
 
 def _space_registry(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None:
-    suffix = host_library_suffix(host_os(), _host_arch())
-    if not b.name.endswith(suffix):
-        raise AbiError(f"{packed.where}: packed kSpaceRegistry {b.name} is host code for another platform; this "
-                       f"machine needs *{suffix}. Recompile the model for this machine")
     so = SPACE_REGISTRY_CACHE.acquire(digest, b, packed.where, exports, digest)
     packed._space_leases.append(so)
     packed.space_registry.libraries.append(so)
@@ -296,15 +292,32 @@ def checked(data: bytes, digest: str, what: str, arch: str) -> so_check.ElfSumma
     return summary
 
 
+def _before_loading(b: OpSoBin, summary: so_check.ElfSummary, what: str) -> None:
+    """What can refuse a packed SO without running it: dlopen runs its constructors, so every
+    check its ELF file can answer comes before any SO of the model is loaded."""
+    from .custom_ops import REGISTER_SYMBOL
+    if b.bin_type == SoBinType.kCustomOp and REGISTER_SYMBOL not in summary.imported:
+        raise AbiError(f"{what}: it does not call {REGISTER_SYMBOL} (no REG_AUTO_MAPPING_OP registration), so it "
+                       "is no custom-op library; refused before loading it")
+    if b.bin_type == SoBinType.kSpaceRegistry:
+        suffix = host_library_suffix(host_os(), _host_arch())
+        if not b.name.endswith(suffix):
+            raise AbiError(f"{what} is host code for another platform; this machine needs *{suffix}. Recompile the "
+                           "model for this machine")
+
+
 def load_packed(bins: list[OpSoBin], where: str) -> PackedSos:
-    """Checks every bin for this machine, then hands each to its consumer, in store order. On
-    any failure everything acquired so far is released and the error propagates."""
+    """Checks every bin for this machine (ELF structure, machine, what its type needs), then hands
+    each to its consumer, in store order. On any failure everything acquired so far is released
+    and the error propagates."""
     arch = _host_arch()
     checks = []
     for b in bins:
         what = f"{where}: packed {b.bin_type.name} {b.vendor + '/' if b.vendor else ''}{b.name}"
         digest = hashlib.sha256(b.data).hexdigest()   # of the bytes the consumer loads (immutable)
-        checks.append((b, digest, checked(b.data, digest, what, arch).exported))
+        summary = checked(b.data, digest, what, arch)
+        _before_loading(b, summary, what)
+        checks.append((b, digest, summary.exported))
     packed = PackedSos(where)
     try:
         for b, digest, exports in checks:

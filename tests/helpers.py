@@ -81,3 +81,16 @@ def check_op(op_type: str, inputs: dict, attrs: dict | None = None, *, consts: d
 def rand(*shape, seed=0, dtype=np.float32, low=-1.0, high=1.0):
     rng = np.random.default_rng(seed)
     return rng.uniform(low, high, shape).astype(dtype)
+
+
+def refresh_digests(manifest: dict, entries: dict) -> dict:
+    """`manifest` with the size and digests (sha256, blake3) of every listed entry recomputed from
+    `entries` {name: bytes}; entries no longer present are dropped from the list."""
+    import hashlib
+
+    import blake3
+    manifest["entries"] = [dict(e, size=len(entries[e["name"]]), sha256=hashlib.sha256(entries[e["name"]]).hexdigest(),
+                                blake3=blake3.blake3(entries[e["name"]]).hexdigest())
+                           for e in manifest["entries"] if e["name"] in entries]
+    return manifest
+

@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 
 FORMAT = "om2"
-FORMAT_VERSION = "1.1"            # 1.1: data/so_bins/, manifest so_in_om_info, model_meta so_bins
-EXECUTOR_VERSION = "1.1"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
-BASE_EXECUTOR_VERSION = "1.0"     # required by archives that use no 1.1 feature
+# 1.1: data/so_bins/, manifest so_in_om_info, model_meta so_bins; 1.2: a blake3 digest per entry
+FORMAT_VERSION = "1.2"
+EXECUTOR_VERSION = "1.2"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
+BASE_EXECUTOR_VERSION = "1.0"     # required by archives that use no feature of a later executor
 # compatibility.used_features: a feature an executor must know -> the executor version it needs.
 # Packed SOs other than custom-op libraries must reach their consumers (an executor 1.0 would
 # ignore data/so_bins/), so an archive holding them requires executor 1.1.
 SO_IN_OM_FEATURE = "so_in_om"
+SO_IN_OM_EXECUTOR_VERSION = "1.1"
 ALIGNMENT = 64                    # STORED entries start at a multiple of this offset (mmap-able)
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 

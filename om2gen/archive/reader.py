@@ -1,22 +1,27 @@
-"""Reads an OM2 archive in place: the file is mmapped and STORED entries are viewed, not copied.
+"""Reads an OM2 archive from a private, read-only copy of its bytes (archive/image.py).
 
-Everything read is validated: the ZIP structure, the manifest (format, version, entries with
-sizes and digests) and every local header whose data is mapped. Problems raise ArchiveError
-naming the entry and what to do.
+Everything read is validated: the ZIP structure, the manifest (schema, format, version, entries
+with sizes and digests), model_meta.json, and every local header whose data is used. What the
+executor uses is STORED and digest-checked in the copy, so what was checked is what runs.
+Problems raise ArchiveError naming the entry and what to do.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import mmap
-import os
 import struct
 from pathlib import Path
 
+import blake3
+
 from ..errors import ArchiveError
-from . import layout, zipdir
+from . import image as image_mod
+from . import layout, schema, zipdir
 
 ZIP_MAGIC = b"PK\x03\x04"
+MAX_JSON = 64 << 20         # manifest.json / model_meta.json larger than this are refused
+MAX_INFLATED = 1 << 30      # a DEFLATED entry read through read() inflates to at most this
+_PARALLEL_DIGEST = 1 << 20  # entries from this size on are hashed on several threads
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -31,43 +36,27 @@ def _major(text: str) -> int:
     return _version(text)[0]
 
 
-def release_map(mapped) -> None:
-    """Closes what map_file returned (None: nothing); returns None."""
-    if isinstance(mapped, memoryview):
-        mapped.release()
-    elif mapped is not None:
-        mapped.close()
-
-
-def map_file(path):
-    """The whole file, mapped read-only (the descriptor is closed at once: the mapping keeps the
-    file). An empty file maps to no bytes."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot open ({exc.strerror})") from None
-    try:
-        if os.fstat(fd).st_size == 0:
-            return memoryview(b"")
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as exc:
-        raise ArchiveError(f"{path}: cannot map ({exc})") from None
-    finally:
-        os.close(fd)
+def digest_matches(entry: dict, data) -> bool:
+    """The entry's bytes against its manifest digest: BLAKE3 when the manifest records one
+    (format 1.2), else sha256."""
+    expected = entry.get("blake3")
+    if expected is not None:
+        threads = blake3.blake3.AUTO if len(data) >= _PARALLEL_DIGEST else 1
+        return blake3.blake3(data, max_threads=threads).hexdigest() == expected
+    return hashlib.sha256(data).hexdigest() == entry.get("sha256")
 
 
 class Archive:
-    """An OM2 archive from a file (mapped) or from memory (bytes-like: used in place). `mapped`:
-    the file at `path`, already mapped by map_file() (the archive takes it over)."""
+    """An OM2 archive: `source` is a path or a bytes-like object; `image` an Image of it that
+    the archive takes over (the executor has read it already to tell the format)."""
 
-    def __init__(self, path, *, mapped=None):
-        self._map = None
-        if not isinstance(path, (str, os.PathLike)):
-            self.path = "<OM2 archive in memory>"
-            self._map = memoryview(path).cast("B").toreadonly()
-        else:
-            self.path = Path(path)
-            self._map = mapped if mapped is not None else map_file(self.path)
+    def __init__(self, source, *, image: image_mod.Image | None = None):
+        in_memory = not isinstance(source, (str, Path)) and not hasattr(source, "__fspath__")
+        self.path = "<OM2 archive in memory>" if in_memory else Path(source)
+        if image is None:
+            image = image_mod.read_buffer(source, self.path) if in_memory else image_mod.read_path(source)
+        self.image = image
+        self._map = image.view
         try:
             self._open()
         except BaseException:
@@ -113,19 +102,24 @@ class Archive:
                 or _version(required) > _version(layout.EXECUTOR_VERSION)):
             raise ArchiveError(f"{self.path}: needs executor {required} (compiler {compat.get('compiler_version')}), "
                                f"this om2gen's executor is {layout.EXECUTOR_VERSION}; upgrade om2gen")
-        entries = m.get("entries")
-        if not isinstance(entries, list):
-            raise ArchiveError(f"{self.path}: {layout.MANIFEST} has no entry list")
-        self.entries = {}
-        for e in entries:
-            name = e.get("name") if isinstance(e, dict) else None
-            if name not in self._infos:
+        schema.validate(m, "manifest", self.path, layout.MANIFEST)
+        infos = self._infos
+        self.entries = entries = {}
+        for i, e in enumerate(m["entries"]):
+            name = e.get("name") if type(e) is dict else None
+            if (type(name) is not str or type(e.get("size")) is not int or type(e.get("sha256")) is not str
+                    or type(e.get("blake3", "")) is not str):
+                raise ArchiveError(f"{self.path}: {layout.MANIFEST}: entries[{i}] needs a string name, an integer "
+                                   "size and string digests; om2gen never writes such a file, so the archive is "
+                                   "corrupt or was modified: recompile it or get it again")
+            info = infos.get(name)
+            if info is None:
                 raise ArchiveError(f"{self.path}: entry {name!r} listed in the manifest is missing; the archive is "
                                    "truncated or was modified")
-            if self._infos[name].file_size != e.get("size"):
-                raise ArchiveError(f"{self.path}: entry {name!r} has {self._infos[name].file_size} bytes, the "
-                                   f"manifest says {e.get('size')}; the archive was modified")
-            self.entries[name] = e
+            if info.file_size != e["size"]:
+                raise ArchiveError(f"{self.path}: entry {name!r} has {info.file_size} bytes, the "
+                                   f"manifest says {e['size']}; the archive was modified")
+            entries[name] = e
 
     def names(self) -> list[str]:
         return list(self._infos)
@@ -137,23 +131,37 @@ class Archive:
             raise ArchiveError(f"{self.path}: entry {name!r} is missing") from None
 
     def read(self, name: str) -> bytes:
-        """An entry's bytes (inflated, checked against its CRC-32)."""
+        """An entry's bytes (inflated, checked against its size, its CRC-32 and MAX_INFLATED)."""
+        info = self.info(name)
+        if info.file_size > MAX_INFLATED:
+            raise ArchiveError(f"{self.path}: entry {name!r} says it inflates to {info.file_size} bytes, more than "
+                               f"om2gen reads ({MAX_INFLATED}); the archive is corrupt or hostile")
         try:
-            return zipdir.read(self._map, self.info(name))
+            return zipdir.read(self._map, info)
         except (zipdir.ZipError, struct.error) as exc:
             raise ArchiveError(f"{self.path}: entry {name!r} is corrupt ({exc})") from None
 
-    def read_json(self, name: str):
-        """A JSON entry, parsed (STORED ones straight from the mapping, as om2gen writes the
-        manifest and model_meta.json)."""
-        stored = self.info(name).compress_type == zipdir.STORED
+    def read_json(self, name: str, *, verified: bool = False):
+        """A JSON entry, parsed (STORED ones straight from the copy, as om2gen writes the
+        manifest and model_meta.json); at most MAX_JSON bytes. verified: checked against its
+        manifest digest first."""
+        info = self.info(name)
+        if info.file_size > MAX_JSON:
+            raise ArchiveError(f"{self.path}: entry {name!r} has {info.file_size} bytes, more than a JSON entry om2gen "
+                               f"reads ({MAX_JSON}); the archive is corrupt or hostile")
+        data = self.view(name) if info.compress_type == zipdir.STORED else self.read(name)
+        if verified:
+            self._check_digest(name, data)
         try:
-            return json.loads(bytes(self.view(name)) if stored else self.read(name))
+            return json.loads(bytes(data))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ArchiveError(f"{self.path}: entry {name!r} is not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ArchiveError(f"{self.path}: entry {name!r} nests too deeply to be an om2gen file; the archive is "
+                               "corrupt or hostile") from None
 
     def view(self, name: str) -> memoryview:
-        """The bytes of a STORED entry, in place in the mapped file (no copy)."""
+        """The bytes of a STORED entry, in place in the archive's copy (no further copy)."""
         info = self.info(name)
         if info.compress_type != zipdir.STORED:
             raise ArchiveError(f"{self.path}: entry {name!r} is compressed; om2gen writes it STORED")
@@ -161,25 +169,28 @@ class Archive:
             start, end = zipdir.data_span(self._map, info)
         except (zipdir.ZipError, struct.error) as exc:
             raise ArchiveError(f"{self.path}: {exc}; the archive is corrupt or truncated") from None
-        return memoryview(self._map)[start:end]
+        return self._map[start:end]
 
-    def verify(self, name: str) -> None:
-        expected = self.entries.get(name, {}).get("sha256")
-        if not expected:
-            raise ArchiveError(f"{self.path}: entry {name!r} has no digest in the manifest")
-        view = self.view(name) if self.info(name).compress_type == zipdir.STORED else self.read(name)
-        if hashlib.sha256(view).hexdigest() != expected:
-            raise ArchiveError(f"{self.path}: entry {name!r} does not match its sha256 in the manifest; the "
-                               "archive is corrupt or was tampered with")
+    def verify(self, name: str) -> memoryview:
+        """The STORED entry `name`, checked against its manifest digest; its bytes in the copy."""
+        view = self.view(name)
+        self._check_digest(name, view)
+        return view
+
+    def _check_digest(self, name: str, data) -> None:
+        entry = self.entries.get(name)
+        if entry is None:
+            raise ArchiveError(f"{self.path}: entry {name!r} is not listed in the manifest; the archive was modified")
+        if not digest_matches(entry, data):
+            raise ArchiveError(f"{self.path}: entry {name!r} does not match its {'blake3' if 'blake3' in entry else 'sha256'} "
+                               "digest in the manifest; the archive is corrupt or was tampered with")
 
     def close(self) -> None:
-        obj = self.__dict__.pop("_map", None)
-        try:
-            release_map(obj)
-        except BufferError:
-            # a view is still exported (a loaded model uses it): the mapping stays alive with it,
-            # and goes when it goes
-            self.__dict__["_map"] = obj
+        """Releases the copy once nothing views it (a loaded model keeps the views it uses)."""
+        img = self.__dict__.pop("image", None)
+        self._map = None
+        if img is not None:
+            img.close()
 
     def __enter__(self):
         return self

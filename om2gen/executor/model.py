@@ -2,9 +2,13 @@
 
 The format is decided by content (an OM2 archive is a ZIP, an OM file starts with "IMOD").
 
-OM2 (the seed's sequence): map the archive, check manifest/ABI/ISA and the digests of code,
-dlopen the model library from a memfd, resolve GertModel*, hand it the kernel binaries and the
-mapped constants, and call GertModelLoad, which captures the task list.
+Either way the file is first read into a private, read-only copy (archive/image.py): what is
+verified is what runs, and a loaded model no longer depends on the file.
+
+OM2 (the seed's sequence): check manifest/ABI/ISA and the digest of every entry the load uses
+(model_meta.json, code and constants), dlopen the model library from a sealed memfd, resolve
+GertModel*, hand it the kernel binaries and the constants in place in the copy, and call
+GertModelLoad, which captures the task list.
 
 Classic OM (GE's sequence, om/executor.py): read the file, walk the partition table, parse
 MODEL_DEF and TASK_INFO, take the kernels out of TBE_KERNELS, place WEIGHTS_DATA in device
@@ -25,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import custom_ops, dtypes, integrity, so_in_om
-from ..archive import layout
-from ..archive.reader import ZIP_MAGIC, Archive, map_file, release_map
-from ..errors import AbiError, ArchiveError, InputError, RuntimeFailure
+from ..archive import layout, schema
+from ..archive import image as image_mod
+from ..archive.reader import ZIP_MAGIC, Archive
+from ..errors import AbiError, ArchiveError, InputError, ModelClosedError, RuntimeFailure
 from ..frontend import advice
 from ..om.executor import load_om
 from ..toolchain import targets
@@ -49,20 +54,8 @@ class TensorInfo:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def detect_format(source) -> str:
-    """"om2" or "om", from the first bytes of a path or a bytes-like object."""
-    if not isinstance(source, (str, os.PathLike)):
-        head, where = bytes(memoryview(source)[:4]), "the model data"
-    else:
-        where = str(source)
-        try:
-            fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                head = os.pread(fd, 4, 0)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise ArchiveError(f"{where}: cannot open ({exc.strerror})") from None
+def format_of(head: bytes, where: str) -> str:
+    """"om2" or "om", from a model file's first four bytes."""
     if head == ZIP_MAGIC:
         return "om2"
     if head == OM_MAGIC:
@@ -70,6 +63,21 @@ def detect_format(source) -> str:
     raise ArchiveError(f"{where}: neither an OM2 archive (starts with 504b0304) nor a classic OM file (starts with "
                        f"494d4f44, 'IMOD'); it starts with {head.hex() or 'nothing'}. Compile a model with "
                        "`om2gen compile`")
+
+
+def detect_format(source) -> str:
+    """"om2" or "om", from the first bytes of a path or a bytes-like object."""
+    if not isinstance(source, (str, os.PathLike)):
+        return format_of(bytes(memoryview(source).cast("B")[:4]), "the model data")
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            head = os.pread(fd, 4, 0)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ArchiveError(f"{source}: cannot open ({exc.strerror})") from None
+    return format_of(head, str(source))
 
 
 _SCRATCH = threading.local()
@@ -139,7 +147,9 @@ class Model:
                 raise InputError(f"om2gen.load takes a file path or the model's bytes (a bytes-like object), "
                                  f"not {type(source).__name__}") from None
         self.path = "<model in memory>" if in_memory else str(source)
-        self._run_lock = threading.Lock()   # one run at a time: the I/O tensor table is shared
+        # one lock orders run(), execute_raw() and close(): a run never sees a half-closed model,
+        # and two closes at once unload once
+        self._run_lock = threading.Lock()
         self._archive = None
         self._om = None
         self._sos = None   # so_loader.PackedSos: the model's packed shared objects
@@ -148,15 +158,11 @@ class Model:
         self._keep = []
         self.allow_platform_mismatch = allow_platform_mismatch
         clock = _PhaseClock()
-        mapped = None
+        image = None
         try:
-            if not in_memory:   # mapped once: the format is read from it, an OM2 archive reads it in place
-                mapped = map_file(source)
-                self.format = detect_format(mapped)
-                if self.format == "om":
-                    mapped = release_map(mapped)   # the OM loader reads the file itself
-            else:
-                self.format = detect_format(source)
+            image = image_mod.read_buffer(source, self.path) if in_memory else image_mod.read_path(source)
+            self.format = format_of(bytes(image.view[:4]), self.path)
+            clock("read the file")
             self.threads = _check_threads(threads)
             # the model is captured with its own thread count and replays with it, whatever
             # models loaded later ask for (om2rtSetIssueThreadCount)
@@ -164,17 +170,18 @@ class Model:
             if lib.om2rtSetIssueThreadCount(self.threads or 0) != 0:
                 raise InputError(f"threads={threads}: {recent_runtime_error()}")
             try:
+                given, image = image, None   # the loader owns the copy from here on
                 if self.format == "om2":
-                    given, mapped = mapped, None   # the archive owns the mapping from here on
                     self._load_om2(source, clock, given)
                 else:
-                    load_om(self, source, clock)
+                    load_om(self, given, clock)
             finally:
                 lib.om2rtSetIssueThreadCount(previous)
             self._prepare_run()
         except BaseException:
-            release_map(mapped)
-            self.close()
+            if image is not None:
+                image.close()
+            self._close_locked()
             raise
         self._clock = clock
 
@@ -184,38 +191,43 @@ class Model:
         return self._clock.phases
 
     def _set_io(self, inputs, outputs):
-        self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in inputs]
-        self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"])) for d in outputs]
+        self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"]))) for d in inputs]
+        self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"]))) for d in outputs]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
         self._input_names = self._input_index.keys()
 
     # ---- loading an OM2 archive ----
-    def _load_om2(self, source, clock, mapped=None):
-        a = self._archive = Archive(source, mapped=mapped)
-        clock("open and map the archive")
+    def _load_om2(self, source, clock, image):
+        a = self._archive = Archive(source, image=image)
+        clock("open the archive")
         m = a.manifest
-        if m.get("abi_version") != MODEL_ABI_VERSION:
-            raise AbiError(f"{self.path}: built for model ABI {m.get('abi_version')}, this om2gen runs ABI "
+        if m["abi_version"] != MODEL_ABI_VERSION:
+            raise AbiError(f"{self.path}: built for model ABI {m['abi_version']}, this om2gen runs ABI "
                            f"{MODEL_ABI_VERSION}; recompile the model with this om2gen")
-        if m.get("kernel_abi_version") != KERNEL_ABI_VERSION:
-            raise AbiError(f"{self.path}: kernels built for kernel ABI {m.get('kernel_abi_version')}, this runtime runs "
+        if m["kernel_abi_version"] != KERNEL_ABI_VERSION:
+            raise AbiError(f"{self.path}: kernels built for kernel ABI {m['kernel_abi_version']}, this runtime runs "
                            f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
-        target = m.get("target", {})
+        target = m["target"]
         if "so_in_om_info" in m:   # archives before format 1.1 record none
             so_in_om.check(so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], self.path), self.path,
                            self.allow_platform_mismatch)
-        check_target(self.path, target.get("name"), target.get("arch", "?"), target.get("isa_features", []))
-        models = m.get("models") or []
+        check_target(self.path, target["name"], target["arch"], target["isa_features"])
+        models = m["models"]
         if len(models) != 1:
             raise ArchiveError(f"{self.path}: holds {len(models)} models; om2gen.load runs single-model archives")
-        meta = self.meta = _check_meta(a, models[0].get("meta", ""))
+        meta = self.meta = _check_meta(a, models[0]["meta"])
         self._set_io(meta["inputs"], meta["outputs"])
 
+        # every entry the load uses is checked against its digest, in the private copy
         custom = meta.get("custom_ops") or {}
-        custom_libs, custom_bins = list(custom.get("shared_libs", [])), list(custom.get("binaries", []))
-        code = [meta["library"]] + list(meta["kernels"]) + custom_libs + custom_bins
-        for name in code:
+        custom_bins = list(custom.get("binaries", []))
+        kernels = list(meta["kernels"]) + custom_bins  # custom-op .bin files follow the kernels
+        so = a.verify(meta["library"])
+        bins = [(k.rsplit("/", 1)[1], a.verify(k), a.entries[k]["sha256"]) for k in kernels]
+        for name in custom.get("shared_libs", []):
             a.verify(name)
+        blob = a.verify(layout.constants_blob(0))
+        _check_constants(a, meta, len(blob))
         integrity.check_entry_names(a, meta)   # the size/hash in entry names vs the verified digests
         clock("check digests")
 
@@ -228,15 +240,14 @@ class Model:
             libraries = self._sos.custom_libraries
             clock("load packed shared objects")
 
-        # the model library, from memory
-        so = a.view(meta["library"])
+        # the model library, from a sealed memfd
         so_buf = ffi.from_buffer(so)
         self._keep.append(so_buf)
         handle = ffi.new("void **")
         err = _scratch().err
         if lib.om2x_dlopen_from_memory(so_buf, len(so), meta["library"].rsplit("/", 1)[1].encode(), 0,
                                        handle, err, _ERR_LEN) != 0:
-            raise RuntimeFailure(f"{self.path}: {string(err)}")
+            raise ArchiveError(f"{self.path}: {string(err)}")
         self._lib = handle[0]
         self._ep = ffi.new("Om2xEntryPoints *")
         if lib.om2x_resolve_entry_points(self._lib, self._ep, err, _ERR_LEN) != 0:
@@ -246,33 +257,33 @@ class Model:
             raise AbiError(f"{self.path}: the model library reports ABI {abi}, expected {MODEL_ABI_VERSION}")
         clock("load the model library")
 
-        # kernel binaries and constants: pointers into the mapped archive
-        kernels = list(meta["kernels"]) + custom_bins  # custom-op .bin files follow the kernels
-        bins = [(k.rsplit("/", 1)[1], a.view(k)) for k in kernels]
-        clock("read kernel binaries")
-        blob = a.view(layout.constants_blob(0))
+        # kernel binaries and constants: pointers into the copy
         blob_buf = ffi.from_buffer(blob) if len(blob) else ffi.new("char[]", 64)
-        self._keep.append(blob_buf)   # the mapped constants must outlive the model
-        clock("read constants")
+        self._keep.append(blob_buf)   # the constants must outlive the model
         self._native_load(lambda cfg, out: lib.om2x_model_load(self._ep, cfg, out), bins, blob_buf, clock, libraries)
 
     # ---- the native half, common to both formats ----
     def _native_load(self, load, bins, constants_ptr, clock, custom_libraries=()):
-        """GertModelLoad with the kernel binaries [(file name, buffer)] and one constants blob; the
-        custom operators it creates come from `custom_libraries` only (the model's own)."""
-        names = [ffi.new("char[]", name.encode()) for name, _ in bins]
-        views = [ffi.from_buffer(data) for _, data in bins]
+        """GertModelLoad with the kernel binaries [(file name, buffer, content digest)] and one
+        constants blob; the custom operators it creates come from `custom_libraries` only (the
+        model's own). The digests key the process-wide bin-handle store (Om2xInstance)."""
         n = max(len(bins), 1)
-        bin_files = ffi.new("const char *[]", n)
+        names = [ffi.new("char[]", name.encode()) for name, _, _ in bins]
+        digests = [ffi.new("char[]", digest.encode()) for _, _, digest in bins]
+        views = [ffi.from_buffer(data) for _, data, _ in bins]
+        bin_files = ffi.new("const char *[]", names or [ffi.NULL])
+        bin_digests = ffi.new("const char *[]", digests or [ffi.NULL])
         bin_data = ffi.new("const void *[]", n)
         bin_size = ffi.new("uint64_t[]", n)
-        for i, (nm, v) in enumerate(zip(names, views)):
-            bin_files[i], bin_data[i], bin_size[i] = nm, v, len(v)
+        for i, v in enumerate(views):
+            bin_data[i], bin_size[i] = v, len(v)
         constants = ffi.new("void *[]", [constants_ptr])
 
         self._callbacks = ffi.new("GertModelLoadCallbacks *")
         lib.om2x_fill_load_callbacks(self._callbacks)
         self._instance = ffi.new("Om2xInstance *")
+        self._instance.bin_files, self._instance.bin_digests, self._instance.bin_num = bin_files, bin_digests, len(bins)
+        self._keep += [names, digests, bin_files, bin_digests]   # the store reads them until the unload
         cfg = ffi.new("GertModelLoadConfig *")
         cfg.struct_size = ffi.sizeof("GertModelLoadConfig")
         cfg.bin_files, cfg.bin_data, cfg.bin_size, cfg.bin_num = bin_files, bin_data, bin_size, len(bins)
@@ -324,14 +335,14 @@ class Model:
 
         The common case (a dict with exactly the model's inputs, C-contiguous arrays of the right
         dtype and shape) takes a fast path: per input one pointer, per output one np.empty."""
-        if self._handle is None:
-            raise RuntimeFailure(f"{self.path}: the model is closed")
         if type(feeds) is not dict or feeds.keys() != self._input_names:
             self._check_feed_names(feeds)
         with self._run_lock:
             return self._run_locked(feeds)
 
     def _run_locked(self, feeds: dict) -> dict[str, np.ndarray]:
+        if self._handle is None:
+            raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
         keep = []
         for name, dtype, shape, tensor, info in self._in_spec:
             arr = feeds[name]
@@ -384,7 +395,7 @@ class Model:
 
     def _bind_raw(self, input_ptrs, output_ptrs) -> None:
         if self._handle is None:
-            raise RuntimeFailure(f"{self.path}: the model is closed")
+            raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
         if len(input_ptrs) != len(self.inputs) or len(output_ptrs) != len(self.outputs):
             raise InputError(f"the model has {len(self.inputs)} inputs and {len(self.outputs)} outputs; got "
                              f"{len(input_ptrs)} input and {len(output_ptrs)} output addresses")
@@ -413,9 +424,17 @@ class Model:
 
     # ---- lifetime ----
     def close(self) -> None:
+        """Unloads the model (waits for a run in progress; closing twice is harmless)."""
+        lock = self.__dict__.get("_run_lock")
+        if lock is None:   # __init__ failed before it made one
+            return
+        with lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
         if self._handle is not None:
-            rc = lib.om2x_model_unload(self._ep, self._handle)
-            self._handle = None
+            handle, self._handle = self._handle, None
+            rc = lib.om2x_model_unload(self._ep, handle)
             if rc != 0:
                 raise RuntimeFailure(f"{self.path}: GertModelUnload failed ({rc}): "
                                      f"{string(lib.om2x_last_error(self._ep))}")
@@ -435,7 +454,7 @@ class Model:
                 except (TypeError, ValueError):
                     pass
         self._keep = []
-        if getattr(self, "_archive", None) is not None:
+        if self._archive is not None:
             self._archive.close()
             self._archive = None
 
@@ -453,22 +472,29 @@ class Model:
 
 
 def _check_meta(a: Archive, name: str) -> dict:
-    """model_meta.json with every key the executor reads, of the right kind."""
-    meta = a.read_json(name)
-
-    def bad(what):
-        return ArchiveError(f"{a.path}: {name}: {what}; the archive is corrupt or from an incompatible tool")
-
-    if not isinstance(meta, dict):
-        raise bad("not a JSON object")
-    for key, kind in (("inputs", list), ("outputs", list), ("library", str), ("kernels", list)):
-        if not isinstance(meta.get(key), kind):
-            raise bad(f"missing or invalid {key!r}")
+    """model_meta.json, digest-checked, valid against its schema, with known dtypes and sizes
+    that agree with the shapes."""
+    meta = a.read_json(name, verified=True)
+    schema.validate(meta, "meta", a.path, name)
     for io in meta["inputs"] + meta["outputs"]:
-        if not (isinstance(io, dict) and isinstance(io.get("name"), str) and isinstance(io.get("shape"), list)
-                and io.get("dtype") in dtypes.BY_NAME and all(isinstance(d, int) and d >= 0 for d in io["shape"])):
-            raise bad(f"invalid input/output description {io!r}")
+        dt = dtypes.BY_NAME.get(io["dtype"])
+        if dt is None or math.prod(io["shape"]) * np.dtype(io["dtype"]).itemsize != io["size"]:
+            raise ArchiveError(f"{a.path}: {name}: tensor {io['name']!r} has dtype {io['dtype']!r}, shape "
+                               f"{io['shape']} and size {io['size']}, which do not agree; the archive is corrupt")
     return meta
+
+
+def _check_constants(a: Archive, meta: dict, size: int) -> None:
+    """The constants blob must have the size its config records (GE's internal_weight_size):
+    the model library reads that many bytes."""
+    name = meta.get("constants_config")
+    if not isinstance(name, str):
+        raise ArchiveError(f"{a.path}: model_meta.json names no constants config; the archive is corrupt")
+    config = a.read_json(name, verified=True)
+    want = config.get("internal_weight_size") if isinstance(config, dict) else None
+    if type(want) is not int or want != size:
+        raise ArchiveError(f"{a.path}: the constants blob has {size} bytes, {name} says {want!r}; the archive is "
+                           "corrupt or was modified: recompile it or get it again")
 
 
 def _check_threads(threads) -> int | None:

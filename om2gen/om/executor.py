@@ -10,7 +10,7 @@ load-and-run code every OM2 model library carries — registers, captures and ru
 """
 from __future__ import annotations
 
-import mmap
+import hashlib
 
 from .. import integrity, so_in_om
 from ..errors import ArchiveError, RuntimeFailure
@@ -21,11 +21,11 @@ from .container import read_om
 
 
 class OmResources:
-    """What a loaded OM keeps until its model is unloaded: the file mapping, the weights in
-    device memory and the task tables."""
+    """What a loaded OM keeps until its model is unloaded: the file's private copy
+    (archive/image.py), the weights in device memory and the task tables."""
 
-    def __init__(self):
-        self.file = self.map = self.view = None
+    def __init__(self, image):
+        self.image = image
         self.weights = None
         self.tables = None
 
@@ -34,30 +34,9 @@ class OmResources:
             lib.aclrtFree(self.weights)
             self.weights = None
         self.tables = None
-        if self.view is not None:
-            self.view.release()
-            self.view = None
-        if self.map is not None:
-            try:
-                self.map.close()
-            except BufferError:
-                pass   # a view of the file is still referenced; the mapping goes with it
-        if self.file is not None:
-            self.file.close()   # the mapping keeps its own reference to the file
-        self.map = self.file = None
-
-
-def _read(source, res: OmResources) -> memoryview:
-    if isinstance(source, memoryview):
-        res.view = source.cast("B").toreadonly()
-        return res.view
-    try:
-        res.file = open(source, "rb")
-        res.map = mmap.mmap(res.file.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as exc:
-        raise ArchiveError(f"{source}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    res.view = memoryview(res.map)
-    return res.view
+        if self.image is not None:
+            self.image.close()
+            self.image = None
 
 
 def _target(om_model, where: str) -> None:
@@ -67,12 +46,12 @@ def _target(om_model, where: str) -> None:
     check_target(where, target.name, target.arch, target.isa_features)
 
 
-def load_om(model, source, clock) -> None:
-    """Fills `model` (executor.model.Model) from an OM file: path or bytes-like."""
-    res = model._om = OmResources()
+def load_om(model, image, clock) -> None:
+    """Fills `model` (executor.model.Model) from an OM file's private copy (archive/image.py),
+    which it takes over."""
+    res = model._om = OmResources(image)
     where = model.path
-    data = _read(source, res)
-    clock("read the file")
+    data = image.view
     try:
         om = read_om(data, copy=False)
     except ArchiveError as e:
@@ -115,8 +94,9 @@ def load_om(model, source, clock) -> None:
     res.tables = Tables(program)
     model._ep = ffi.new("Om2xEntryPoints *")
     lib.om2x_tables_entry_points(model._ep)
-    bins = [(k.file_name, k.binary) for k in program.kernels]
-    bins += list({c["bin_name"]: (c["bin_name"], c["blob"]) for c in program.custom_ops}.values())
+    bins = [(k.file_name, k.binary, hashlib.sha256(k.binary).hexdigest()) for k in program.kernels]
+    bins += list({c["bin_name"]: (c["bin_name"], c["blob"], hashlib.sha256(c["blob"]).hexdigest())
+                  for c in program.custom_ops}.values())
     clock("build the model tables")
     tables = res.tables.ptr
     model._native_load(lambda cfg, out: lib.om2x_tables_model_load(tables, cfg, out), bins, res.weights, clock,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, integrity
 from ..errors import ArchiveError
 from ..lower.program import ArgRef, Constant, IoDesc, Kernel, Program, Task
 from ..ops.custom import OMITTED
@@ -225,12 +225,27 @@ def _check_labels(program: Program) -> None:
                                        f"{set_at[label]}); om2gen runs forward branches only, not loops")
 
 
+def _check_outputs_written(program: Program) -> None:
+    """Every model output is written by some task (a slot of role "o" pointing into it): a model
+    whose TASK_INFO lost the task that writes an output would hand back uninitialised memory."""
+    written = set()
+    for t in program.tasks:
+        roles = t.roles if "o" in t.roles else ["o"] * len(t.args)   # no args_format: any slot may write
+        written |= {r.index for r, role in zip(t.args, roles) if r.kind == ArgKind.OUTPUT and role == "o"}
+    for i, out in enumerate(program.outputs):
+        if i not in written and out.nbytes:
+            raise ArchiveError(f"no task writes model output {i} ({out.name!r}); TASK_INFO is incomplete, the OM is "
+                               "corrupt")
+
+
 def _read(om: OmFile, stage) -> OmModel:
     md = parse_model_def(om)
     if len(md.graph) != 1:
         raise ArchiveError(f"MODEL_DEF holds {len(md.graph)} graphs; om2gen runs single-graph OM files")
     graph = md.graph[0]
     stage("parse ModelDef")
+    integrity.check_partitions(md, om, "")
+    stage("check partition digests")
     mtd = parse_task_def(om)
     stage("parse TaskDefs")
     kernels = []
@@ -268,6 +283,7 @@ def _read(om: OmFile, stage) -> OmModel:
         args_offset += (task.args_size + 7) // 8 * 8
     program.args_size = args_offset
     _check_labels(program)
+    _check_outputs_written(program)
     program.graph_json = _graph_json(graph, program)
     stage("decode the task args")
     return model

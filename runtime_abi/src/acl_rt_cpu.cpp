@@ -68,6 +68,7 @@
  */
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -106,6 +107,7 @@
 #include "acl/acl_rt.h"
 #include "om2/om2_cpu_runtime.h"
 #include "om2/om2_kernel.h"
+#include "om2_elf_image.h"
 
 namespace {
 
@@ -840,9 +842,11 @@ aclError check_load_options(const aclrtBinaryLoadOptions* options) {
     return ACL_SUCCESS;
 }
 
+/* The bytes in a memfd, sealed before anything maps them: nothing can change what the loader
+ * reads afterwards (F_SEAL_WRITE / SHRINK / GROW, and F_SEAL_SEAL so no seal can be lifted). */
 aclError write_memfd(const void* data, size_t length, int* fd_out) {
     char buf[128];
-    const int fd = memfd_create("om2_kernel", MFD_CLOEXEC);
+    const int fd = memfd_create("om2_kernel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return fail(ACL_ERROR_RT_FAILURE, "memfd_create failed: %s", errno_text(errno, buf, sizeof buf));
     const char* p = static_cast<const char*>(data);
     size_t left = length;
@@ -856,6 +860,11 @@ aclError write_memfd(const void* data, size_t length, int* fd_out) {
         }
         p += n;
         left -= static_cast<size_t>(n);
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        const int err = errno;
+        close(fd);
+        return fail(ACL_ERROR_RT_FAILURE, "sealing the binary's memfd failed: %s", errno_text(err, buf, sizeof buf));
     }
     *fd_out = fd;
     return ACL_SUCCESS;
@@ -897,6 +906,10 @@ std::string unique_fd_path(int fd) {
 }
 
 aclError load_shared_object(const void* data, size_t length, void** dl_out, int extra_flags = RTLD_LOCAL) {
+    char why[256];
+    if (!om2_elf::CheckSharedObject(data, length, why, sizeof why)) {
+        return fail(ACL_ERROR_INVALID_FILE, "refusing a shared object of %zu bytes before loading it: %s", length, why);
+    }
     int fd = -1;
     RETURN_IF_ERROR(write_memfd(data, length, &fd));
     FdCloser closer(fd);  // the mapping keeps the memfd alive after dlopen

@@ -11,6 +11,7 @@
 #include "om2/om2_cpu_runtime.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <atomic>
@@ -28,7 +29,7 @@ void SetError(char *err, size_t err_len, const std::string &msg) {
     }
 }
 
-/* ---- bin-handle store: one loaded kernel binary per bin id, shared by all models ---- */
+/* ---- bin-handle store: one loaded kernel binary per bin id and content, shared by all models ---- */
 
 struct BinEntry {
     aclrtBinHandle handle;
@@ -55,31 +56,48 @@ int32_t UnlockStore(void *) {
     return 0;
 }
 
-int32_t QueryStore(void *, const char *bin_id, aclrtBinHandle *handle) {
-    if (bin_id == nullptr || handle == nullptr) return -1;
+/* The store's key of a binary: its file name and the content digest the executor gave for it
+ * (Om2xInstance); false when the executor gave none. */
+bool StoreKey(void *instance, const char *bin_id, std::string *key) {
+    const Om2xInstance *in = static_cast<const Om2xInstance *>(instance);
+    if (in == nullptr || bin_id == nullptr) return false;
+    for (uint64_t i = 0; i < in->bin_num; ++i) {
+        if (std::strcmp(in->bin_files[i], bin_id) == 0 && in->bin_digests[i] != nullptr && in->bin_digests[i][0]) {
+            *key = std::string(bin_id) + "@" + in->bin_digests[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+int32_t QueryStore(void *instance, const char *bin_id, aclrtBinHandle *handle) {
+    std::string key;
+    if (handle == nullptr || !StoreKey(instance, bin_id, &key)) return -1;
     std::lock_guard<std::recursive_mutex> guard(StoreMutex());
-    auto it = Store().find(bin_id);
+    auto it = Store().find(key);
     *handle = (it == Store().end()) ? nullptr : it->second.handle;
     return 0;
 }
 
-int32_t SaveStore(void *, const char *bin_id, aclrtBinHandle handle) {
-    if (bin_id == nullptr || handle == nullptr) return -1;
+int32_t SaveStore(void *instance, const char *bin_id, aclrtBinHandle handle) {
+    std::string key;
+    if (handle == nullptr || !StoreKey(instance, bin_id, &key)) return -1;
     std::lock_guard<std::recursive_mutex> guard(StoreMutex());
-    auto it = Store().find(bin_id);
+    auto it = Store().find(key);
     if (it == Store().end()) {
-        Store()[bin_id] = BinEntry{handle, 1};
+        Store()[key] = BinEntry{handle, 1};
     } else {
         it->second.refs += 1;  /* the stored handle wins; the caller reuses it */
     }
     return 0;
 }
 
-int32_t ReleaseStore(void *, const char *bin_id, uint8_t *need_unload) {
-    if (bin_id == nullptr || need_unload == nullptr) return -1;
+int32_t ReleaseStore(void *instance, const char *bin_id, uint8_t *need_unload) {
+    std::string key;
+    if (need_unload == nullptr || !StoreKey(instance, bin_id, &key)) return -1;
     std::lock_guard<std::recursive_mutex> guard(StoreMutex());
     *need_unload = 0;
-    auto it = Store().find(bin_id);
+    auto it = Store().find(key);
     if (it == Store().end()) return 0;
     if (--it->second.refs == 0) {
         Store().erase(it);
@@ -194,6 +212,8 @@ int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, siz
 }
 
 int32_t om2x_dlclose(void *lib) { return lib == nullptr ? 0 : dlclose(lib); }
+
+int32_t om2x_protect_read_only(void *addr, size_t size) { return mprotect(addr, size, PROT_READ); }
 
 uint32_t om2x_abi_version(const Om2xEntryPoints *ep) { return ep->get_abi_version(); }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from helpers import assert_close
+from helpers import assert_close, refresh_digests
 from onnx import helper
 
 import om2gen
@@ -129,8 +129,7 @@ def rewrite(src, dst, edit):
             if data is not None:
                 entries[info.filename] = data
         manifest = json.loads(entries["manifest.json"])
-        manifest["entries"] = [dict(e, size=len(entries[e["name"]]), sha256=hashlib.sha256(entries[e["name"]]).hexdigest())
-                               for e in manifest["entries"] if e["name"] in entries]
+        refresh_digests(manifest, entries)
         entries["manifest.json"] = json.dumps(manifest).encode()
         for name, data in entries.items():
             zout.writestr(name, data)

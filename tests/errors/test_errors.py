@@ -265,14 +265,14 @@ def test_tampered_kernel_fails_digest_check(tmp_path, good):
             b[len(b) // 2] ^= 0xFF
             return bytes(b)
         return data
-    with pytest.raises(om2gen.ArchiveError, match="sha256"):
+    with pytest.raises(om2gen.ArchiveError, match="does not match its blake3 digest"):
         om2gen.load(rewrite(good, tmp_path / "t.om2", flip))
 
 
 def test_tampered_library_fails_digest_check(tmp_path, good):
     def flip(name, data):
         return data[:100] + bytes([data[100] ^ 1]) + data[101:] if name.endswith("_om2.so") else data
-    with pytest.raises(om2gen.ArchiveError, match="sha256"):
+    with pytest.raises(om2gen.ArchiveError, match="does not match its blake3 digest"):
         om2gen.load(rewrite(good, tmp_path / "t.om2", flip))
 
 
@@ -371,6 +371,8 @@ def test_malformed_model_meta(tmp_path, good, meta):
 
 def test_malformed_model_meta_with_consistent_manifest(tmp_path, good):
     import hashlib
+
+    import blake3
     bad = b'{"inputs": "nope"}'
 
     def edit(name, data):
@@ -380,10 +382,10 @@ def test_malformed_model_meta_with_consistent_manifest(tmp_path, good):
             m = json.loads(data)
             for e in m["entries"]:
                 if e["name"].endswith("model_meta.json"):
-                    e["size"], e["sha256"] = len(bad), hashlib.sha256(bad).hexdigest()
+                    e["size"], e["sha256"], e["blake3"] = len(bad), hashlib.sha256(bad).hexdigest(), blake3.blake3(bad).hexdigest()
             return json.dumps(m).encode()
         return data
-    with pytest.raises(om2gen.ArchiveError, match="missing or invalid 'inputs'"):
+    with pytest.raises(om2gen.ArchiveError, match="model_meta.json: the document must contain"):
         om2gen.load(rewrite(good, tmp_path / "meta2.om2", edit))
 
 

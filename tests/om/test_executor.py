@@ -14,6 +14,7 @@ import pytest
 import om2gen
 from om2gen.executor.native import lib
 from om2gen.om import proto
+from om2gen import integrity
 from om2gen.om.container import Partition, read_om, write_om
 from om2gen.om.layout import ModelPartitionType as PT
 
@@ -76,9 +77,10 @@ def test_load_phases_follow_ge_for_om_and_the_seed_for_om2(cnn):
         assert all(t >= 0 for _, t in om.load_phases + om2.load_phases)
     native = ["allocate runtime resources", "register kernels", "create custom ops", "build the args table",
               "capture tasks"]
-    assert om_stages[:4] == ["read the file", "parse the partition table", "parse ModelDef", "parse TaskDefs"]
+    assert om_stages[:5] == ["read the file", "parse the partition table", "parse ModelDef", "check partition digests",
+                             "parse TaskDefs"]
     assert "place weights" in om_stages and "build the model tables" in om_stages
-    assert om2_stages[0] == "open and map the archive" and "load the model library" in om2_stages
+    assert om2_stages[:2] == ["read the file", "open the archive"] and "load the model library" in om2_stages
     for stages in (om_stages, om2_stages):
         assert [s for s in stages if s in native] == native
 
@@ -129,10 +131,31 @@ def test_custom_op_om_loads_its_libraries_from_so_bins(tmp_path):
 
 # ---- corrupt and foreign files ------------------------------------------------------------
 
-def _rewrite(src: Path, dst: Path, ptype, edit) -> Path:
+def _with_digests(parts: list) -> list:
+    """`parts` with MODEL_DEF's partition digests recomputed: the edit looks genuine, so what
+    the loader checks after the digests is what the test reaches."""
+    by_type = {p.type.name: bytes(p.data) for p in parts}
+    out = []
+    for p in parts:
+        if p.type == PT.MODEL_DEF:
+            try:
+                md = proto.ModelDef.FromString(bytes(p.data))
+            except Exception:
+                out.append(p)
+                continue
+            if integrity.PARTITION_BLAKE3 in md.attr:
+                del md.attr[integrity.PARTITION_BLAKE3].list.s[:]
+                md.attr[integrity.PARTITION_BLAKE3].list.s.extend(
+                    d.encode() for d in integrity.partition_digests(by_type))
+            p = Partition(p.type, md.SerializeToString(deterministic=True))
+        out.append(p)
+    return out
+
+
+def _rewrite(src: Path, dst: Path, ptype, edit, *, digests: bool = True) -> Path:
     f = read_om(src)
     parts = [Partition(p.type, edit(p.data) if p.type == ptype else p.data) for p in f.partitions]
-    write_om(dst, parts, header=f.header)
+    write_om(dst, _with_digests(parts) if digests else parts, header=f.header)
     return dst
 
 
@@ -188,6 +211,21 @@ def _bad_op_index(mtd):
 def test_corrupt_task_info_is_a_typed_error(cnn, tmp_path, edit, match):
     bad = _rewrite(cnn["om"], tmp_path / "bad.om", PT.TASK_INFO, _edit_tasks(edit))
     with pytest.raises(om2gen.ArchiveError, match=match):
+        om2gen.load(bad)
+
+
+def test_an_edited_partition_fails_its_digest(cnn, tmp_path):
+    bad = _rewrite(cnn["om"], tmp_path / "bad.om", PT.TASK_INFO, _edit_tasks(_short_args), digests=False)
+    with pytest.raises(om2gen.ArchiveError, match="partition TASK_INFO does not match the blake3 digest"):
+        om2gen.load(bad)
+    bad = _rewrite(cnn["om"], tmp_path / "w.om", PT.WEIGHTS_DATA, lambda d: bytes(d)[:-1] + b"\x01", digests=False)
+    with pytest.raises(om2gen.ArchiveError, match="partition WEIGHTS_DATA does not match"):
+        om2gen.load(bad)
+
+
+def test_a_lost_last_task_is_refused_not_run(cnn, tmp_path):
+    bad = _rewrite(cnn["om"], tmp_path / "bad.om", PT.TASK_INFO, _edit_tasks(lambda mtd: mtd.task.pop()))
+    with pytest.raises(om2gen.ArchiveError, match="no task writes model output 0"):
         om2gen.load(bad)
 
 
@@ -268,7 +306,7 @@ def _om_with(src, dst, edit_md=None, edit_tasks=None):
         edit_tasks(md, mtd)
     new = {PT.MODEL_DEF: md.SerializeToString(deterministic=True),
            PT.TASK_INFO: mtd.SerializeToString(deterministic=True)}
-    write_om(dst, [Partition(p.type, new.get(p.type, p.data)) for p in f.partitions], header=f.header)
+    write_om(dst, _with_digests([Partition(p.type, new.get(p.type, p.data)) for p in f.partitions]), header=f.header)
     return dst
 
 

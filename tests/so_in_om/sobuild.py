@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from helpers import refresh_digests
 from om2gen.executor.native import ffi
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,8 +170,7 @@ def rewrite_archive(src: Path, dst: Path, edit) -> Path:
         entries = {i.filename: zin.read(i) for i in zin.infolist()}
     entries = {n: d for n, d in ((n, edit(n, d)) for n, d in entries.items()) if d is not None}
     manifest = json.loads(entries["manifest.json"])
-    manifest["entries"] = [dict(e, size=len(entries[e["name"]]), sha256=hashlib.sha256(entries[e["name"]]).hexdigest())
-                           for e in manifest["entries"] if e["name"] in entries]
+    refresh_digests(manifest, entries)
     entries["manifest.json"] = json.dumps(manifest).encode()
     with zipfile.ZipFile(dst, "w") as zout:
         for name, data in entries.items():

@@ -73,7 +73,7 @@ def test_only_what_the_model_needs_is_packed(compiled, opp):
     assert meta["so_bins"]["so_in_om_flag"] == 0xF000
     assert meta["custom_ops"]["shared_libs"] == [layout.custom_op_library(twin_name)]
     manifest = archive_json(compiled["om2"], "manifest.json")
-    assert manifest["compatibility"]["required_executor_version"] == layout.EXECUTOR_VERSION == "1.1"
+    assert manifest["compatibility"]["required_executor_version"] == layout.SO_IN_OM_EXECUTOR_VERSION == "1.1"
     assert manifest["compatibility"]["used_features"] == {"so_in_om": "1.1"}
     listed = {e["name"]: e for e in manifest["entries"]}
     store = archive_bytes(compiled["om2"], layout.SO_STORE)
@@ -219,7 +219,7 @@ def test_wrong_sos_in_an_archive_are_typed_errors(compiled, tmp_path):
                 return json.dumps(meta).encode()
             return data
         broken = rewrite_archive(compiled["om2"], tmp_path / "flag_type.om2", flag_of_another_type)
-        with pytest.raises(ArchiveError, match="model_meta so_bins must name the store and its so_in_om_flag"):
+        with pytest.raises(ArchiveError, match="so_bins.so_in_om_flag must be integer|so_bins must name the store and its so_in_om_flag"):
             om2gen.load(broken)
         assert f"so_in_om_flag {value!r} (invalid)" in render_text(inspect_archive(broken))
     assert so_loader.op_master_loaded() == {"built-in": [], "custom": []}

@@ -128,7 +128,7 @@ def expected(x):
 def test_om2_records_it_in_the_manifest(compiled):
     m = archive_json(compiled["om2"], "manifest.json")
     assert so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], "m") == HERE
-    assert m["format_version"] == "1.1"
+    assert m["format_version"] == "1.2"
 
 
 def test_om_records_it_in_model_def(compiled):

@@ -15,6 +15,12 @@ extern "C" {
 typedef struct Om2xInstance {
     const void *rt_model_handle;  /* reported by the model through report_model_base_info */
     uint64_t launched_tasks;      /* tasks launched through launch_func (capture time) */
+    /* The content digest (hex) of each kernel binary the executor passes to GertModelLoad, by
+     * file name. The process-wide bin-handle store keys a binary by name and digest: a binary
+     * that has a loaded one's name but other bytes is another binary, never the loaded one. */
+    const char *const *bin_files;
+    const char *const *bin_digests;
+    uint64_t bin_num;
 } Om2xInstance;
 
 typedef struct Om2xEntryPoints {
@@ -35,6 +41,8 @@ int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name,
                                 void **handle, char *err, size_t err_len);
 int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len);
 int32_t om2x_dlclose(void *lib);
+/* mprotect(addr, size, PROT_READ): 0, or -1 with errno set. */
+int32_t om2x_protect_read_only(void *addr, size_t size);
 uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
 const char *om2x_last_error(const Om2xEntryPoints *ep);
 int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle);

@@ -1,0 +1,186 @@
+/*
+ * om2_elf_image.h -- the structure of a shared object checked before the dynamic loader sees it.
+ *
+ * The loader trusts the file: a program header past the end of the bytes, a segment whose file
+ * range runs beyond them (the loader maps it and the first touch raises SIGBUS), or a dynamic
+ * entry pointing outside every segment (a wild read inside ld.so) each crash the process. A
+ * digest that matches proves only that the bytes are the ones the manifest names, and a damaged
+ * archive can name damaged bytes. So every shared object the runtime loads -- kernel binaries,
+ * model libraries, packed SOs -- passes this check first, and a failure is an ACL error with a
+ * reason, never a signal.
+ *
+ * It checks layout, not behaviour: a well-formed library can still do anything when it runs
+ * (signed archives are what answers that).
+ */
+#ifndef OM2_ELF_IMAGE_H
+#define OM2_ELF_IMAGE_H
+
+#include <elf.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace om2_elf {
+
+#if defined(__x86_64__)
+constexpr uint16_t kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr uint16_t kHostMachine = EM_AARCH64;
+#else
+constexpr uint16_t kHostMachine = EM_NONE;
+#endif
+
+/* [offset, offset + size) lies inside [0, limit), without overflow. */
+inline bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
+    return offset <= limit && size <= limit - offset;
+}
+
+/* The program headers (copied: the image may be unaligned); the PT_LOAD segments' virtual ranges
+ * are where dynamic entries may point. */
+struct Segments {
+    std::vector<Elf64_Phdr> phdr;
+
+    bool Contains(uint64_t vaddr, uint64_t size) const {
+        for (const Elf64_Phdr &p : phdr) {
+            if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && Within(vaddr - p.p_vaddr, size, p.p_memsz)) return true;
+        }
+        return false;
+    }
+
+    /* The file offset of a virtual address inside a segment's file bytes, or UINT64_MAX. */
+    uint64_t FileOffset(uint64_t vaddr, uint64_t size) const {
+        for (const Elf64_Phdr &p : phdr) {
+            if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && Within(vaddr - p.p_vaddr, size, p.p_filesz)) {
+                return p.p_offset + (vaddr - p.p_vaddr);
+            }
+        }
+        return UINT64_MAX;
+    }
+};
+
+/* Checks the dynamic section's pointers and sizes; false with a reason in `why`. */
+inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64_Phdr &dyn, const Segments &segs,
+                         char *why, size_t why_len) {
+    if (dyn.p_filesz % sizeof(Elf64_Dyn) != 0 || !Within(dyn.p_offset, dyn.p_filesz, length)) {
+        std::snprintf(why, why_len, "its dynamic section (%llu bytes at %llu) is malformed",
+                      (unsigned long long)dyn.p_filesz, (unsigned long long)dyn.p_offset);
+        return false;
+    }
+    struct Table {
+        int64_t addr_tag, size_tag;
+        uint64_t addr = UINT64_MAX, size = 0;
+    } tables[] = {{DT_STRTAB, DT_STRSZ}, {DT_RELA, DT_RELASZ}, {DT_JMPREL, DT_PLTRELSZ},
+                  {DT_INIT_ARRAY, DT_INIT_ARRAYSZ}, {DT_FINI_ARRAY, DT_FINI_ARRAYSZ}, {DT_REL, DT_RELSZ}};
+    const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI};
+    bool ended = false;
+    const uint64_t n = dyn.p_filesz / sizeof(Elf64_Dyn);
+    for (uint64_t i = 0; i < n && !ended; ++i) {
+        Elf64_Dyn d;
+        std::memcpy(&d, data + dyn.p_offset + i * sizeof d, sizeof d);
+        if (d.d_tag == DT_NULL) ended = true;
+        for (int64_t tag : pointers) {
+            if (d.d_tag == tag && !segs.Contains(d.d_un.d_ptr, 1)) {
+                std::snprintf(why, why_len, "dynamic entry %lld points outside its segments", (long long)tag);
+                return false;
+            }
+        }
+        for (Table &t : tables) {
+            if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr;
+            if (d.d_tag == t.size_tag) t.size = d.d_un.d_val;
+        }
+    }
+    if (!ended) {
+        std::snprintf(why, why_len, "its dynamic section has no DT_NULL end");
+        return false;
+    }
+    for (const Table &t : tables) {
+        if (t.addr != UINT64_MAX && segs.FileOffset(t.addr, t.size) == UINT64_MAX) {
+            std::snprintf(why, why_len, "the table of dynamic entry %lld (%llu bytes) lies outside its file bytes",
+                          (long long)t.addr_tag, (unsigned long long)t.size);
+            return false;
+        }
+    }
+    /* every relocation writes inside a segment */
+    for (const Table &t : tables) {
+        if ((t.addr_tag != DT_RELA && t.addr_tag != DT_JMPREL) || t.addr == UINT64_MAX) continue;
+        const uint64_t at = segs.FileOffset(t.addr, t.size);
+        for (uint64_t r = 0; r + sizeof(Elf64_Rela) <= t.size; r += sizeof(Elf64_Rela)) {
+            Elf64_Rela rela;
+            std::memcpy(&rela, data + at + r, sizeof rela);
+            if (!segs.Contains(rela.r_offset, sizeof(uint64_t))) {
+                std::snprintf(why, why_len, "a relocation writes outside its segments (offset 0x%llx)",
+                              (unsigned long long)rela.r_offset);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* True when `data` is a well-formed 64-bit shared object of the host machine; else false and a
+ * reason in `why` ("<what> is ..."). */
+inline bool CheckSharedObject(const void *image, uint64_t length, char *why, size_t why_len) {
+    const unsigned char *data = static_cast<const unsigned char *>(image);
+    Elf64_Ehdr eh;
+    if (length < sizeof eh || std::memcmp(data, ELFMAG, SELFMAG) != 0) {
+        std::snprintf(why, why_len, "it is not an ELF file (%llu bytes)", (unsigned long long)length);
+        return false;
+    }
+    std::memcpy(&eh, data, sizeof eh);
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_type != ET_DYN) {
+        std::snprintf(why, why_len, "it is not a 64-bit little-endian shared object");
+        return false;
+    }
+    if (eh.e_machine != kHostMachine) {
+        std::snprintf(why, why_len, "it is built for ELF machine %u, this host is %u", eh.e_machine, kHostMachine);
+        return false;
+    }
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum >= PN_XNUM ||
+        !Within(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), length)) {
+        std::snprintf(why, why_len, "its program headers lie outside the file (truncated?)");
+        return false;
+    }
+    if (eh.e_shoff != 0 && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+                            !Within(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), length))) {
+        std::snprintf(why, why_len, "its section headers lie outside the file (truncated?)");
+        return false;
+    }
+    Segments segs{std::vector<Elf64_Phdr>(eh.e_phnum)};
+    std::memcpy(segs.phdr.data(), data + eh.e_phoff, eh.e_phnum * sizeof(Elf64_Phdr));
+    const Elf64_Phdr *dynamic = nullptr;
+    int loads = 0;
+    for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+        const Elf64_Phdr &p = segs.phdr[i];
+        if (p.p_type == PT_LOAD) {
+            ++loads;
+            if (!Within(p.p_offset, p.p_filesz, length) || p.p_filesz > p.p_memsz || p.p_align == 0 ||
+                (p.p_align & (p.p_align - 1)) != 0 || p.p_offset % p.p_align != p.p_vaddr % p.p_align ||
+                p.p_memsz > (1ull << 40) || p.p_vaddr > (1ull << 46)) {
+                std::snprintf(why, why_len, "segment %u (%llu bytes at file offset %llu) runs past the %llu bytes of the "
+                              "file or is malformed (truncated?)", i, (unsigned long long)p.p_filesz,
+                              (unsigned long long)p.p_offset, (unsigned long long)length);
+                return false;
+            }
+        } else if (p.p_type == PT_DYNAMIC) {
+            dynamic = &p;
+        } else if (p.p_type == PT_INTERP) {
+            std::snprintf(why, why_len, "it is an executable (it names a program interpreter), not a library");
+            return false;
+        }
+    }
+    if (loads == 0) {
+        std::snprintf(why, why_len, "it has no loadable segment");
+        return false;
+    }
+    if (dynamic == nullptr) {
+        std::snprintf(why, why_len, "it has no dynamic section");
+        return false;
+    }
+    return CheckDynamic(data, length, *dynamic, segs, why, why_len);
+}
+
+}  // namespace om2_elf
+
+#endif  // OM2_ELF_IMAGE_H

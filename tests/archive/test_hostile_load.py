@@ -1,0 +1,328 @@
+"""Loading damaged or hostile model files (issue 12): typed errors, never a crash, and a loaded
+model that no longer depends on its file.
+
+Cases that could crash the process (a truncated ELF with a matching digest) run in a child
+process, so a crash is a failure here instead of the end of the test run.
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import zipfile
+import zlib
+
+import numpy as np
+import onnx
+import pytest
+from helpers import make_model, rand, refresh_digests
+from onnx import helper
+
+import om2gen
+from om2gen.archive import layout
+from om2gen.executor.native import lib
+from om2gen.om import kernel_store
+from om2gen.om.container import read_om, write_om
+from om2gen.om.layout import ModelPartitionType as PT
+
+FEEDS = {"x": rand(4, 16, seed=1)}
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    """A two-layer MLP (constants, several kernels) as .om2 and .om, with its reference output."""
+    d = tmp_path_factory.mktemp("hostile")
+    w1, w2 = rand(16, 32, seed=2), rand(32, 8, seed=3)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    model = make_model(nodes, FEEDS, ["y"], {"w1": w1, "w2": w2})
+    onnx.save(model, d / "mlp.onnx")
+    paths = {fmt: om2gen.compile(d / "mlp.onnx", d / f"mlp.{fmt}", format=fmt) for fmt in ("om2", "om")}
+    return {**paths, "ref": np.maximum(FEEDS["x"] @ w1, 0) @ w2, "dir": d}
+
+
+def entries_of(path):
+    with zipfile.ZipFile(path) as z:
+        return {i.filename: z.read(i) for i in z.infolist()}
+
+
+def write_archive(path, entries, *, fix_digests=True):
+    """An OM2 archive of `entries` (manifest first as om2gen writes it), digests refreshed."""
+    if fix_digests:
+        entries = dict(entries)
+        entries[layout.MANIFEST] = json.dumps(refresh_digests(json.loads(entries[layout.MANIFEST]), entries)).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return path
+
+
+def name_of(entries, suffix):
+    return next(n for n in entries if n.endswith(suffix))
+
+
+def run_child(code: str, timeout=120):
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"child exited with {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+# ---- the loaded model does not depend on its file ----
+
+@pytest.mark.parametrize("fmt", ["om2", "om"])
+@pytest.mark.parametrize("change", ["overwrite", "truncate", "delete"])
+def test_a_loaded_model_survives_changes_to_its_file(mlp, tmp_path, fmt, change):
+    path = tmp_path / f"m.{fmt}"
+    path.write_bytes(mlp[fmt].read_bytes())
+    with om2gen.load(path) as m:
+        before = m.run(FEEDS)["y"]
+        if change == "overwrite":   # in place, same size: a shared mapping would see these bytes
+            with open(path, "r+b") as f:
+                f.write(bytes(len(path.read_bytes())))
+        elif change == "truncate":  # a shared mapping would raise SIGBUS past the new end
+            os.truncate(path, 100)
+        else:
+            path.unlink()
+        after = m.run(FEEDS)["y"]
+    np.testing.assert_allclose(before, mlp["ref"], rtol=1e-5, atol=1e-5)
+    assert np.array_equal(before, after)
+
+
+def test_the_callers_buffer_may_change_after_loading(mlp):
+    data = bytearray(mlp["om2"].read_bytes())
+    with om2gen.load(data) as m:
+        data[:] = bytes(len(data))
+        np.testing.assert_allclose(m.run(FEEDS)["y"], mlp["ref"], rtol=1e-5, atol=1e-5)
+
+
+# ---- every entry the load uses is verified ----
+
+def test_a_constants_byte_flip_is_refused(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    blob = bytearray(e[layout.constants_blob(0)])
+    blob[len(blob) // 3] ^= 0x40
+    e[layout.constants_blob(0)] = bytes(blob)
+    with pytest.raises(om2gen.ArchiveError, match="constants_0' does not match its blake3 digest"):
+        om2gen.load(write_archive(tmp_path / "c.om2", e, fix_digests=False))
+
+
+def test_a_short_constants_blob_with_a_consistent_manifest_is_refused(mlp, tmp_path):
+    """64 bytes of constants, the manifest's size and digests made to agree: the model library was
+    built for more, and must not read past the blob."""
+    e = entries_of(mlp["om2"])
+    e[layout.constants_blob(0)] = e[layout.constants_blob(0)][:64]
+    with pytest.raises(om2gen.ArchiveError, match="the constants blob has 64 bytes, .* says"):
+        om2gen.load(write_archive(tmp_path / "c.om2", e))
+
+
+def test_model_meta_is_verified(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    meta_name = layout.model_meta(0)
+    meta = json.loads(e[meta_name])
+    meta["outputs"][0]["shape"] = [4, 1024]
+    meta["outputs"][0]["size"] = 4 * 1024 * 4
+    e[meta_name] = json.dumps(meta).encode()
+    with pytest.raises(om2gen.ArchiveError, match="model_meta.json' (does not match its blake3|has .* bytes)"):
+        om2gen.load(write_archive(tmp_path / "m.om2", e, fix_digests=False))
+
+
+def test_model_meta_sizes_must_agree_with_shapes(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    meta = json.loads(e[layout.model_meta(0)])
+    meta["outputs"][0]["shape"] = [4, 1024]
+    e[layout.model_meta(0)] = json.dumps(meta).encode()
+    with pytest.raises(om2gen.ArchiveError, match="do not agree"):
+        om2gen.load(write_archive(tmp_path / "m.om2", e))
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda m: m.update(target=0), "target must be object"),
+    (lambda m: m["entries"][0].update(name=[]), r"entries\[0\] needs a string name"),
+    (lambda m: m.update(models="x"), "models must be array"),
+    (lambda m: m["models"].__setitem__(0, 5), r"models\[0\] must be object"),
+    (lambda m: m.update(abi_version=-1), "abi_version must be bigger than or equal to 0"),
+    (lambda m: m["target"].update(isa_features=[1]), r"target.isa_features\[0\] must be string"),
+])
+def test_manifest_of_wrong_types_is_an_archive_error(mlp, tmp_path, edit, needle):
+    e = entries_of(mlp["om2"])
+    m = json.loads(e[layout.MANIFEST])
+    edit(m)
+    e[layout.MANIFEST] = json.dumps(m).encode()
+    with pytest.raises(om2gen.ArchiveError, match=needle):
+        om2gen.load(write_archive(tmp_path / "m.om2", e, fix_digests=False))
+
+
+def test_a_deeply_nested_manifest_is_an_archive_error(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    e[layout.MANIFEST] = b"[" * 5000 + b"]" * 5000
+    with pytest.raises(om2gen.ArchiveError, match="nests too deeply"):
+        om2gen.load(write_archive(tmp_path / "m.om2", e, fix_digests=False))
+
+
+def _with_bomb(mlp, tmp_path, declared: int):
+    """The MLP archive plus a DEFLATED entry of 64 MiB of zeros whose ZIP headers declare
+    `declared` bytes."""
+    import struct
+    e = entries_of(mlp["om2"])
+    path = write_archive(tmp_path / "bomb.om2", e)
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("data/model_0/debug/bomb.txt", bytes(64 << 20), compress_type=zipfile.ZIP_DEFLATED)
+    data = bytearray(path.read_bytes())
+    info = zipfile.ZipFile(path).getinfo("data/model_0/debug/bomb.txt")
+    struct.pack_into("<I", data, info.header_offset + 22, declared)     # local header: uncompressed size
+    central = data.rindex(b"PK\x01\x02")                               # the last central record is the bomb's
+    struct.pack_into("<I", data, central + 24, declared)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_deflated_entry_inflates_no_further_than_its_declared_size(mlp, tmp_path):
+    from om2gen.archive.reader import Archive
+    with Archive(_with_bomb(mlp, tmp_path, 1000)) as a:
+        with pytest.raises(om2gen.ArchiveError, match="bomb.txt' is corrupt .*does not match its size and CRC-32"):
+            a.read("data/model_0/debug/bomb.txt")
+
+
+def test_a_deflated_entry_declaring_a_huge_size_is_refused_before_inflating(mlp, tmp_path):
+    from om2gen.archive.reader import MAX_INFLATED, Archive
+    with Archive(_with_bomb(mlp, tmp_path, MAX_INFLATED + 1)) as a:
+        with pytest.raises(om2gen.ArchiveError, match="more than om2gen reads"):
+            a.read("data/model_0/debug/bomb.txt")
+
+
+def test_code_and_constants_must_be_stored(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    path = tmp_path / "deflated.om2"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in e.items():
+            z.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED if name.endswith(".o") else zipfile.ZIP_STORED)
+    with pytest.raises(om2gen.ArchiveError, match="is compressed; om2gen writes it STORED"):
+        om2gen.load(path)
+
+
+# ---- code is checked before the loader sees it ----
+
+def test_a_truncated_elf_with_a_matching_digest_is_refused_without_a_signal(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    lib_name = name_of(e, "_om2.so")
+    kernel = next(n for n in e if n.endswith(".o"))
+    for name, cut in ((lib_name, 0.5), (kernel, 0.6)):
+        bad = dict(e)
+        bad[name] = e[name][:int(len(e[name]) * cut)]
+        path = write_archive(tmp_path / f"cut_{cut}.om2", bad)
+        out = run_child(f"""
+import om2gen
+try:
+    om2gen.load({str(path)!r})
+except om2gen.Om2Error as exc:
+    print(type(exc).__name__, exc)
+""")
+        assert "ArchiveError" in out or "RuntimeFailure" in out, out
+        assert "runs past the" in out or "outside the file" in out or "lie outside" in out, out
+
+
+# ---- the process-wide kernel store is keyed by content ----
+
+def _tampered_kernel(data: bytes) -> bytes:
+    """The same kernel with one byte of its .comment section changed: it still runs, but its
+    bytes differ from the genuine one (a stand-in for a kernel someone replaced)."""
+    at = data.index(b"GCC: ")
+    return data[:at] + b"gcc: " + data[at + 5:]
+
+
+def _tampered(mlp, fmt, tmp_path):
+    if fmt == "om2":
+        e = entries_of(mlp["om2"])
+        kernel = next(n for n in e if n.endswith(".o"))
+        e[kernel] = _tampered_kernel(e[kernel])
+        return write_archive(tmp_path / "tampered.om2", e)
+    om = read_om(mlp["om"].read_bytes())
+    parts = []
+    for p in om.partitions:
+        if p.type == PT.TBE_KERNELS:
+            ks = kernel_store.load(p.data)
+            ks[0] = (ks[0][0], _tampered_kernel(bytes(ks[0][1])))
+            p = type(p)(p.type, kernel_store.build(ks))
+        parts.append(p)
+    path = tmp_path / "tampered.om"
+    path.write_bytes(write_om(None, parts, header=om.header))
+    return path
+
+
+@pytest.mark.parametrize("first", ["om2", "om"])
+@pytest.mark.parametrize("second", ["om2", "om"])
+def test_a_kernel_with_a_loaded_kernels_name_but_other_bytes_is_not_shared(mlp, tmp_path, first, second):
+    before = lib.om2x_bin_store_size()
+    with om2gen.load(_tampered(mlp, first, tmp_path)) as bad:
+        shared = lib.om2x_bin_store_size()
+        with om2gen.load(mlp[second]) as good:
+            # every genuine kernel is its own entry except the ones whose bytes equal the tampered
+            # model's (all but the tampered one)
+            assert lib.om2x_bin_store_size() == shared + 1
+            np.testing.assert_allclose(good.run(FEEDS)["y"], mlp["ref"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(bad.run(FEEDS)["y"], mlp["ref"], rtol=1e-5, atol=1e-5)
+    assert lib.om2x_bin_store_size() == before
+
+
+# ---- run() and close() from several threads ----
+
+@pytest.mark.parametrize("fmt", ["om2", "om"])
+def test_run_racing_close_is_a_typed_error_or_a_result(mlp, fmt):
+    for _ in range(20):
+        m = om2gen.load(mlp[fmt])
+        outcomes, start = [], threading.Barrier(3)
+
+        def runner():
+            start.wait()
+            for _ in range(50):
+                try:
+                    outcomes.append(m.run(FEEDS)["y"])
+                except om2gen.ModelClosedError:
+                    outcomes.append("closed")
+
+        threads = [threading.Thread(target=runner) for _ in range(2)]
+        for t in threads:
+            t.start()
+        start.wait()
+        m.close()
+        for t in threads:
+            t.join()
+        results = [o for o in outcomes if not isinstance(o, str)]
+        assert all(np.array_equal(r, results[0]) for r in results)
+        with pytest.raises(om2gen.ModelClosedError):
+            m.run(FEEDS)
+
+
+@pytest.mark.parametrize("fmt", ["om2", "om"])
+def test_close_from_two_threads_at_once_unloads_once(mlp, fmt):
+    before = lib.om2x_bin_store_size()
+    for _ in range(30):
+        m = om2gen.load(mlp[fmt])
+        start = threading.Barrier(2)
+
+        def closer():
+            start.wait()
+            m.close()
+
+        threads = [threading.Thread(target=closer) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert lib.om2x_bin_store_size() == before
+
+
+def test_execute_raw_after_close_is_a_typed_error(mlp):
+    m = om2gen.load(mlp["om2"])
+    m.close()
+    with pytest.raises(om2gen.ModelClosedError):
+        m.execute_raw([0], [0])
+
+
+def test_the_schema_validators_are_generated_from_the_schemas():
+    from pathlib import Path
+
+    from om2gen.archive import schema
+    checked_in = (Path(schema.__file__).parent / "_schema_code.py").read_text()
+    assert checked_in == schema.generated_code(), \
+        "regenerate: python -m om2gen.archive.schema > om2gen/archive/_schema_code.py"
