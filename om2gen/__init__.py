@@ -10,15 +10,19 @@ from .errors import (AbiError, ArchiveError, CompileError, InputError, ModelClos
 from .version import __version__
 
 
-def load(source, threads=None, *, allow_platform_mismatch=False):
+def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=None):
     """Loads an .om2 archive or a classic .om file (a path, or the file's bytes; the format is read
     from the content). Returns a Model with .inputs, .outputs, .format, .run(feeds),
     .execute_raw(input_addresses, output_addresses), .load_phases and .close().
 
     allow_platform_mismatch: load even if the platform recorded at compile time (SoInOmInfo: CPU,
-    OS, runtime and compiler versions) differs from this one."""
+    OS, runtime and compiler versions) differs from this one.
+    trusted_keys: Ed25519 public keys (PEM file paths, PEM text, 32 raw bytes); the archive must
+    carry a valid signature by one of them (`om2gen sign`), checked before any of its code is
+    mapped. None: the keys $OM2GEN_TRUSTED_KEYS names (os.pathsep-separated PEM files), or no
+    signature needed when it is unset."""
     from .executor.model import load as _load
-    return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch)
+    return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys)
 
 
 __all__ = ["compile", "load", "__version__", "Om2Error", "ModelError", "UnsupportedOpError", "ShapeError",

@@ -35,8 +35,8 @@ def cmd_run(args) -> int:
 
     from . import load
     from .frontend.advice import cli_words
-    with cli_words(), load(args.model, threads=args.threads,
-                           allow_platform_mismatch=args.allow_platform_mismatch) as model:
+    with cli_words(), load(args.model, threads=args.threads, allow_platform_mismatch=args.allow_platform_mismatch,
+                           trusted_keys=args.trusted_key) as model:
         feeds = {}
         for name, path in args.input or []:
             try:
@@ -66,6 +66,21 @@ def cmd_inspect(args) -> int:
     import json
     info = inspect_archive(args.model)
     print(json.dumps(info, indent=1, sort_keys=True) if args.json else render_text(info))
+    return 0
+
+
+def cmd_sign(args) -> int:
+    from .archive.signing import sign
+    out = sign(args.model, args.key, args.output)
+    print(f"signed {out}")
+    return 0
+
+
+def cmd_keygen(args) -> int:
+    from .archive.signing import key_id, keygen, public_key_bytes
+    private, public = keygen(args.key)
+    print(f"wrote {private} (private, keep it secret) and {public} (public, key id "
+          f"{key_id(public_key_bytes(public))}: give it to those who load your archives)")
     return 0
 
 
@@ -108,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-platform-mismatch", action="store_true",
                    help="load even if the model was compiled for another platform (CPU, OS, runtime or compiler "
                         "version recorded at compile time); at your own risk")
+    r.add_argument("--trusted-key", action="append", metavar="KEY.pub",
+                   help="run only if an Ed25519 public key given here signed the archive (om2gen sign); "
+                        "repeatable; default: the keys $OM2GEN_TRUSTED_KEYS names")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("convert", help="turn a classic .om file into an .om2 archive (same kernels and weights)")
@@ -120,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", help="the .om2 or .om file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.set_defaults(func=cmd_inspect)
+
+    g = sub.add_parser("sign", help="sign an .om2 archive with an Ed25519 key (om2gen.load(..., trusted_keys=...))")
+    g.add_argument("model", help="the .om2 archive")
+    g.add_argument("--key", required=True, help="the private key (PEM), e.g. from `om2gen keygen`")
+    g.add_argument("-o", "--output", help="write the signed archive here (default: in place)")
+    g.set_defaults(func=cmd_sign)
+
+    k = sub.add_parser("keygen", help="make an Ed25519 key pair for `om2gen sign`")
+    k.add_argument("key", help="the private key file to write; the public key goes to KEY.pub")
+    k.set_defaults(func=cmd_keygen)
 
     from .bench import add_parser as add_bench_parser
     add_bench_parser(sub, _input_arg)

@@ -24,6 +24,8 @@ ALIGNMENT = 64                    # STORED entries start at a multiple of this o
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 
 MANIFEST = "manifest.json"
+# Signatures of the manifest (archive/signing.py); outside the manifest, which cannot list it.
+SIGNATURE = "signature.json"
 DATA = "data/"
 CONSTANTS_DIR = "data/constants/"
 CUSTOM_OPS_DIR = "data/custom_ops/"
@@ -141,7 +143,7 @@ def is_mapped(name: str) -> bool:
 # STORED: what is mapped, plus the small metadata read at every load (as GE's whitelist);
 # DEFLATE: sources, configs and debug dumps.
 def is_stored(name: str) -> bool:
-    return is_mapped(name) or name == MANIFEST or name.endswith("/model_meta.json")
+    return is_mapped(name) or name in (MANIFEST, SIGNATURE) or name.endswith("/model_meta.json")
 
 
 # Entries the executor hashes before it trusts them (code it will dlopen or execute).

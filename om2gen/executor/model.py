@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import custom_ops, dtypes, integrity, so_in_om
-from ..archive import layout, schema
+from ..archive import layout, schema, signing
 from ..archive import image as image_mod
 from ..archive.reader import ZIP_MAGIC, Archive
 from ..errors import AbiError, ArchiveError, InputError, ModelClosedError, RuntimeFailure
@@ -138,7 +138,8 @@ class _PhaseClock:
 class Model:
     """A loaded model (OM2 archive or classic OM). Use as a context manager, or call close()."""
 
-    def __init__(self, source, threads: int | None = None, *, allow_platform_mismatch: bool = False):
+    def __init__(self, source, threads: int | None = None, *, allow_platform_mismatch: bool = False,
+                 trusted_keys=None):
         in_memory = not isinstance(source, (str, os.PathLike))
         if in_memory:
             try:
@@ -157,9 +158,11 @@ class Model:
         self._lib = None
         self._keep = []
         self.allow_platform_mismatch = allow_platform_mismatch
+        self.signed_by = None   # the key id of the trusted signature a signed load checked
         clock = _PhaseClock()
         image = None
         try:
+            keys = signing.trusted_keys(trusted_keys)
             image = image_mod.read_buffer(source, self.path) if in_memory else image_mod.read_path(source)
             self.format = format_of(bytes(image.view[:4]), self.path)
             clock("read the file")
@@ -172,7 +175,11 @@ class Model:
             try:
                 given, image = image, None   # the loader owns the copy from here on
                 if self.format == "om2":
-                    self._load_om2(source, clock, given)
+                    self._load_om2(source, clock, given, keys)
+                elif keys is not None:
+                    given.close()
+                    raise ArchiveError(f"{self.path}: a classic OM file carries no signature, and this load trusts "
+                                       "only signed archives; convert it (`om2gen convert`) and sign the .om2")
                 else:
                     load_om(self, given, clock)
             finally:
@@ -197,9 +204,12 @@ class Model:
         self._input_names = self._input_index.keys()
 
     # ---- loading an OM2 archive ----
-    def _load_om2(self, source, clock, image):
+    def _load_om2(self, source, clock, image, trusted_keys=None):
         a = self._archive = Archive(source, image=image)
         clock("open the archive")
+        if trusted_keys is not None:   # before any of its code is mapped
+            self.signed_by = signing.check(a, trusted_keys)
+            clock("check the signature")
         m = a.manifest
         if m["abi_version"] != MODEL_ABI_VERSION:
             raise AbiError(f"{self.path}: built for model ABI {m['abi_version']}, this om2gen runs ABI "
@@ -516,5 +526,8 @@ def check_target(where: str, name, arch: str, isa_features) -> None:
                        "--target matching this machine")
 
 
-def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False) -> Model:
-    return Model(source, threads, allow_platform_mismatch=allow_platform_mismatch)
+def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False, trusted_keys=None) -> Model:
+    """Loads an .om2 archive or a classic .om file (path or bytes). trusted_keys: public keys
+    (archive/signing.py) of which one must have signed the archive; None: those named by
+    $OM2GEN_TRUSTED_KEYS, or no signature needed when it is unset."""
+    return Model(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys)
