@@ -46,14 +46,14 @@ def check_library_name(file_name: str, size: int, sha256: str, what: str) -> Non
 
 def check_entry_names(archive, meta: dict) -> None:
     """OM2, after archive.verify() of each entry named here: the custom-op libraries' names against
-    their (verified) manifest digests, and the kernels' names in form and directory."""
+    their bytes (the name carries a sha256 prefix), and the kernels' names in form and directory."""
     where = archive.path
     prefix = layout.custom_op_library("")
     for name in (meta.get("custom_ops") or {}).get("shared_libs", []):
         if not name.startswith(prefix) or "/" in name[len(prefix):]:
             raise ArchiveError(f"{where}: custom-op library entry {name!r} is not in {prefix}; {_RECOMPILE}")
-        check_library_name(name[len(prefix):], archive.info(name).file_size, archive.entries[name]["sha256"],
-                           f"{where}: entry {name!r}")
+        check_library_name(name[len(prefix):], archive.info(name).file_size,
+                           hashlib.sha256(archive.view(name)).hexdigest(), f"{where}: entry {name!r}")
     directory = layout.kernels_dir(archive.manifest.get("target", {}).get("arch", "?"))
     for name in meta["kernels"]:
         if not name.startswith(directory) or layout.split_kernel_name(name[len(directory):]) is None:

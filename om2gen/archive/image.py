@@ -21,6 +21,13 @@ _CHUNK = 64 << 20        # one read at a time: a short read is retried from wher
 ALIGNMENT = 64           # the copy starts at a multiple of this (the archive aligns entries to it)
 
 
+def _native():
+    """The native module (imported on first use: the archive package is imported by the
+    compiler too, which needs no runtime)."""
+    from ..executor import native
+    return native
+
+
 class Image:
     """The bytes of one model file, private to this process and read-only (`view`).
 
@@ -33,7 +40,7 @@ class Image:
         self._size = size
         if size < _SMALL:
             self._buf = bytearray(size + ALIGNMENT)
-            from ..executor.native import ffi
+            ffi = _native().ffi
             self._start = -int(ffi.cast("uintptr_t", ffi.from_buffer(self._buf))) % ALIGNMENT
         else:
             self._buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -48,7 +55,7 @@ class Image:
 
     def _seal(self) -> None:
         if isinstance(self._buf, mmap.mmap):
-            from ..executor.native import ffi, lib
+            ffi, lib = _native().ffi, _native().lib
             if lib.om2x_protect_read_only(ffi.from_buffer(self._buf), len(self._buf)) != 0:
                 raise ArchiveError(f"{self.where}: cannot write-protect the model's copy ({os.strerror(ffi.errno)})")
         self.view = memoryview(self._buf).toreadonly()[self._start:self._start + self._size]
@@ -67,7 +74,7 @@ class Image:
 
 
 def read_path(path) -> Image:
-    """The file at `path`, copied. Refuses a file that changes size while it is read."""
+    """The file at `path`, copied. Refuses a file that shrinks while it is read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -85,9 +92,8 @@ def read_path(path) -> Image:
                                    "once whatever is writing it has finished")
             done += n
         out.release()
-        if os.pread(fd, 1, size):
-            raise ArchiveError(f"{path}: the file grew past {size} bytes while it was read; load it again once "
-                               "whatever is writing it has finished")
+        # a file still being written is caught by what is read next: the ZIP end record or the OM
+        # header's length, and the digests
         image._seal()
         return image
     except OSError as exc:

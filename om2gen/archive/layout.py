@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import ArchiveError, CompileError
+
 FORMAT = "om2"
 # 1.1: data/so_bins/, manifest so_in_om_info, model_meta so_bins; 1.2: a blake3 digest per entry
 FORMAT_VERSION = "1.2"
@@ -140,10 +142,12 @@ def is_mapped(name: str) -> bool:
     return (name.startswith(CONSTANTS_DIR) and not name.endswith(".json")) or name.endswith((".so", ".o", ".bin"))
 
 
-# STORED: what is mapped, plus the small metadata read at every load (as GE's whitelist);
+# STORED: what is mapped, plus the small metadata read at every load (as GE's whitelist:
+# manifest, signature, model_meta and the constants config);
 # DEFLATE: sources, configs and debug dumps.
 def is_stored(name: str) -> bool:
-    return is_mapped(name) or name in (MANIFEST, SIGNATURE) or name.endswith("/model_meta.json")
+    return (is_mapped(name) or name in (MANIFEST, SIGNATURE) or name.endswith("/model_meta.json")
+            or (name.startswith(CONSTANTS_DIR) and name.endswith("_constants_config.json")))
 
 
 # Entries the executor hashes before it trusts them (code it will dlopen or execute).
@@ -210,7 +214,6 @@ def unsafe_entry_name(name: str) -> str | None:
 def check_entry_names(names, where, writing: bool = False) -> None:
     """Raises for the first unsafe entry name among `names` of the archive `where`: ArchiveError
     when reading it, CompileError when om2gen was about to write it (a bug: report it)."""
-    from ..errors import ArchiveError, CompileError
     for name in names:
         why = unsafe_entry_name(name)
         if why is None:

@@ -60,6 +60,7 @@ def read_directory(data) -> dict[str, ZipEntry]:
         raise ZipError(f"the central directory ({cd_size} bytes at {cd_offset}) does not end where the end record "
                        f"starts ({end})")
     entries: dict[str, ZipEntry] = {}
+    spans = []   # (local header offset, end of its data, name) of each entry, for the overlap check
     pos = cd_offset
     for _ in range(count):
         if pos + CENTRAL.size > end:
@@ -74,7 +75,7 @@ def read_directory(data) -> dict[str, ZipEntry]:
         raw = bytes(data[pos + CENTRAL.size:name_end])
         if flags & 0x1:
             raise ZipError("an encrypted entry")
-        name = raw.decode("utf-8") if flags & 0x800 or raw.isascii() else raw.decode("cp437")
+        name = raw.decode("utf-8" if flags & 0x800 or raw.isascii() else "cp437")
         if _U32 in (csize, usize, offset):
             usize, csize, offset = _zip64_fields(data, name_end, extra_len, usize, csize, offset)
         if name in entries:
@@ -86,14 +87,16 @@ def read_directory(data) -> dict[str, ZipEntry]:
         if offset + LOCAL.size + csize > cd_offset:
             raise ZipError(f"entry {name!r} runs into the central directory")
         entries[name] = ZipEntry(name, method, csize, usize, crc, offset)
+        spans.append((offset, offset + LOCAL.size + name_len + csize, name))
         pos = name_end + extra_len + comment_len
     if pos != end:
         raise ZipError("the central directory holds more than its records")
+    spans.sort()
     previous_end = 0
-    for e in sorted(entries.values(), key=lambda e: e.header_offset):
-        if e.header_offset < previous_end:
-            raise ZipError(f"entry {e.filename!r} overlaps the entry before it")
-        previous_end = e.header_offset + LOCAL.size + len(e.filename.encode("utf-8")) + e.compress_size
+    for start, stop, name in spans:
+        if start < previous_end:
+            raise ZipError(f"entry {name!r} overlaps the entry before it")
+        previous_end = stop
     return entries
 
 

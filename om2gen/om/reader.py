@@ -331,6 +331,9 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
         if not 0 <= kd.block_dim <= MAX_BLOCK_DIM:
             raise ArchiveError(f"{where}: block_dim {kd.block_dim}, GE allows 1..{MAX_BLOCK_DIM}")
         roles = [r for r in kd.context.args_format.replace("{t}", "").strip("{}").split("}{") if r]
+        if roles and len(roles) != n:
+            raise ArchiveError(f"{where}: args_format {kd.context.args_format!r} describes {len(roles)} address slots, "
+                               f"args_count says {n}; the OM is corrupt")
         if len(roles) != n:
             roles = ["i"] * n
         refs = _slots(struct.unpack_from(f"<{n}Q", args), amap, where, roles, op)

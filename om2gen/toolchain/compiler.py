@@ -160,8 +160,10 @@ def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs:
 
 
 def build_kernel(source: str, entry: str, target: Target) -> BuildResult:
-    # -z defs: a kernel may depend on libc/libm only, never on the runtime
-    return _build(source, f"{entry}.c", False, KERNEL_FLAGS + ("-Wl,-z,defs",), ("-lm",), f"kernel {entry}", (entry,), target)
+    # -z defs: a kernel may depend on libc/libm only, never on the runtime; -nostartfiles: no
+    # constructors (crt's), so the runtime maps it without the dynamic loader (om2_kernel_image.h)
+    return _build(source, f"{entry}.c", False, KERNEL_FLAGS + ("-nostartfiles", "-Wl,-z,defs"), ("-lm",),
+                  f"kernel {entry}", (entry,), target)
 
 
 MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",

@@ -108,6 +108,7 @@
 #include "om2/om2_cpu_runtime.h"
 #include "om2/om2_kernel.h"
 #include "om2_elf_image.h"
+#include "om2_kernel_image.h"
 
 namespace {
 
@@ -801,7 +802,8 @@ struct KernelFunc : Tagged<0x4B46554Eu> {  // "KFUN"
 };
 
 struct KernelBinary : Tagged<0x4B42494Eu> {  // "KBIN"
-    void* dl = nullptr;
+    void* dl = nullptr;                // loaded by dlopen, or
+    om2_elf::KernelImage image;        // mapped by the light loader (om2_kernel_image.h)
     std::mutex m;
     std::unordered_map<std::string, std::unique_ptr<KernelFunc>> funcs;  // by kernel name
 };
@@ -944,8 +946,15 @@ aclError find_function(KernelBinary& bin, const char* name, KernelFunc** out) {
         *out = it->second.get();
         return ACL_SUCCESS;
     }
-    void* symbol = dlsym(bin.dl, name);
-    if (symbol == nullptr || !defined_in(bin.dl, symbol)) {
+    void* symbol = nullptr;
+    if (bin.image.base != nullptr) {
+        auto found = bin.image.functions.find(name);
+        symbol = found == bin.image.functions.end() ? nullptr : found->second;
+    } else {
+        symbol = dlsym(bin.dl, name);
+        if (symbol != nullptr && !defined_in(bin.dl, symbol)) symbol = nullptr;
+    }
+    if (symbol == nullptr) {
         return fail(ACL_ERROR_KERNEL_NOT_FOUND, "kernel '%s' is not exported by binary %p", name,
                     static_cast<void*>(&bin));
     }
@@ -2094,7 +2103,14 @@ extern "C" aclError aclrtBinaryLoadFromData(const void* data, size_t length, con
         }
         RETURN_IF_ERROR(check_load_options(options));
         auto bin = std::make_unique<KernelBinary>();
-        RETURN_IF_ERROR(load_shared_object(data, length, &bin->dl));
+        char why[256];
+        if (!om2_elf::CheckSharedObject(data, length, why, sizeof why)) {
+            return fail(ACL_ERROR_INVALID_FILE, "refusing a kernel binary of %zu bytes before loading it: %s", length, why);
+        }
+        /* a plain kernel is mapped without the dynamic loader; one that needs it is dlopen'ed */
+        if (!om2_elf::LightLoaderEnabled() || !om2_elf::MapKernel(data, length, &bin->image, why, sizeof why)) {
+            RETURN_IF_ERROR(load_shared_object(data, length, &bin->dl));
+        }
         *binHandle = bin.release();
         return ACL_SUCCESS;
     });
@@ -2118,6 +2134,11 @@ extern "C" aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle) {
     return guarded("aclrtBinaryUnLoad", [&]() -> aclError {
         KernelBinary* bin = nullptr;
         RETURN_IF_ERROR(resolve(binHandle, "binHandle", &bin));
+        if (bin->image.base != nullptr) {
+            om2_elf::UnmapKernel(&bin->image);
+            delete bin;
+            return ACL_SUCCESS;
+        }
         const bool closed = dlclose(bin->dl) == 0;
         const char* why = closed ? nullptr : dlerror();
         delete bin;  // the handle is gone either way

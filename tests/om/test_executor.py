@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from helpers import refresh_om_digests
 
 import om2gen
 from om2gen.executor.native import lib
 from om2gen.om import proto
-from om2gen import integrity
 from om2gen.om.container import Partition, read_om, write_om
 from om2gen.om.layout import ModelPartitionType as PT
 
@@ -131,31 +131,10 @@ def test_custom_op_om_loads_its_libraries_from_so_bins(tmp_path):
 
 # ---- corrupt and foreign files ------------------------------------------------------------
 
-def _with_digests(parts: list) -> list:
-    """`parts` with MODEL_DEF's partition digests recomputed: the edit looks genuine, so what
-    the loader checks after the digests is what the test reaches."""
-    by_type = {p.type.name: bytes(p.data) for p in parts}
-    out = []
-    for p in parts:
-        if p.type == PT.MODEL_DEF:
-            try:
-                md = proto.ModelDef.FromString(bytes(p.data))
-            except Exception:
-                out.append(p)
-                continue
-            if integrity.PARTITION_BLAKE3 in md.attr:
-                del md.attr[integrity.PARTITION_BLAKE3].list.s[:]
-                md.attr[integrity.PARTITION_BLAKE3].list.s.extend(
-                    d.encode() for d in integrity.partition_digests(by_type))
-            p = Partition(p.type, md.SerializeToString(deterministic=True))
-        out.append(p)
-    return out
-
-
 def _rewrite(src: Path, dst: Path, ptype, edit, *, digests: bool = True) -> Path:
     f = read_om(src)
     parts = [Partition(p.type, edit(p.data) if p.type == ptype else p.data) for p in f.partitions]
-    write_om(dst, _with_digests(parts) if digests else parts, header=f.header)
+    write_om(dst, refresh_om_digests(parts) if digests else parts, header=f.header)
     return dst
 
 
@@ -201,12 +180,18 @@ def _bad_op_index(mtd):
     _first_kernel_task(mtd).kernel.context.op_index = 9999
 
 
+def _fewer_slots(mtd):
+    """args_count lowered to 1: the other addresses would be read as tiling words."""
+    _first_kernel_task(mtd).kernel.context.args_count = 1
+
+
 @pytest.mark.parametrize("edit, match", [
     (_point_first_slot_far_away, "address 0xdead00000000.*corrupt"),
     (_rename_kernel, "NoSuchKernel_000.*TBE_KERNELS does not hold"),
     (_unknown_task_type, "MODEL_TASK_STREAM_SWITCH task"),
     (_short_args, "args hold 4 bytes"),
     (_bad_op_index, "refers to op 9999"),
+    (_fewer_slots, r"args_format .* describes \d+ address slots, args_count says 1"),
 ])
 def test_corrupt_task_info_is_a_typed_error(cnn, tmp_path, edit, match):
     bad = _rewrite(cnn["om"], tmp_path / "bad.om", PT.TASK_INFO, _edit_tasks(edit))
@@ -306,7 +291,7 @@ def _om_with(src, dst, edit_md=None, edit_tasks=None):
         edit_tasks(md, mtd)
     new = {PT.MODEL_DEF: md.SerializeToString(deterministic=True),
            PT.TASK_INFO: mtd.SerializeToString(deterministic=True)}
-    write_om(dst, _with_digests([Partition(p.type, new.get(p.type, p.data)) for p in f.partitions]), header=f.header)
+    write_om(dst, refresh_om_digests([Partition(p.type, new.get(p.type, p.data)) for p in f.partitions]), header=f.header)
     return dst
 
 
