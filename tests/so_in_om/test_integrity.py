@@ -11,6 +11,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from helpers import refresh_om_digests
 from sobuild import archive_bytes, archive_json, model, rewrite_archive, twin_so
 
 import om2gen
@@ -140,7 +141,7 @@ def _om_edit(path, dst, bins=None, attrs=None, so_name=None):
     new = {PT.MODEL_DEF: md.SerializeToString(deterministic=True), PT.TASK_INFO: tasks.SerializeToString()}
     if bins is not None:
         new[PT.SO_BINS] = so_store.build(bins)
-    write_om(dst, [Partition(p.type, new.get(p.type, p.data)) for p in om.partitions], header=om.header)
+    write_om(dst, refresh_om_digests([Partition(p.type, new.get(p.type, p.data)) for p in om.partitions]), header=om.header)
     return dst
 
 
