@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from ..errors import CompileError, ShapeError, UnsupportedOpError
+from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
 from . import common, gemm_pack, winograd
 from .registry import Op, register
@@ -32,6 +32,10 @@ DIRECT_DEPTHWISE_MAX_TAPS = 25
 DIRECT_DEPTHWISE_ROWS = 4
 DIRECT_WINDOW_BLOCK_WORK = 4
 WINOGRAD_ENV = "OM2GEN_WINOGRAD"
+# The largest stride, dilation or pad compiled: the kernels add and multiply window positions in
+# int64, and with these (and every dim, frontend/limits.py) below 2^31 no such sum overflows. A
+# stride of INT64_MAX did: the convolution ran and gave wrong values.
+MAX_WINDOW_ATTR = (1 << 31) - 1
 
 
 def winograd_setting() -> int | None:
@@ -88,11 +92,7 @@ def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
     if isinstance(auto, bytes):
         auto = auto.decode()
     if auto in ("NOTSET", "", None):
-        pads = attr("pads") or [0] * (2 * rank)
-        if len(pads) != 2 * rank:
-            raise ShapeError(f"node {node.name!r} ({node.op_type}): pads has {len(pads)} values, expected "
-                             f"{2 * rank} for {rank} spatial dims")
-        return [int(p) for p in pads]
+        return explicit_pads(node, attr("pads"), rank)
     if auto == "VALID":
         return [0] * (2 * rank)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -107,18 +107,57 @@ def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
     raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): auto_pad {auto!r} is not supported")
 
 
+def explicit_pads(node, value, rank: int) -> list[int]:
+    """The pads attribute (begin pads, then end pads), all >= 0 as the spec requires; 0 if absent."""
+    pads = [int(p) for p in (value or [0] * (2 * rank))]
+    if len(pads) != 2 * rank:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): pads has {len(pads)} values, expected "
+                         f"{2 * rank} for {rank} spatial dims")
+    if min(pads) < 0:
+        raise ModelError(f"node {node.name!r} ({node.op_type}): pads {pads} has a negative value; ONNX pads are "
+                         ">= 0 (to crop, put a Slice before the node): fix the attribute or re-export the model")
+    _below_max(node, "pads", pads)
+    return pads
+
+
+def _below_max(node, what: str, ints: list[int]) -> None:
+    if max(ints) > MAX_WINDOW_ATTR:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): {what} {ints} has a value above "
+                                 f"{MAX_WINDOW_ATTR} (2^31 - 1), more than any dim om2gen compiles is long; "
+                                 "om2gen does not compile it")
+
+
 def out_size(size, k, s, d, pb, pe, ceil_mode=False) -> int:
     span = size + pb + pe - ((k - 1) * d + 1)
     return (math.ceil(span / s) if ceil_mode else span // s) + 1
 
 
-def spatial_ints(node, value, rank: int, what: str, default: int) -> list[int]:
-    """An attribute with one int per spatial dim (strides, dilations...), or the default."""
+def spatial_ints(node, value, rank: int, what: str, default: int, minimum: int) -> list[int]:
+    """An attribute with one int per spatial dim (strides, dilations...), or the default; a value
+    below `minimum` (a stride or dilation of 0 or less) is a malformed model."""
     if value is None or len(value) == 0:
         return [default] * rank
     if len(value) != rank:
         raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} has {len(value)} values, expected {rank}")
-    return [int(v) for v in value]
+    ints = [int(v) for v in value]
+    if min(ints) < minimum:
+        raise ModelError(f"node {node.name!r} ({node.op_type}): {what} {ints} has a value below {minimum}; ONNX "
+                         f"{what} are >= {minimum}: fix the attribute or re-export the model")
+    _below_max(node, what, ints)
+    return ints
+
+
+def kernel_of(node, w, kernel_shape) -> list[int]:
+    """The kernel's spatial dims: the weight's, which a kernel_shape attribute must repeat."""
+    kernel = list(w.shape[2:])
+    if kernel_shape and [int(v) for v in kernel_shape] != kernel:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): kernel_shape {list(kernel_shape)} differs from the "
+                         f"weight {w.name!r} {list(w.shape)} (its spatial dims are the kernel); fix the attribute "
+                         "or re-export the model")
+    if min(kernel, default=1) < 1:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): the weight {w.name!r} {list(w.shape)} has an empty "
+                         "kernel (a spatial dim of 0)")
+    return kernel
 
 
 def spatial_rank(node, x, what: str = "input") -> int:
@@ -162,12 +201,9 @@ class Conv(Op):
         if group <= 0 or c != cg * group or m % group:
             raise ShapeError(f"node {node.name!r} (Conv): input channels {c}, weight {list(w.shape)} and "
                              f"group {group} do not fit")
-        sizes, kernel = list(x.shape[2:]), list(w.shape[2:])
-        ks = self.attr(node, "kernel_shape")
-        if ks and [int(v) for v in ks] != kernel:
-            raise ShapeError(f"node {node.name!r} (Conv): kernel_shape {list(ks)} differs from weight {list(w.shape)}")
-        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1)
-        dil = spatial_ints(node, self.attr(node, "dilations"), r, "dilations", 1)
+        sizes, kernel = list(x.shape[2:]), kernel_of(node, w, self.attr(node, "kernel_shape"))
+        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1, minimum=1)
+        dil = spatial_ints(node, self.attr(node, "dilations"), r, "dilations", 1, minimum=1)
         pads = spatial_pads(node, lambda a: self.attr(node, a), sizes, kernel, strides, dil)
         outs = [out_size(sizes[i], kernel[i], strides[i], dil[i], pads[i], pads[r + i]) for i in range(r)]
         if any(o <= 0 for o in outs):

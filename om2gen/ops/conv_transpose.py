@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import ShapeError, UnsupportedOpError
 from ..lower.program import KernelCall
 from . import common
-from .conv import MAX_UNROLLED_COLS, as3, kernel_columns, spatial_ints, spatial_rank
+from .conv import MAX_UNROLLED_COLS, as3, explicit_pads, kernel_columns, kernel_of, spatial_ints, spatial_rank
 from .registry import Op, register
 
 
@@ -32,13 +32,10 @@ class ConvTranspose(Op):
             raise ShapeError(f"{where}: input channels {c}, weight {list(w.shape)} and group {group} do not fit "
                              "(the weight is C x M/group x kernel)")
         mg = w.shape[1]
-        sizes, kernel = list(x.shape[2:]), list(w.shape[2:])
-        ks = self.attr(node, "kernel_shape")
-        if ks and [int(v) for v in ks] != kernel:
-            raise ShapeError(f"{where}: kernel_shape {list(ks)} differs from weight {list(w.shape)}")
-        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1)
-        dil = spatial_ints(node, self.attr(node, "dilations"), r, "dilations", 1)
-        opad = spatial_ints(node, self.attr(node, "output_padding"), r, "output_padding", 0)
+        sizes, kernel = list(x.shape[2:]), kernel_of(node, w, self.attr(node, "kernel_shape"))
+        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1, minimum=1)
+        dil = spatial_ints(node, self.attr(node, "dilations"), r, "dilations", 1, minimum=1)
+        opad = spatial_ints(node, self.attr(node, "output_padding"), r, "output_padding", 0, minimum=0)
         full = [strides[i] * (sizes[i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(r)]
         auto = self.attr(node, "auto_pad") or "NOTSET"
         if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
@@ -59,9 +56,7 @@ class ConvTranspose(Op):
                 total = max(0, full[i] - outs[i])
                 begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
         else:
-            pads = [0] * (2 * r) if auto == "VALID" else [int(p) for p in (self.attr(node, "pads") or [0] * (2 * r))]
-            if len(pads) != 2 * r:
-                raise ShapeError(f"{where}: pads has {len(pads)} values, expected {2 * r}")
+            pads = [0] * (2 * r) if auto == "VALID" else explicit_pads(node, self.attr(node, "pads"), r)
             begin = pads[:r]
             if outs is None:
                 outs = [full[i] - pads[i] - pads[r + i] for i in range(r)]

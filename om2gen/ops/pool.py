@@ -39,8 +39,8 @@ class Pool(Op):
         if len(kernel) != r or min(kernel) <= 0:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): kernel_shape {kernel} does not fit input "
                              f"{list(x.shape)} ({r} spatial dims)")
-        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1)
-        dil = spatial_ints(node, self.opt(node, "dilations", None), r, "dilations", 1)
+        strides = spatial_ints(node, self.attr(node, "strides"), r, "strides", 1, minimum=1)
+        dil = spatial_ints(node, self.opt(node, "dilations", None), r, "dilations", 1, minimum=1)
         sizes = list(x.shape[2:])
         pads = spatial_pads(node, lambda a: self.attr(node, a), sizes, kernel, strides, dil)
         ceil = bool(self.opt(node, "ceil_mode", 0))
