@@ -21,6 +21,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ModelError, ShapeError, UnsupportedOpError
 from ..ir import Graph, Node, Value
+from . import limits
 from . import pins as pins_mod
 from .advice import shape_option
 from .onnx_import import _infer_nodes
@@ -614,6 +615,7 @@ def _data_value(op, pins, frozen) -> Value:
                                  f"to {d}")
         if any(d < 0 for d in shape):
             raise ShapeError(f"{shape_option(op.name, shape)}: dims must be >= 0")
+        limits.check_input(op.name, tuple(shape), dt, pinned=True)
         return Value(op.name, dt, shape)
     if desc is None or declared is None:
         raise ShapeError(f"input {op.name!r} (GE Data op) has no output_desc shape; pin it with "
@@ -622,4 +624,5 @@ def _data_value(op, pins, frozen) -> Value:
         if d < 0:
             raise ShapeError(f"input {op.name!r} (GE Data op) has a dynamic dim {i} ({d}); pin it with "
                              f"{shape_option(op.name)} (e.g. batch 1)")
+    limits.check_input(op.name, tuple(declared), dt, pinned=False)
     return Value(op.name, dt, tuple(declared))

@@ -14,10 +14,11 @@ import onnx
 from onnx import numpy_helper
 
 from .. import dtypes
-from ..errors import ModelError, ShapeError, UnsupportedOpError
+from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
 from ..ir import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
+from . import limits
 from . import pins as pins_mod
 from . import support
 from .advice import shape_option, value_option
@@ -54,7 +55,7 @@ def _attr_value(attr: onnx.AttributeProto):
     return value
 
 
-def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]], dtype) -> tuple[int, ...]:
     name = vi.name
     if name in pins:
         shape = tuple(int(d) for d in pins[name])
@@ -68,6 +69,7 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]]) -> 
                                  f"{d.dim_value}: {name}{pins_mod.dims_text(_declared(vi))}")
         if any(d < 0 for d in shape):
             raise ShapeError(f"{shape_option(name, shape)}: dims must be >= 0")
+        limits.check_input(name, shape, dtype, pinned=True)
         return shape
     tt = vi.type.tensor_type
     if not tt.HasField("shape"):
@@ -82,6 +84,7 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]]) -> 
             raise ShapeError(f"input {name!r} has a dynamic dim {i} ({sym!r}): {name}"
                              f"{pins_mod.dims_text(_declared(vi))}; pin it with {shape_option(name)}, e.g. "
                              f"{shape_option(name, example)}")
+    limits.check_input(name, tuple(dims), dtype, pinned=False)
     return tuple(dims)
 
 
@@ -91,6 +94,17 @@ def _declared(vi: onnx.ValueInfoProto) -> list | None:
     if not tt.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+
+
+def _initializer_array(init: onnx.TensorProto, dt) -> np.ndarray:
+    """An initializer's data, its declared size checked first (before anything is allocated)."""
+    limits.check_initializer(init.name, tuple(init.dims), dt)
+    try:
+        return numpy_helper.to_array(init)
+    except (ValueError, TypeError) as exc:   # numpy_helper: the data does not fill the dims
+        raise ModelError(f"initializer {init.name!r} ({dt.name}[{','.join(map(str, init.dims))}]): its data does "
+                         f"not match its dims and data type ({exc}); the model file is damaged or was written "
+                         "wrongly: re-export it") from None
 
 
 def _frozen_value(vi: onnx.ValueInfoProto, value, dt) -> np.ndarray:
@@ -136,8 +150,8 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
                                         if vi.name not in initialized])
     values: dict[str, Value] = {}
     for init in g.initializer:
-        arr = numpy_helper.to_array(init)
         dt = dtypes.from_onnx(init.data_type, f"initializer {init.name!r}")
+        arr = _initializer_array(init, dt)
         values[init.name] = Value(init.name, dt, tuple(arr.shape), np.asarray(arr, order="C"))
     inputs = []
     for vi in g.input:
@@ -148,7 +162,7 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
             arr = _frozen_value(vi, frozen[vi.name], dt)
             values[vi.name] = Value(vi.name, dt, tuple(arr.shape), arr)
             continue
-        values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins))
+        values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins, dt))
         inputs.append(vi.name)
 
     nodes = []
@@ -166,7 +180,21 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
     graph = Graph(g.name or "model", values, nodes, inputs, [o.name for o in g.output], opsets,
                   source_digest=hashlib.sha256(raw).hexdigest(), producer=proto.producer_name)
     infer_shapes(graph)
+    _check_output_types(graph, g.output, nodes)
     return graph
+
+
+def _check_output_types(graph: Graph, declared: list[onnx.ValueInfoProto], nodes: list[Node]) -> None:
+    """A graph output the model declares with one dtype but computes as another is a broken model
+    (ONNX Runtime refuses it); compiled, the archive would hand back the other dtype."""
+    for vi in declared:
+        elem = vi.type.tensor_type.elem_type
+        got = graph.values[vi.name].dtype
+        if elem and elem != got.onnx:
+            name = onnx.TensorProto.DataType.Name(elem) if elem in onnx.TensorProto.DataType.values() else elem
+            producer = next((f"node {n.name!r} ({n.op_type})" for n in nodes if vi.name in n.outputs), "a constant")
+            raise ModelError(f"graph output {vi.name!r} is declared {name} but {producer} computes it as "
+                             f"{got.name}; fix the output's type in the model or re-export it")
 
 
 def infer_shapes(graph: Graph) -> None:
@@ -205,6 +233,7 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                                inputs_of=lambda name: _inputs_behind(graph, reads, name))
             else:
                 outs = op.infer(node, ins)
+        limits.check_outputs(node, ins, outs)
         for name, val in zip(node.outputs, outs):
             if name:
                 reads[name] = node.inputs
@@ -229,6 +258,11 @@ def _inputs_behind(graph: Graph, reads: dict[str, list[str]], name: str) -> list
 def _try_fold(node: Node, ins: list[Value | None]) -> list[Value] | None:
     if not fold.can_fold(node, ins):
         return None
+    predicted = _predicted(node, ins)
+    if predicted is not None:   # a node whose output is too big to fold (or to exist) is never evaluated
+        limits.check_outputs(node, ins, predicted)
+        if not fold.small_enough([v for n, v in zip(node.outputs, predicted) if n]):
+            return None
     try:
         arrays = fold.evaluate(node, ins)
     except Exception:  # the reference implementation rejects it: compile it as a kernel instead
@@ -236,3 +270,15 @@ def _try_fold(node: Node, ins: list[Value | None]) -> list[Value] | None:
     if arrays is None:
         return None
     return [Value("", dtypes.from_numpy(a.dtype), tuple(a.shape), a) for a in arrays]
+
+
+def _predicted(node: Node, ins: list[Value | None]) -> list[Value] | None:
+    """The outputs the op's infer() gives, or None where it refuses (folding may still evaluate
+    what om2gen would not compile as a kernel, e.g. a Conv on integers). A malformed node (a flag
+    of 2, a stride of 0) is refused here, not folded by what the reference makes of it."""
+    try:
+        return registry.lookup(node).infer(node, ins)
+    except ModelError:
+        raise
+    except Om2Error:
+        return None

@@ -22,6 +22,12 @@ def can_fold(node: Node, ins: list[Value | None]) -> bool:
             and all(v is None or v.is_const for v in ins))
 
 
+def small_enough(outputs: list[Value]) -> bool:
+    """Whether outputs of these sizes (as the op's infer() predicts them) are worth evaluating:
+    evaluate() would drop a bigger result anyway, after allocating it."""
+    return sum(v.nbytes for v in outputs) <= _MAX_FOLDED_BYTES
+
+
 def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     """Evaluates one node on constant inputs; None when the result would be too large to keep."""
     feeds = {}
