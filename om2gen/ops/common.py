@@ -88,7 +88,11 @@ def const_ints(node: Node, v: Value | None, what: str) -> list[int] | None:
         raise NeedsConstantError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be known at compile "
                                  f"time; om2gen compiles static shapes only (if {v.name!r} is a model input, freeze "
                                  f"it with {value_option(v.name)})", v.name)
-    return [int(x) for x in np.asarray(v.const).reshape(-1)]
+    arr = np.asarray(v.const).reshape(-1)
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) holds {arr.tolist()[:8]}; they "
+                         "must be integers (an int64 tensor, as ONNX defines it)")
+    return [int(x) for x in arr]
 
 
 def const_ints_or_floats(node: Node, v: Value, what: str) -> float:

@@ -27,6 +27,7 @@ def _check_indices(node: Node, v: Value) -> None:
 
 def _check_within(node: Node, data: Value, indices: Value, a: int) -> None:
     """GatherElements/ScatterElements: indices have the data's rank and fit it outside the axis."""
+    _check_not_scalar(node, data)
     if len(indices.shape) != len(data.shape):
         raise ShapeError(f"node {node.name!r} ({node.op_type}): indices {list(indices.shape)} and data "
                          f"{list(data.shape)} must have the same rank")
@@ -34,6 +35,25 @@ def _check_within(node: Node, data: Value, indices: Value, a: int) -> None:
         if d != a and q > n:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): indices {list(indices.shape)} exceed data "
                              f"{list(data.shape)} in dim {d}")
+    _check_constant_range(node, indices, data.shape[a], a)
+
+
+def _check_not_scalar(node: Node, data: Value) -> None:
+    if not data.shape:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): data {data.name!r} is a scalar; it needs rank 1 or "
+                         "more")
+
+
+def _check_constant_range(node: Node, indices: Value, n: int, a: int) -> None:
+    """Constant indices must lie in [-n, n): one outside is a malformed model, refused here rather
+    than gathered as zeros or skipped by the kernel, as a run-time index would be."""
+    if indices.is_const and indices.size:
+        arr = np.asarray(indices.const)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -n or hi >= n:
+            raise ShapeError(f"node {node.name!r} ({node.op_type}): the constant indices {indices.name!r} hold "
+                             f"{lo if lo < -n else hi}, out of range for dim {a} of size {n} (indices lie in "
+                             f"[-{n}, {n}))")
 
 
 @register("Gather", since=1)
@@ -43,7 +63,9 @@ class Gather(Op):
     def infer(self, node, ins):
         data, indices = ins
         _check_indices(node, indices)
+        _check_not_scalar(node, data)
         a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
+        _check_constant_range(node, indices, data.shape[a], a)
         return [common.out(data.dtype, data.shape[:a] + indices.shape + data.shape[a + 1:])]
 
     def lower(self, node, ins, outs, ctx):

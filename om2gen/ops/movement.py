@@ -97,6 +97,9 @@ class Slice(Op):
         """(first index, step, length) per input dim, clamped as the spec says."""
         shape = ins[0].shape
         rank = len(shape)
+        if rank == 0:
+            raise ShapeError(f"node {node.name!r} (Slice): input {ins[0].name!r} is a scalar; Slice needs a tensor "
+                             "of rank 1 or more")
         starts, ends, axes, steps = self.spec(node, ins)
         starts, ends = [int(s) for s in starts], [int(e) for e in ends]
         axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..errors import UnsupportedOpError
+from ..errors import ModelError, UnsupportedOpError
 from ..frontend import advice
 from ..ir import Node, Value
 
 _REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
+
+# The int attributes the ONNX spec defines as flags (0 or 1). Other values are malformed: ONNX
+# Runtime reads some as `!= 0` and others as `== 1`, so no reading of them is the right one.
+FLAG_ATTRS = frozenset({
+    "keepdims", "noop_with_empty_axes", "select_last_index", "largest", "sorted", "transA", "transB", "ceil_mode",
+    "count_include_pad", "allowzero", "exclusive", "reverse", "detect_negative", "detect_positive", "fmod",
+    "training_mode", "is_test", "spatial", "antialias", "exclude_outside", "input_forget", "layout",
+    "storage_order", "upper", "broadcast"})
 
 
 class Op:
@@ -23,7 +31,12 @@ class Op:
 
     def attr(self, node: Node, name: str):
         if name in node.attrs:
-            return node.attrs[name]
+            value = node.attrs[name]
+            if name in FLAG_ATTRS and not (isinstance(value, int) and value in (0, 1)):
+                raise ModelError(f"node {node.name!r} ({node.op_type}): attribute {name} is {value!r}; ONNX defines "
+                                 f"it as a flag, 0 or 1 (runtimes disagree on other values): fix the attribute or "
+                                 "re-export the model")
+            return value
         default = self.attrs[name]
         if default is REQUIRED:
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): required attribute {name!r} is missing")
@@ -97,7 +110,10 @@ def lookup(node: Node) -> Op:
         raise UnsupportedOpError(
             f"node {node.name!r}: {node.op_type} at opset {node.opset} is older than om2gen supports "
             f"(from opset {versions[0].since}); re-export the model with a newer opset")
-    return usable[-1]()
+    op = usable[-1]()
+    for name in FLAG_ATTRS & node.attrs.keys() & op.attrs.keys():   # checked even where the op ignores the flag
+        op.attr(node, name)
+    return op
 
 
 _loaded = False

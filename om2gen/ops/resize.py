@@ -218,8 +218,8 @@ class ResizeBase(Op):
         out_shape = list(in_shape)
         if scales is not None:
             for a, s in zip(axes, scales):
-                if s <= 0:
-                    raise ShapeError(f"{where}: scale {s} of axis {a} is not positive")
+                if not (math.isfinite(s) and s > 0):
+                    raise ShapeError(f"{where}: scale {s} of axis {a} is not a positive finite number")
                 scale[a] = float(s)
                 out_shape[a] = int(math.floor(s * in_shape[a]))
         else:

@@ -7,6 +7,8 @@ then a kernel fills it (templates/kernels/generate.c.j2: out[i] = an expression 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes
@@ -96,6 +98,9 @@ class Range(Op):
 
     def infer(self, node, ins):
         start, limit, delta = self.bounds(node, ins)
+        if not (math.isfinite(start) and math.isfinite(limit)) or math.isnan(delta):
+            raise ShapeError(f"node {node.name!r} (Range): start {start} and limit {limit} must be finite and delta "
+                             f"{delta} a number (the output's length is ceil((limit - start) / delta))")
         if delta == 0:
             raise ShapeError(f"node {node.name!r} (Range): delta is 0")
         count = max(int(np.ceil((limit - start) / delta)), 0)
