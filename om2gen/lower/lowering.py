@@ -146,6 +146,12 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         for name in ([] if isinstance(call, Control) else call.outputs):
             if name:   # "": an omitted custom-op output
                 first.setdefault(root(name), t)
+    for r, t in last.items():
+        if r not in first and r not in inputs and r not in output_of and r not in constants:
+            # an empty tensor whose producer was skipped (nothing to compute) read by a node whose
+            # output is not empty (a Pad of it): it needs an address, never bytes
+            assert graph.values[r].size == 0, f"{r!r} is read but nothing writes it"
+            first[r] = t
     buffers = []
     for r, t in first.items():
         if r in output_of or r in inputs:
