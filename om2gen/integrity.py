@@ -96,29 +96,46 @@ def check_so_bins(model_def, bins, where: str) -> None:
 
 
 # MODEL_DEF attr: list of strings "<PARTITION TYPE>:<blake3 hex>", one per partition the model
-# uses besides MODEL_DEF itself (which cannot hold its own digest) and SO_BINS (whose items have
-# SO_BINS_SHA256). GE ignores attrs it does not know.
+# uses besides SO_BINS (whose items have SO_BINS_SHA256), then "MODEL_DEF:<blake3 hex>" of MODEL_DEF
+# itself serialized without this attr (deterministic protobuf, as the writer serializes it). GE
+# ignores attrs it does not know.
 PARTITION_BLAKE3 = "_om2gen_partition_blake3"
 DIGESTED_PARTITIONS = ("CUSTOM_OPS", "WEIGHTS_DATA", "TBE_KERNELS", "TASK_INFO")
 
 
-def partition_digests(partitions: dict) -> list[str]:
-    """What a classic .om records in PARTITION_BLAKE3: `partitions` {type name: bytes}."""
+def _blake3(data) -> str:
     import blake3
-    return [f"{name}:{blake3.blake3(partitions.get(name, b''), max_threads=blake3.blake3.AUTO).hexdigest()}"
-            for name in DIGESTED_PARTITIONS]
+    return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
+
+
+def model_def_digest(model_def) -> str:
+    """BLAKE3 of MODEL_DEF without PARTITION_BLAKE3 (the attr cannot digest itself)."""
+    md = type(model_def)()
+    md.CopyFrom(model_def)
+    if PARTITION_BLAKE3 in md.attr:
+        del md.attr[PARTITION_BLAKE3]
+    return _blake3(md.SerializeToString(deterministic=True))
+
+
+def partition_digests(partitions: dict, model_def=None) -> list[str]:
+    """What a classic .om records in PARTITION_BLAKE3: `partitions` {type name: bytes}; with
+    `model_def`, its digest last."""
+    out = [f"{name}:{_blake3(partitions.get(name, b''))}" for name in DIGESTED_PARTITIONS]
+    if model_def is not None:
+        out.append(f"MODEL_DEF:{model_def_digest(model_def)}")
+    return out
 
 
 def check_partitions(model_def, om, where: str) -> None:
-    """A classic .om's partitions against the digests MODEL_DEF records, before any is parsed
-    further. An OM written before om2gen recorded them (no attr) is not checked."""
+    """A classic .om's partitions and MODEL_DEF against the digests MODEL_DEF records, before
+    any is parsed further. An OM written before om2gen recorded them (no attr) is not checked."""
     from .om.layout import ModelPartitionType as PT
     prefix = f"{where}: " if where else ""
     if PARTITION_BLAKE3 not in model_def.attr:
         return
     attr = model_def.attr[PARTITION_BLAKE3]
     recorded = [v.decode("ascii", "replace") for v in attr.list.s] if attr.WhichOneof("value") == "list" else []
-    actual = partition_digests({name: om.partition(PT[name]) for name in DIGESTED_PARTITIONS})
+    actual = partition_digests({name: om.partition(PT[name]) for name in DIGESTED_PARTITIONS}, model_def)
     if len(recorded) != len(actual):
         raise ArchiveError(f"{prefix}MODEL_DEF attr {PARTITION_BLAKE3} holds {len(recorded)} digests, om2gen records "
                            f"{len(actual)}; the OM is corrupt or was modified: {_RECOMPILE}")
@@ -126,4 +143,3 @@ def check_partitions(model_def, om, where: str) -> None:
         if want != have:
             raise ArchiveError(f"{prefix}partition {have.split(':')[0]} does not match the blake3 digest MODEL_DEF "
                                f"records for it ({PARTITION_BLAKE3}); the OM is corrupt or was modified: {_RECOMPILE}")
-

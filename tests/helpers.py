@@ -112,9 +112,9 @@ def refresh_om_digests(parts: list) -> list:
                 out.append(p)
                 continue
             if integrity.PARTITION_BLAKE3 in md.attr:
+                digests = integrity.partition_digests(by_type, md)
                 del md.attr[integrity.PARTITION_BLAKE3].list.s[:]
-                md.attr[integrity.PARTITION_BLAKE3].list.s.extend(
-                    d.encode() for d in integrity.partition_digests(by_type))
+                md.attr[integrity.PARTITION_BLAKE3].list.s.extend(d.encode() for d in digests)
             p = Partition(p.type, md.SerializeToString(deterministic=True))
         out.append(p)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 
 from ..errors import ArchiveError
 
@@ -75,13 +76,19 @@ class Image:
 
 def read_path(path) -> Image:
     """The file at `path`, copied. Refuses a file that shrinks while it is read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:   # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise ArchiveError(f"{path}: cannot open ({exc.strerror})") from None
+    except ValueError:
+        raise ArchiveError(f"{path!r}: not a file name (it holds a NUL character)") from None
     image = None
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ArchiveError(f"{path}: not a regular file; om2gen loads model files (or their bytes: "
+                               "om2gen.load(data))")
+        size = st.st_size
         image = Image(str(path), size)
         out = image._target()
         done = 0

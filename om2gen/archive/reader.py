@@ -154,8 +154,8 @@ class Archive:
             self._check_digest(name, data)
         try:
             return json.loads(bytes(data))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ArchiveError(f"{self.path}: entry {name!r} is not valid JSON ({exc})") from None
+        except (UnicodeDecodeError, ValueError) as exc:   # JSONDecodeError, or an integer of >4300 digits
+            raise ArchiveError(f"{self.path}: entry {name!r} is not valid JSON for om2gen ({exc})") from None
         except RecursionError:
             raise ArchiveError(f"{self.path}: entry {name!r} nests too deeply to be an om2gen file; the archive is "
                                "corrupt or hostile") from None

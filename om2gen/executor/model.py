@@ -406,12 +406,19 @@ class Model:
     def _bind_raw(self, input_ptrs, output_ptrs) -> None:
         if self._handle is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
+        try:
+            input_ptrs, output_ptrs = list(input_ptrs), list(output_ptrs)
+        except TypeError:
+            raise InputError("execute_raw takes two sequences of buffer addresses (ints), inputs then outputs") from None
         if len(input_ptrs) != len(self.inputs) or len(output_ptrs) != len(self.outputs):
             raise InputError(f"the model has {len(self.inputs)} inputs and {len(self.outputs)} outputs; got "
                              f"{len(input_ptrs)} input and {len(output_ptrs)} output addresses")
         for tensors, ptrs in ((self._in_t, input_ptrs), (self._out_t, output_ptrs)):
             for i, p in enumerate(ptrs):
-                tensors[i].data = ffi.cast("void *", p)
+                if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or not 0 < p < 1 << 64:
+                    raise InputError(f"execute_raw: address {i} is {type(p).__name__} {str(p)[:40]}, not a buffer "
+                                     "address (a positive int, e.g. arr.ctypes.data); for arrays use run()")
+                tensors[i].data = ffi.cast("void *", int(p))
 
     def execute_raw(self, input_ptrs, output_ptrs) -> None:
         """Runs the model on caller buffers given by address (each at least its tensor's nbytes,

@@ -347,7 +347,7 @@ def om_partitions(program, graph_json: dict, target, so_pack=None) -> tuple[list
     if so_pack.bins:   # checked before any of them is loaded (integrity.check_so_bins)
         md.attr[integrity.SO_BINS_SHA256].CopyFrom(_a_list_s(integrity.so_bins_digests(so_pack.bins)))
     md.attr[integrity.PARTITION_BLAKE3].CopyFrom(_a_list_s(integrity.partition_digests(
-        {"CUSTOM_OPS": custom, "WEIGHTS_DATA": weights, "TBE_KERNELS": tbe, "TASK_INFO": task_info})))
+        {"CUSTOM_OPS": custom, "WEIGHTS_DATA": weights, "TBE_KERNELS": tbe, "TASK_INFO": task_info}, md)))
     model_def = md.SerializeToString(deterministic=True)
 
     parts = [Partition(PT.SO_BINS, so_bins), Partition(PT.CUSTOM_OPS, custom), Partition(PT.MODEL_DEF, model_def),

@@ -75,6 +75,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
                   {DT_INIT_ARRAY, DT_INIT_ARRAYSZ}, {DT_FINI_ARRAY, DT_FINI_ARRAYSZ}, {DT_REL, DT_RELSZ}};
     const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI};
     bool ended = false;
+    uint64_t relaent = 0, relacount = 0, syment = 0;
     const uint64_t n = dyn.p_filesz / sizeof(Elf64_Dyn);
     for (uint64_t i = 0; i < n && !ended; ++i) {
         Elf64_Dyn d;
@@ -90,9 +91,34 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
             if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr;
             if (d.d_tag == t.size_tag) t.size = d.d_un.d_val;
         }
+        if (d.d_tag == DT_RELAENT) relaent = d.d_un.d_val;
+        if (d.d_tag == DT_RELACOUNT) relacount = d.d_un.d_val;
+        if (d.d_tag == DT_SYMENT) syment = d.d_un.d_val;
     }
     if (!ended) {
         std::snprintf(why, why_len, "its dynamic section has no DT_NULL end");
+        return false;
+    }
+    /* the loader walks RELA tables by these counts and sizes (DT_RELACOUNT relative ones first) */
+    for (const Table &t : tables) {
+        if ((t.addr_tag == DT_RELA || t.addr_tag == DT_JMPREL) && t.size % sizeof(Elf64_Rela) != 0) {
+            std::snprintf(why, why_len, "its relocation table %lld is %llu bytes, not whole entries", (long long)t.addr_tag,
+                          (unsigned long long)t.size);
+            return false;
+        }
+    }
+    if (relaent != 0 && relaent != sizeof(Elf64_Rela)) {
+        std::snprintf(why, why_len, "its RELA entries are %llu bytes, not %zu", (unsigned long long)relaent,
+                      sizeof(Elf64_Rela));
+        return false;
+    }
+    if (relacount * sizeof(Elf64_Rela) > tables[1].size) {
+        std::snprintf(why, why_len, "DT_RELACOUNT %llu exceeds its RELA table", (unsigned long long)relacount);
+        return false;
+    }
+    if (syment != 0 && syment != sizeof(Elf64_Sym)) {
+        std::snprintf(why, why_len, "its symbol entries are %llu bytes, not %zu", (unsigned long long)syment,
+                      sizeof(Elf64_Sym));
         return false;
     }
     for (const Table &t : tables) {

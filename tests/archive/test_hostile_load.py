@@ -346,3 +346,83 @@ def test_the_schema_validators_are_generated_from_the_schemas(mlp):
                 except (fastjsonschema.JsonSchemaValueException, _schema_code.JsonSchemaValueException) as exc:
                     return exc.message
             assert verdict(getattr(_schema_code, f"validate_{name}")) == verdict(reference), (name, d)
+
+
+# ---- cases the load fuzzer (tools/fuzz_load.py) found ----
+
+def test_a_huge_integer_in_the_manifest_is_an_archive_error(mlp, tmp_path):
+    e = entries_of(mlp["om2"])
+    e[layout.MANIFEST] = e[layout.MANIFEST].replace(b'"model_num": 1', b'"model_num": ' + b"9" * 5000)
+    with pytest.raises(om2gen.ArchiveError, match="not valid JSON for om2gen"):
+        om2gen.load(write_archive(tmp_path / "m.om2", e, fix_digests=False))
+
+
+def _dynamic_entry_offset(data: bytes, tag: str) -> int:
+    """The file offset of the value of dynamic entry `tag` (e.g. "DT_RELASZ")."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+    elf = ELFFile(io.BytesIO(data))
+    dyn = elf.get_section_by_name(".dynamic")
+    for i, t in enumerate(dyn.iter_tags()):
+        if t.entry.d_tag == tag:
+            return dyn["sh_offset"] + i * 16 + 8
+    raise AssertionError(f"no {tag}")
+
+
+@pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7)])
+def test_inconsistent_relocation_tables_are_refused_before_dlopen(mlp, tmp_path, tag, value):
+    import struct
+    e = entries_of(mlp["om2"])
+    lib_name = name_of(e, "_om2.so")
+    data = bytearray(e[lib_name])
+    struct.pack_into("<Q", data, _dynamic_entry_offset(bytes(data), tag), value)
+    e[lib_name] = bytes(data)
+    path = write_archive(tmp_path / f"{tag}.om2", e)
+    out = run_child(f"""
+import om2gen
+try:
+    om2gen.load({str(path)!r})
+except om2gen.Om2Error as exc:
+    print(type(exc).__name__, exc)
+""")
+    assert "ArchiveError" in out and "refusing a shared object" in out, out
+
+
+def test_execute_raw_with_arrays_or_generators_is_an_input_error(mlp):
+    with om2gen.load(mlp["om2"]) as m:
+        x, y = FEEDS["x"], np.empty((4, 8), np.float32)
+        with pytest.raises(om2gen.InputError, match="not a buffer address"):
+            m.execute_raw([x], [y])
+        with pytest.raises(om2gen.InputError, match="two sequences of buffer addresses"):
+            m.execute_raw(5, [y.ctypes.data])
+        m.execute_raw((a for a in [x.ctypes.data]), [y.ctypes.data])   # any iterable of ints
+        np.testing.assert_allclose(y, mlp["ref"], rtol=1e-5, atol=1e-5)
+
+
+def test_odd_paths_are_archive_errors_not_hangs(tmp_path):
+    with pytest.raises(om2gen.ArchiveError, match="NUL"):
+        om2gen.load(str(tmp_path / "a\0b.om2"))
+    fifo = tmp_path / "pipe.om2"
+    os.mkfifo(fifo)
+    with pytest.raises(om2gen.ArchiveError, match="not a regular file"):
+        om2gen.load(fifo)
+    with pytest.raises(om2gen.ArchiveError, match="not a regular file"):
+        om2gen.load(tmp_path)
+
+
+def test_an_om_model_def_edit_fails_its_digest(mlp, tmp_path):
+    from om2gen.om import proto
+    om = read_om(mlp["om"].read_bytes())
+    parts = []
+    for p in om.partitions:
+        if p.type == PT.MODEL_DEF:
+            md = proto.ModelDef.FromString(bytes(p.data))
+            net = next(op for op in md.graph[0].op if op.type == "NetOutput")
+            net.input_desc[0].shape.dim[:] = [32]
+            p = type(p)(p.type, md.SerializeToString(deterministic=True))
+        parts.append(p)
+    path = tmp_path / "md.om"
+    path.write_bytes(write_om(None, parts, header=om.header))
+    with pytest.raises(om2gen.ArchiveError, match="partition MODEL_DEF does not match the blake3 digest"):
+        om2gen.load(path)
