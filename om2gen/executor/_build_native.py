@@ -168,6 +168,7 @@ int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name,
 int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len);
 int32_t om2x_dlclose(void *lib);
 int32_t om2x_protect_read_only(void *addr, size_t size);
+const void *om2x_model_tables(void *lib);
 uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
 const char *om2x_last_error(const Om2xEntryPoints *ep);
 int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle);

@@ -265,6 +265,7 @@ class Model:
         abi = lib.om2x_abi_version(self._ep)
         if abi != MODEL_ABI_VERSION:
             raise AbiError(f"{self.path}: the model library reports ABI {abi}, expected {MODEL_ABI_VERSION}")
+        _check_io_against_library(self.path, meta, ffi.cast("const Om2ModelTables *", lib.om2x_model_tables(self._lib)))
         clock("load the model library")
 
         # kernel binaries and constants: pointers into the copy
@@ -499,6 +500,28 @@ def _check_meta(a: Archive, name: str) -> dict:
             raise ArchiveError(f"{a.path}: {name}: tensor {io['name']!r} has dtype {io['dtype']!r}, shape "
                                f"{io['shape']} and size {io['size']}, which do not agree; the archive is corrupt")
     return meta
+
+
+def _check_io_against_library(where: str, meta: dict, tables) -> None:
+    """model_meta.json's inputs and outputs must be the ones the library was generated with
+    (name, dtype, shape, bytes): the executor feeds and allocates by the description, the code
+    reads and writes by its own tables. Libraries without Om2ModelGetTables are not checked."""
+    if tables == ffi.NULL:
+        return
+    for kind, described, count, descs in (("input", meta["inputs"], tables.input_num, tables.inputs),
+                                          ("output", meta["outputs"], tables.output_num, tables.outputs)):
+        if len(described) != count:
+            raise ArchiveError(f"{where}: model_meta.json describes {len(described)} {kind}s, the model library has "
+                               f"{count}; the archive is inconsistent: recompile it")
+        for i, io in enumerate(described):
+            d = descs[i]
+            code = (ffi.string(d.name).decode("utf-8", "replace"), int(d.data_type), int(d.size),
+                    [d.dims[k] for k in range(d.dim_num)])
+            said = (io["name"], dtypes.BY_NAME[io["dtype"]].acl, io["size"], list(io["shape"]))
+            if code != said:
+                raise ArchiveError(f"{where}: model_meta.json describes {kind} {i} as {said[0]!r} {io['dtype']}"
+                                   f"{said[3]}, the model library was generated for {code[0]!r} {code[3]} (aclDataType "
+                                   f"{code[1]}, {code[2]} bytes); the archive is inconsistent: recompile it")
 
 
 def _check_constants(a: Archive, meta: dict, size: int) -> None:

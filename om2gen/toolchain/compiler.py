@@ -167,7 +167,8 @@ def build_kernel(source: str, entry: str, target: Target) -> BuildResult:
 
 
 MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",
-                 "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum")
+                 "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum",
+                 "Om2ModelGetTables")
 
 
 def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:

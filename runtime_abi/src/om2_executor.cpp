@@ -215,6 +215,12 @@ int32_t om2x_dlclose(void *lib) { return lib == nullptr ? 0 : dlclose(lib); }
 
 int32_t om2x_protect_read_only(void *addr, size_t size) { return mprotect(addr, size, PROT_READ); }
 
+const void *om2x_model_tables(void *lib) {
+    using GetTables = const void *(*)(void);
+    GetTables get = lib == nullptr ? nullptr : reinterpret_cast<GetTables>(dlsym(lib, "Om2ModelGetTables"));
+    return get == nullptr ? nullptr : get();
+}
+
 uint32_t om2x_abi_version(const Om2xEntryPoints *ep) { return ep->get_abi_version(); }
 
 const char *om2x_last_error(const Om2xEntryPoints *ep) { return ep->get_last_error(); }

@@ -598,6 +598,10 @@ OM2_API uint64_t GertModelGetStreamNum(void) { return 1; }
 
 OM2_API uint64_t GertModelGetEventNum(void) { return 0; }
 
+/* om2gen's export beside GE's: the tables this library was generated with, so that an executor
+ * can check an archive's description of the model (model_meta.json) against the code itself. */
+OM2_API const om2::Om2ModelTables *Om2ModelGetTables(void) { return &om2::kModelTables; }
+
 OM2_API int32_t GertModelLoad(const GertModelLoadConfig *config, GertModelHandle *handle, GertModelLoadOutput *output) {
     (void)output;
     return om2::LoadModel(om2::kModelTables, config, handle);

@@ -41,6 +41,9 @@ int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name,
                                 void **handle, char *err, size_t err_len);
 int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len);
 int32_t om2x_dlclose(void *lib);
+/* The library's own tables (its Om2ModelGetTables export: a const Om2ModelTables *,
+ * om2/om2_model_tables.h), NULL when it has none. */
+const void *om2x_model_tables(void *lib);
 /* mprotect(addr, size, PROT_READ): 0, or -1 with errno set. */
 int32_t om2x_protect_read_only(void *addr, size_t size);
 uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
