@@ -45,8 +45,9 @@ def check_library_name(file_name: str, size: int, sha256: str, what: str) -> Non
 
 
 def check_entry_names(archive, meta: dict) -> None:
-    """OM2, after archive.verify() of each entry named here: the custom-op libraries' names against
-    their bytes (the name carries a sha256 prefix), and the kernels' names in form and directory."""
+    """OM2, before any entry named here is used: the custom-op libraries' names against their
+    bytes (the name carries a sha256 prefix), the custom-op instances' and kernels' names in form
+    and directory."""
     where = archive.path
     prefix = layout.custom_op_library("")
     for name in (meta.get("custom_ops") or {}).get("shared_libs", []):
@@ -54,6 +55,10 @@ def check_entry_names(archive, meta: dict) -> None:
             raise ArchiveError(f"{where}: custom-op library entry {name!r} is not in {prefix}; {_RECOMPILE}")
         check_library_name(name[len(prefix):], archive.info(name).file_size,
                            hashlib.sha256(archive.view(name)).hexdigest(), f"{where}: entry {name!r}")
+    binaries = layout.custom_op_binary(archive.manifest.get("target", {}).get("arch", "?"), "")
+    for name in (meta.get("custom_ops") or {}).get("binaries", []):
+        if not name.startswith(binaries) or "/" in name[len(binaries):] or name == binaries:
+            raise ArchiveError(f"{where}: custom-op instance entry {name!r} is not in {binaries}; {_RECOMPILE}")
     directory = layout.kernels_dir(archive.manifest.get("target", {}).get("arch", "?"))
     for name in meta["kernels"]:
         if not name.startswith(directory) or layout.split_kernel_name(name[len(directory):]) is None:

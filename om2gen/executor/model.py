@@ -232,13 +232,13 @@ class Model:
         custom = meta.get("custom_ops") or {}
         custom_bins = list(custom.get("binaries", []))
         kernels = list(meta["kernels"]) + custom_bins  # custom-op .bin files follow the kernels
+        integrity.check_entry_names(a, meta)   # where each names an entry and the size/hash names carry
         so = a.verify(meta["library"])
         bins = [(k.rsplit("/", 1)[1], a.verify(k), a.entries[k]["sha256"]) for k in kernels]
         for name in custom.get("shared_libs", []):
             a.verify(name)
         blob = a.verify(layout.constants_blob(0))
         _check_constants(a, meta, len(blob))
-        integrity.check_entry_names(a, meta)   # the size/hash in entry names vs the verified digests
         clock("check digests")
 
         # packed shared objects first (the seed's order), each handed to its consumer; custom-op
@@ -407,10 +407,9 @@ class Model:
     def _bind_raw(self, input_ptrs, output_ptrs) -> None:
         if self._handle is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
-        try:
-            input_ptrs, output_ptrs = list(input_ptrs), list(output_ptrs)
-        except TypeError:
-            raise InputError("execute_raw takes two sequences of buffer addresses (ints), inputs then outputs") from None
+        if not all(hasattr(p, "__len__") and hasattr(p, "__getitem__") for p in (input_ptrs, output_ptrs)):
+            raise InputError("execute_raw takes two sequences (lists or tuples) of buffer addresses (ints), inputs then "
+                             "outputs")
         if len(input_ptrs) != len(self.inputs) or len(output_ptrs) != len(self.outputs):
             raise InputError(f"the model has {len(self.inputs)} inputs and {len(self.outputs)} outputs; got "
                              f"{len(input_ptrs)} input and {len(output_ptrs)} output addresses")

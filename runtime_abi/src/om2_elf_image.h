@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace om2_elf {
@@ -41,10 +42,31 @@ inline bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
  * are where dynamic entries may point. */
 struct Segments {
     std::vector<Elf64_Phdr> phdr;
+    std::vector<std::pair<uint64_t, uint64_t>> code;   // [start, end) of the SHF_EXECINSTR sections
+
+    /* vaddr is code: inside an executable section (or, without section headers, segment). */
+    bool IsCode(uint64_t vaddr) const {
+        if (code.empty()) return ContainsWith(vaddr, 1, PF_X);
+        for (const auto &range : code) {
+            if (vaddr >= range.first && vaddr < range.second) return true;
+        }
+        return false;
+    }
 
     bool Contains(uint64_t vaddr, uint64_t size) const {
         for (const Elf64_Phdr &p : phdr) {
             if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && Within(vaddr - p.p_vaddr, size, p.p_memsz)) return true;
+        }
+        return false;
+    }
+
+    /* [vaddr, vaddr + size) inside one PT_LOAD segment with all of `flags` (PF_X, PF_W). */
+    bool ContainsWith(uint64_t vaddr, uint64_t size, uint32_t flags) const {
+        for (const Elf64_Phdr &p : phdr) {
+            if (p.p_type == PT_LOAD && (p.p_flags & flags) == flags && vaddr >= p.p_vaddr &&
+                Within(vaddr - p.p_vaddr, size, p.p_memsz)) {
+                return true;
+            }
         }
         return false;
     }
@@ -87,6 +109,10 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
                 return false;
             }
         }
+        if ((d.d_tag == DT_INIT || d.d_tag == DT_FINI) && !segs.IsCode(d.d_un.d_ptr)) {
+            std::snprintf(why, why_len, "its %s function lies outside its code", d.d_tag == DT_INIT ? "DT_INIT" : "DT_FINI");
+            return false;
+        }
         for (Table &t : tables) {
             if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr;
             if (d.d_tag == t.size_tag) t.size = d.d_un.d_val;
@@ -128,7 +154,14 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
             return false;
         }
     }
-    /* every relocation writes inside a segment */
+    /* every relocation writes inside a segment; one that fills a constructor or destructor slot
+     * (DT_INIT_ARRAY, DT_FINI_ARRAY) makes it point into the code */
+    const Table &init = tables[3], &fini = tables[4];
+#if defined(__aarch64__)
+    const uint32_t relative = R_AARCH64_RELATIVE;
+#else
+    const uint32_t relative = R_X86_64_RELATIVE;
+#endif
     for (const Table &t : tables) {
         if ((t.addr_tag != DT_RELA && t.addr_tag != DT_JMPREL) || t.addr == UINT64_MAX) continue;
         const uint64_t at = segs.FileOffset(t.addr, t.size);
@@ -139,6 +172,13 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
                 std::snprintf(why, why_len, "a relocation writes outside its segments (offset 0x%llx)",
                               (unsigned long long)rela.r_offset);
                 return false;
+            }
+            for (const Table *array : {&init, &fini}) {
+                if (array->addr != UINT64_MAX && rela.r_offset >= array->addr && rela.r_offset - array->addr < array->size &&
+                    (ELF64_R_TYPE(rela.r_info) != relative || !segs.IsCode(static_cast<uint64_t>(rela.r_addend)))) {
+                    std::snprintf(why, why_len, "a constructor or destructor slot points outside its code");
+                    return false;
+                }
             }
         }
     }
@@ -173,9 +213,16 @@ inline bool CheckSharedObject(const void *image, uint64_t length, char *why, siz
         std::snprintf(why, why_len, "its section headers lie outside the file (truncated?)");
         return false;
     }
-    Segments segs{std::vector<Elf64_Phdr>(eh.e_phnum)};
+    Segments segs{std::vector<Elf64_Phdr>(eh.e_phnum), {}};
     std::memcpy(segs.phdr.data(), data + eh.e_phoff, eh.e_phnum * sizeof(Elf64_Phdr));
-    const Elf64_Phdr *dynamic = nullptr;
+    for (uint16_t i = 0; eh.e_shoff != 0 && i < eh.e_shnum; ++i) {
+        Elf64_Shdr sh;
+        std::memcpy(&sh, data + eh.e_shoff + i * sizeof sh, sizeof sh);
+        if ((sh.sh_flags & SHF_EXECINSTR) && sh.sh_type == SHT_PROGBITS && sh.sh_size != 0) {
+            segs.code.emplace_back(sh.sh_addr, sh.sh_addr + sh.sh_size);
+        }
+    }
+    const Elf64_Phdr *dynamic = nullptr, *relro = nullptr;
     int loads = 0;
     for (uint16_t i = 0; i < eh.e_phnum; ++i) {
         const Elf64_Phdr &p = segs.phdr[i];
@@ -191,6 +238,8 @@ inline bool CheckSharedObject(const void *image, uint64_t length, char *why, siz
             }
         } else if (p.p_type == PT_DYNAMIC) {
             dynamic = &p;
+        } else if (p.p_type == PT_GNU_RELRO && p.p_memsz != 0) {
+            relro = &p;
         } else if (p.p_type == PT_INTERP) {
             std::snprintf(why, why_len, "it is an executable (it names a program interpreter), not a library");
             return false;
@@ -202,6 +251,10 @@ inline bool CheckSharedObject(const void *image, uint64_t length, char *why, siz
     }
     if (dynamic == nullptr) {
         std::snprintf(why, why_len, "it has no dynamic section");
+        return false;
+    }
+    if (relro != nullptr && !segs.ContainsWith(relro->p_vaddr, relro->p_memsz, PF_W)) {
+        std::snprintf(why, why_len, "its RELRO range lies outside its data segment");
         return false;
     }
     return CheckDynamic(data, length, *dynamic, segs, why, why_len);

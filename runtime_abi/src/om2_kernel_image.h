@@ -120,7 +120,7 @@ inline bool MapKernel(const void *image_data, uint64_t length, KernelImage *imag
     /* the dynamic section: what the binary asks of a loader */
     uint64_t rela = 0, relasz = 0, jmprel = 0, pltrelsz = 0, strtab = UINT64_MAX, strsz = 0, symtab = UINT64_MAX;
     std::vector<uint64_t> needed;
-    const Segments segs{ph};
+    const Segments segs{ph, {}};
     for (uint64_t off = dynamic->p_offset; off + sizeof(Elf64_Dyn) <= dynamic->p_offset + dynamic->p_filesz;
          off += sizeof(Elf64_Dyn)) {
         Elf64_Dyn d;

@@ -370,7 +370,7 @@ def _dynamic_entry_offset(data: bytes, tag: str) -> int:
     raise AssertionError(f"no {tag}")
 
 
-@pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7)])
+@pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7), ("DT_INIT", 0)])
 def test_inconsistent_relocation_tables_are_refused_before_dlopen(mlp, tmp_path, tag, value):
     import struct
     e = entries_of(mlp["om2"])
@@ -394,9 +394,11 @@ def test_execute_raw_with_arrays_or_generators_is_an_input_error(mlp):
         x, y = FEEDS["x"], np.empty((4, 8), np.float32)
         with pytest.raises(om2gen.InputError, match="not a buffer address"):
             m.execute_raw([x], [y])
-        with pytest.raises(om2gen.InputError, match="two sequences of buffer addresses"):
+        with pytest.raises(om2gen.InputError, match="two sequences"):
             m.execute_raw(5, [y.ctypes.data])
-        m.execute_raw((a for a in [x.ctypes.data]), [y.ctypes.data])   # any iterable of ints
+        with pytest.raises(om2gen.InputError, match="two sequences"):
+            m.execute_raw((a for a in [x.ctypes.data]), [y.ctypes.data])
+        m.execute_raw((x.ctypes.data,), [y.ctypes.data])
         np.testing.assert_allclose(y, mlp["ref"], rtol=1e-5, atol=1e-5)
 
 
@@ -426,3 +428,37 @@ def test_an_om_model_def_edit_fails_its_digest(mlp, tmp_path):
     path.write_bytes(write_om(None, parts, header=om.header))
     with pytest.raises(om2gen.ArchiveError, match="partition MODEL_DEF does not match the blake3 digest"):
         om2gen.load(path)
+
+
+def test_a_relro_range_past_the_data_segment_is_refused(mlp, tmp_path):
+    import io
+    import struct
+
+    from elftools.elf.elffile import ELFFile
+    e = entries_of(mlp["om2"])
+    lib_name = name_of(e, "_om2.so")
+    data = bytearray(e[lib_name])
+    elf = ELFFile(io.BytesIO(bytes(data)))
+    index = next(i for i, seg in enumerate(elf.iter_segments()) if seg["p_type"] == "PT_GNU_RELRO")
+    struct.pack_into("<Q", data, elf["e_phoff"] + index * 56 + 40, 0xA771)   # p_memsz
+    e[lib_name] = bytes(data)
+    path = write_archive(tmp_path / "relro.om2", e)
+    out = run_child(f"""
+import om2gen
+try:
+    om2gen.load({str(path)!r}).close()
+except om2gen.Om2Error as exc:
+    print(type(exc).__name__, exc)
+""")
+    assert "RELRO range lies outside its data segment" in out, out
+
+
+@pytest.mark.parametrize("name", ["\u0000", "manifest.json", "data/kernels_x86_64"])
+def test_a_kernel_list_naming_other_entries_is_an_archive_error(mlp, tmp_path, name):
+    e = entries_of(mlp["om2"])
+    meta = json.loads(e[layout.model_meta(0)])
+    meta["kernels"][0] = name
+    e[layout.model_meta(0)] = json.dumps(meta).encode()
+    with pytest.raises(om2gen.ArchiveError, match="kernel entry .* is not data/kernels_"):
+        om2gen.load(write_archive(tmp_path / "k.om2", e))
+
