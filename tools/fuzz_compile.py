@@ -76,8 +76,8 @@ def _where(tb) -> str:
            f"{f.lineno} {f.name}"
 
 
-def compile_one(model_path: str, stage: str, out_dir: str) -> dict:
-    """Compiles one model; the answer as a dict (kind, error, where, message)."""
+def compile_one(model_path: str, stage: str, archive: str) -> dict:
+    """Compiles one model into `archive`; the answer as a dict (kind, error, where, message)."""
     import om2gen
     from om2gen.toolchain import compiler
 
@@ -86,7 +86,6 @@ def compile_one(model_path: str, stage: str, out_dir: str) -> dict:
         def stop(*args, **kwargs):
             raise _StopBeforeToolchain
         compiler.build_all = stop
-    archive = os.path.join(out_dir, "case.om2")
     try:
         om2gen.compile(model_path, archive)
     except _StopBeforeToolchain:
@@ -202,14 +201,16 @@ def worker(memory_gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # whatever the compile prints is not an answer
-    with tempfile.TemporaryDirectory(prefix="om2gen-fuzz-") as out_dir:
-        for line in sys.stdin:
-            job = json.loads(line)
-            t0 = time.monotonic()
-            answer = compile_one(job["path"], job["stage"], out_dir)
-            answer["seconds"] = time.monotonic() - t0
-            answers.write(json.dumps(answer) + "\n")
-            answers.flush()
+    import om2gen  # noqa: F401: imported before the first case's clock starts
+    answers.write("ready\n")
+    answers.flush()
+    for line in sys.stdin:   # the parent owns every file named here (a killed worker leaves nothing)
+        job = json.loads(line)
+        t0 = time.monotonic()
+        answer = compile_one(job["path"], job["stage"], job["archive"])
+        answer["seconds"] = time.monotonic() - t0
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
 
 
 class _Worker:
@@ -217,12 +218,14 @@ class _Worker:
         self.proc = subprocess.Popen([sys.executable, __file__, "--worker", "--memory-gib", str(memory_gib)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True)
-        self.job = None
-        self.started = 0.0
+        self.job, self.started, self.files = None, 0.0, ()
+        if self.proc.stdout.readline() != "ready\n":
+            raise RuntimeError(f"a fuzz worker did not start (exit {self.proc.wait()}); run "
+                               f"{sys.executable} {__file__} --worker to see why")
 
     def send(self, job, path: str, stage: str) -> None:
-        self.job, self.started = job, time.monotonic()
-        self.proc.stdin.write(json.dumps({"path": path, "stage": stage}) + "\n")
+        self.job, self.started, self.files = job, time.monotonic(), (path, path + ".om2")
+        self.proc.stdin.write(json.dumps({"path": path, "stage": stage, "archive": path + ".om2"}) + "\n")
         self.proc.stdin.flush()
 
     def kill(self) -> None:
@@ -257,7 +260,7 @@ def run(cases: int, seed: int, *, jobs: int | None = None, timeout: float = 120.
             for i, w in enumerate(workers):
                 if not w.job:
                     continue
-                elapsed = time.monotonic() - w.started
+                elapsed, files = time.monotonic() - w.started, w.files
                 if w.proc.stdout in ready:
                     line = w.proc.stdout.readline()
                     res = w.job
@@ -278,6 +281,9 @@ def run(cases: int, seed: int, *, jobs: int | None = None, timeout: float = 120.
                 else:
                     continue
                 results[res.index] = res
+                for f in files:
+                    if os.path.exists(f):
+                        os.remove(f)
                 if progress:
                     progress(len(results), cases)
                 feed(w)
@@ -324,7 +330,7 @@ def replay(seed: int, index: int, stage: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "case.onnx")
         Path(path).write_bytes(model.SerializeToString())
-        answer = compile_one(path, stage, tmp)
+        answer = compile_one(path, stage, os.path.join(tmp, "case.om2"))
         print(json.dumps(answer, indent=1))
         if answer["kind"] == "untyped":
             import om2gen
