@@ -82,9 +82,22 @@ struct Segments {
     }
 };
 
+/* A relocation type that needs the object's TLS block. */
+inline bool IsTlsRelocation(uint32_t type) {
+#if defined(__aarch64__)
+    return type == R_AARCH64_TLS_DTPMOD || type == R_AARCH64_TLS_DTPREL || type == R_AARCH64_TLS_TPREL ||
+           type == R_AARCH64_TLSDESC;
+#else
+    return type == R_X86_64_DTPMOD64 || type == R_X86_64_DTPOFF64 || type == R_X86_64_TPOFF64 ||
+           type == R_X86_64_TLSDESC;
+#endif
+}
+
 /* Checks the dynamic section's pointers and sizes; false with a reason in `why`. */
 inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64_Phdr &dyn, const Segments &segs,
                          char *why, size_t why_len) {
+    bool has_tls = false;
+    for (const Elf64_Phdr &p : segs.phdr) has_tls |= p.p_type == PT_TLS;
     if (dyn.p_filesz % sizeof(Elf64_Dyn) != 0 || !Within(dyn.p_offset, dyn.p_filesz, length)) {
         std::snprintf(why, why_len, "its dynamic section (%llu bytes at %llu) is malformed",
                       (unsigned long long)dyn.p_filesz, (unsigned long long)dyn.p_offset);
@@ -98,6 +111,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI};
     bool ended = false;
     uint64_t relaent = 0, relacount = 0, syment = 0;
+    std::vector<uint64_t> names;   // string-table offsets: DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH
     const uint64_t n = dyn.p_filesz / sizeof(Elf64_Dyn);
     for (uint64_t i = 0; i < n && !ended; ++i) {
         Elf64_Dyn d;
@@ -117,6 +131,9 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
             if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr;
             if (d.d_tag == t.size_tag) t.size = d.d_un.d_val;
         }
+        if (d.d_tag == DT_NEEDED || d.d_tag == DT_SONAME || d.d_tag == DT_RPATH || d.d_tag == DT_RUNPATH) {
+            names.push_back(d.d_un.d_val);
+        }
         if (d.d_tag == DT_RELAENT) relaent = d.d_un.d_val;
         if (d.d_tag == DT_RELACOUNT) relacount = d.d_un.d_val;
         if (d.d_tag == DT_SYMENT) syment = d.d_un.d_val;
@@ -124,6 +141,15 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     if (!ended) {
         std::snprintf(why, why_len, "its dynamic section has no DT_NULL end");
         return false;
+    }
+    /* the names the loader reads from the string table lie inside it, NUL-terminated */
+    const uint64_t str_off = tables[0].addr == UINT64_MAX ? UINT64_MAX : segs.FileOffset(tables[0].addr, tables[0].size);
+    for (uint64_t name : names) {
+        if (str_off == UINT64_MAX || name >= tables[0].size ||
+            std::memchr(data + str_off + name, 0, tables[0].size - name) == nullptr) {
+            std::snprintf(why, why_len, "a library name of its dynamic section lies outside its string table");
+            return false;
+        }
     }
     /* the loader walks RELA tables by these counts and sizes (DT_RELACOUNT relative ones first) */
     for (const Table &t : tables) {
@@ -171,6 +197,10 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
             if (!segs.Contains(rela.r_offset, sizeof(uint64_t))) {
                 std::snprintf(why, why_len, "a relocation writes outside its segments (offset 0x%llx)",
                               (unsigned long long)rela.r_offset);
+                return false;
+            }
+            if (!has_tls && IsTlsRelocation(ELF64_R_TYPE(rela.r_info))) {
+                std::snprintf(why, why_len, "it has thread-local relocations but no PT_TLS segment");
                 return false;
             }
             for (const Table *array : {&init, &fini}) {

@@ -370,7 +370,8 @@ def _dynamic_entry_offset(data: bytes, tag: str) -> int:
     raise AssertionError(f"no {tag}")
 
 
-@pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7), ("DT_INIT", 0)])
+@pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7), ("DT_INIT", 0),
+                                        ("DT_NEEDED", 1 << 40)])
 def test_inconsistent_relocation_tables_are_refused_before_dlopen(mlp, tmp_path, tag, value):
     import struct
     e = entries_of(mlp["om2"])
