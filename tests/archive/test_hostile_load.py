@@ -67,6 +67,18 @@ def run_child(code: str, timeout=120):
     return proc.stdout
 
 
+def load_in_child(path) -> str:
+    """Loads and closes `path` in a child process; its output names the Om2Error, if any (a crash
+    fails run_child)."""
+    return run_child(f"""
+import om2gen
+try:
+    om2gen.load({str(path)!r}).close()
+except om2gen.Om2Error as exc:
+    print(type(exc).__name__, exc)
+""")
+
+
 # ---- the loaded model does not depend on its file ----
 
 @pytest.mark.parametrize("fmt", ["om2", "om"])
@@ -210,13 +222,7 @@ def test_a_truncated_elf_with_a_matching_digest_is_refused_without_a_signal(mlp,
         bad = dict(e)
         bad[name] = e[name][:int(len(e[name]) * cut)]
         path = write_archive(tmp_path / f"cut_{cut}.om2", bad)
-        out = run_child(f"""
-import om2gen
-try:
-    om2gen.load({str(path)!r})
-except om2gen.Om2Error as exc:
-    print(type(exc).__name__, exc)
-""")
+        out = load_in_child(path)
         assert "ArchiveError" in out or "RuntimeFailure" in out, out
         assert "runs past the" in out or "outside the file" in out or "lie outside" in out, out
 
@@ -380,13 +386,7 @@ def test_inconsistent_relocation_tables_are_refused_before_dlopen(mlp, tmp_path,
     struct.pack_into("<Q", data, _dynamic_entry_offset(bytes(data), tag), value)
     e[lib_name] = bytes(data)
     path = write_archive(tmp_path / f"{tag}.om2", e)
-    out = run_child(f"""
-import om2gen
-try:
-    om2gen.load({str(path)!r})
-except om2gen.Om2Error as exc:
-    print(type(exc).__name__, exc)
-""")
+    out = load_in_child(path)
     assert "ArchiveError" in out and "refusing a shared object" in out, out
 
 
@@ -444,13 +444,7 @@ def test_a_relro_range_past_the_data_segment_is_refused(mlp, tmp_path):
     struct.pack_into("<Q", data, elf["e_phoff"] + index * 56 + 40, 0xA771)   # p_memsz
     e[lib_name] = bytes(data)
     path = write_archive(tmp_path / "relro.om2", e)
-    out = run_child(f"""
-import om2gen
-try:
-    om2gen.load({str(path)!r}).close()
-except om2gen.Om2Error as exc:
-    print(type(exc).__name__, exc)
-""")
+    out = load_in_child(path)
     assert "RELRO range lies outside its data segment" in out, out
 
 
