@@ -176,12 +176,8 @@ class Model:
                 given, image = image, None   # the loader owns the copy from here on
                 if self.format == "om2":
                     self._load_om2(source, clock, given, keys)
-                elif keys is not None:
-                    given.close()
-                    raise ArchiveError(f"{self.path}: a classic OM file carries no signature, and this load trusts "
-                                       "only signed archives; convert it (`om2gen convert`) and sign the .om2")
                 else:
-                    load_om(self, given, clock)
+                    load_om(self, given, clock, keys)
             finally:
                 lib.om2rtSetIssueThreadCount(previous)
             self._prepare_run()

@@ -46,10 +46,13 @@ def _target(om_model, where: str) -> None:
     check_target(where, target.name, target.arch, target.isa_features)
 
 
-def load_om(model, image, clock) -> None:
+def load_om(model, image, clock, trusted_keys=None) -> None:
     """Fills `model` (executor.model.Model) from an OM file's private copy (archive/image.py),
-    which it takes over."""
+    which it takes over. trusted_keys: as for an OM2 archive (archive/signing.py)."""
     res = model._om = OmResources(image)
+    if trusted_keys is not None:
+        raise ArchiveError(f"{model.path}: a classic OM file carries no signature, and this load trusts "
+                           "only signed archives; convert it (`om2gen convert`) and sign the .om2")
     where = model.path
     data = image.view
     try:
