@@ -12,7 +12,8 @@ which no manifest covers. None of this is a signature: anyone can recompute ever
   compiler, headers: codegen/kernels.py), not its bytes, so only its form and directory can be
   checked at load; the runtime refuses a binary that does not define the entry it names.
 - A classic .om records the sha256 of each SO_BINS item in MODEL_DEF attr ``SO_BINS_SHA256``,
-  checked before anything is dlopen'ed (an OM written before that loads without it).
+  and the BLAKE3 of its other partitions in ``PARTITION_BLAKE3``, both checked before anything is
+  dlopen'ed, and both required (an OM without them is refused).
 """
 from __future__ import annotations
 
@@ -82,8 +83,13 @@ def so_bins_digests(bins) -> list[str]:
 def check_so_bins(model_def, bins, where: str) -> None:
     """A classic .om's SO_BINS items, before any is loaded: against the digests MODEL_DEF records
     and, for kCustomOp items, their names. An OM written before om2gen recorded digests (no attr)
-    gets only the name check."""
+    is refused, as for the partition digests (check_partitions)."""
     digests = so_bins_digests(bins)
+    if bins and SO_BINS_SHA256 not in model_def.attr:
+        raise ArchiveError(f"{where}: MODEL_DEF records no digests of its {len(bins)} SO_BINS items (attr "
+                           f"{SO_BINS_SHA256}), which om2gen writes into every .om that packs shared objects; the "
+                           f"attr was removed or renamed, or an om2gen older than the check wrote the file: "
+                           f"{_RECOMPILE}")
     if SO_BINS_SHA256 in model_def.attr:
         attr = model_def.attr[SO_BINS_SHA256]
         recorded = list(attr.list.s) if attr.WhichOneof("value") == "list" else None
@@ -133,11 +139,14 @@ def partition_digests(partitions: dict, model_def=None) -> list[str]:
 
 def check_partitions(model_def, om, where: str) -> None:
     """A classic .om's partitions and MODEL_DEF against the digests MODEL_DEF records, before
-    any is parsed further. An OM written before om2gen recorded them (no attr) is not checked."""
+    any is parsed further. The digests are required: were a file without them loaded unchecked,
+    one changed byte in the attr's name would turn the check off (fuzz case om-7224)."""
     from .om.layout import ModelPartitionType as PT
     prefix = f"{where}: " if where else ""
     if PARTITION_BLAKE3 not in model_def.attr:
-        return
+        raise ArchiveError(f"{prefix}MODEL_DEF records no partition digests (attr {PARTITION_BLAKE3}), which om2gen "
+                           f"writes into every .om; the attr was removed or renamed, or an om2gen older than the "
+                           f"check wrote the file: {_RECOMPILE}")
     attr = model_def.attr[PARTITION_BLAKE3]
     recorded = [v.decode("ascii", "replace") for v in attr.list.s] if attr.WhichOneof("value") == "list" else []
     actual = partition_digests({name: om.partition(PT[name]) for name in DIGESTED_PARTITIONS}, model_def)

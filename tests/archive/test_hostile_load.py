@@ -431,6 +431,22 @@ def test_an_om_model_def_edit_fails_its_digest(mlp, tmp_path):
         om2gen.load(path)
 
 
+def test_an_om_digest_attr_renamed_by_one_byte_is_refused(mlp, tmp_path):
+    """Fuzz case om-7224 (seed 2): one of eight flipped bytes made `_om2gen_partition_blake3`
+    `[om2gen_partition_blake3`; with no digests recorded the loader skipped the check, and the
+    flips in WEIGHTS_DATA and TBE_KERNELS ran (a wrong result). The digests are required now."""
+    from om2gen import integrity
+    data = bytearray(mlp["om"].read_bytes())
+    data[data.index(integrity.PARTITION_BLAKE3.encode())] = ord("[")
+    weights = read_om(bytes(data)).partition(PT.WEIGHTS_DATA)
+    data[data.index(bytes(weights[:64])) + 100] ^= 0x40   # a weight changed, as the other flips did
+    path = tmp_path / "renamed.om"
+    path.write_bytes(bytes(data))
+    with pytest.raises(om2gen.ArchiveError, match=f"MODEL_DEF records no partition digests .attr "
+                                                  f"{integrity.PARTITION_BLAKE3}."):
+        om2gen.load(path)
+
+
 def test_a_relro_range_past_the_data_segment_is_refused(mlp, tmp_path):
     import io
     import struct
