@@ -56,8 +56,15 @@ def cmd_run(args) -> int:
 
 def cmd_convert(args) -> int:
     from .convert import convert
-    out = convert(args.model, args.output, progress=not args.quiet)
+    from .om.container import read_om
+    from .om.signature import signers
+    out = convert(args.model, args.output, progress=not args.quiet, trusted_keys=args.trusted_key)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
+    signed_by = signers(read_om(args.model))
+    if signed_by:
+        print(f"note: {args.model} is signed (by {', '.join(signed_by)}); the signature covers that file only, and "
+              f"{out} (new bytes, its model library built here) is unsigned: sign it with `om2gen sign {out} --key "
+              "KEY.pem`")
     return 0
 
 
@@ -132,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("model", help="the .om file")
     v.add_argument("-o", "--output", required=True, help="the .om2 file to write")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    v.add_argument("--trusted-key", action="append", metavar="KEY.pub",
+                   help="convert only if an Ed25519 public key given here signed the .om (om2gen sign); repeatable. "
+                        "The .om2 written is unsigned either way")
     v.set_defaults(func=cmd_convert)
 
     i = sub.add_parser("inspect", help="show what an .om2 archive or .om file holds")
@@ -139,10 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.set_defaults(func=cmd_inspect)
 
-    g = sub.add_parser("sign", help="sign an .om2 archive with an Ed25519 key (om2gen.load(..., trusted_keys=...))")
-    g.add_argument("model", help="the .om2 archive")
+    g = sub.add_parser("sign", help="sign an .om2 archive or .om file with an Ed25519 key (om2gen.load(..., "
+                       "trusted_keys=...))")
+    g.add_argument("model", help="the .om2 archive or .om file (the format is read from its content)")
     g.add_argument("--key", required=True, help="the private key (PEM), e.g. from `om2gen keygen`")
-    g.add_argument("-o", "--output", help="write the signed archive here (default: in place)")
+    g.add_argument("-o", "--output", help="write the signed file here (default: in place)")
     g.set_defaults(func=cmd_sign)
 
     k = sub.add_parser("keygen", help="make an Ed25519 key pair for `om2gen sign`")

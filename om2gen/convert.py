@@ -17,8 +17,11 @@ from .om import reader
 from .om.container import read_om
 
 
-def convert(source, output, *, progress: bool = False) -> Path:
-    """Converts the OM file `source` (path) into the OM2 archive `output`; returns its path."""
+def convert(source, output, *, progress: bool = False, trusted_keys=None) -> Path:
+    """Converts the OM file `source` (path) into the OM2 archive `output`; returns its path.
+    trusted_keys (archive/signing.py): the OM must be signed by one of them, as for a load. A
+    signature of the OM is not carried over: the archive is new bytes (a model library built
+    here), unsigned until someone signs it."""
     from .so_providers import SoPack
     out = Path(output)
     if out.is_dir():
@@ -31,6 +34,10 @@ def convert(source, output, *, progress: bool = False) -> Path:
     report = _Progress(progress)
     om = read_om(source)
     where = str(source)
+    if trusted_keys is not None:
+        from .archive import signing
+        from .om import signature
+        signature.check(om, signing.trusted_keys(trusted_keys), where)
     parsed = reader.read(om, where)
     md = parsed.model_def
     tgt = reader.target_of(md, where)

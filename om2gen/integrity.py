@@ -111,6 +111,9 @@ def check_so_bins(model_def, bins, where: str) -> None:
 # itself serialized without this attr (deterministic protobuf, as the writer serializes it). GE
 # ignores attrs it does not know.
 PARTITION_BLAKE3 = "_om2gen_partition_blake3"
+# MODEL_DEF attr: the signature document of a signed .om (om/signature.py), MODEL_DEF's last field.
+# Neither digest covers it: signing adds it after both were recorded.
+OM_SIGNATURE = "_om2gen_signature"
 DIGESTED_PARTITIONS = ("CUSTOM_OPS", "WEIGHTS_DATA", "TBE_KERNELS", "TASK_INFO")
 
 
@@ -120,11 +123,13 @@ def _blake3(data) -> str:
 
 
 def model_def_digest(model_def) -> str:
-    """BLAKE3 of MODEL_DEF without PARTITION_BLAKE3 (the attr cannot digest itself)."""
+    """BLAKE3 of MODEL_DEF without PARTITION_BLAKE3 (the attr cannot digest itself) and
+    OM_SIGNATURE (added after it)."""
     md = type(model_def)()
     md.CopyFrom(model_def)
-    if PARTITION_BLAKE3 in md.attr:
-        del md.attr[PARTITION_BLAKE3]
+    for name in (PARTITION_BLAKE3, OM_SIGNATURE):
+        if name in md.attr:
+            del md.attr[name]
     return _blake3(md.SerializeToString(deterministic=True))
 
 

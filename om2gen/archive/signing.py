@@ -13,6 +13,9 @@ refuses an archive that carries no valid signature by a trusted key before any o
 mapped. Keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public, as OpenSSL and
 `om2gen keygen` write them) or raw 32-byte public keys. The `cryptography` package does the
 Ed25519 arithmetic; it is imported only when signing or checking signatures.
+
+Classic .om files are signed with the same keys, documents and checks (`_verify`,
+`_signed_doc`); om/signature.py says where the document lives in an OM and what it signs.
 """
 from __future__ import annotations
 
@@ -99,23 +102,20 @@ def trusted_keys(given) -> list[bytes] | None:
     return keys
 
 
-def check(archive, keys: list[bytes]) -> str:
-    """Raises ArchiveError unless `archive` (reader.Archive) carries a valid signature of its
-    manifest by one of `keys`; returns the signer's key id."""
-    where = archive.path
-    if layout.SIGNATURE not in archive.names():
-        raise ArchiveError(f"{where}: not signed, and this load trusts only signed archives (trusted_keys= or "
-                           f"${TRUSTED_KEYS_ENV}); sign it with `om2gen sign {Path(str(where)).name} --key KEY.pem`")
-    info = archive.info(layout.SIGNATURE)
-    if info.file_size > MAX_SIGNATURE_ENTRY:
-        raise ArchiveError(f"{where}: {layout.SIGNATURE} has {info.file_size} bytes; the archive is corrupt")
-    doc = archive.read_json(layout.SIGNATURE)
-    sigs = doc.get("signatures") if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+def _not_signed(where, name: str) -> ArchiveError:
+    return ArchiveError(f"{where}: not signed, and this load trusts only signed archives (trusted_keys= or "
+                        f"${TRUSTED_KEYS_ENV}); sign it with `om2gen sign {name} --key KEY.pem`")
+
+
+def _verify(doc, fmt: str, message: bytes, keys: list[bytes], where, what: str, kind: str) -> str:
+    """The key id of a signature in `doc` (a signature document of format `fmt`) by one of
+    `keys` over `message`; ArchiveError (naming `what` was signed, and the `kind` of file)
+    unless there is one and it holds."""
+    sigs = doc.get("signatures") if isinstance(doc, dict) and doc.get("format") == fmt else None
     if not isinstance(sigs, list):
-        raise ArchiveError(f"{where}: {layout.SIGNATURE} is not an om2gen signature file; the archive is corrupt")
+        raise ArchiveError(f"{where}: its signature is not an om2gen signature document; the {kind} is corrupt")
     _, ed25519 = _ed25519()
     from cryptography.exceptions import InvalidSignature
-    manifest = bytes(archive.view(layout.MANIFEST))
     trusted = {key_id(k): k for k in keys}
     seen = []
     for s in sigs:
@@ -129,14 +129,38 @@ def check(archive, keys: list[bytes]) -> str:
         if key_id(public) not in trusted or trusted[key_id(public)] != public:
             continue
         try:
-            ed25519.Ed25519PublicKey.from_public_bytes(public).verify(signature, manifest)
+            ed25519.Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
         except (InvalidSignature, ValueError):
-            raise ArchiveError(f"{where}: the signature by trusted key {key_id(public)} does not match the manifest; "
-                               "the archive was modified after it was signed: do not use it") from None
+            raise ArchiveError(f"{where}: the signature by trusted key {key_id(public)} does not match {what}; "
+                               f"the {kind} was modified after it was signed: do not use it") from None
         return key_id(public)
     raise ArchiveError(f"{where}: signed by {', '.join(seen) or 'no Ed25519 key'}, none of them trusted (trusted: "
                        f"{', '.join(sorted(trusted))}); add the signer's public key to trusted_keys, or get the "
-                       "archive from its signer")
+                       f"{kind} from its signer")
+
+
+def _signed_doc(old, key, message: bytes, fmt: str) -> dict:
+    """The signature document `old` (None: none yet) with the signature of `key` over `message`
+    in place of any earlier one by the same key."""
+    public = _raw_public(key.public_key())
+    sigs = old.get("signatures", []) if isinstance(old, dict) else []
+    others = [s for s in sigs if isinstance(s, dict) and s.get("public_key") != public.hex()]
+    mine = {"algorithm": ALGORITHM, "key_id": key_id(public), "public_key": public.hex(),
+            "signature": key.sign(message).hex()}
+    return {"format": fmt, "signatures": others + [mine]}
+
+
+def check(archive, keys: list[bytes]) -> str:
+    """Raises ArchiveError unless `archive` (reader.Archive) carries a valid signature of its
+    manifest by one of `keys`; returns the signer's key id."""
+    where = archive.path
+    if layout.SIGNATURE not in archive.names():
+        raise _not_signed(where, Path(str(where)).name)
+    info = archive.info(layout.SIGNATURE)
+    if info.file_size > MAX_SIGNATURE_ENTRY:
+        raise ArchiveError(f"{where}: {layout.SIGNATURE} has {info.file_size} bytes; the archive is corrupt")
+    doc = archive.read_json(layout.SIGNATURE)
+    return _verify(doc, FORMAT, bytes(archive.view(layout.MANIFEST)), keys, where, "the manifest", "archive")
 
 
 def _private_key(path):
@@ -156,22 +180,26 @@ def _private_key(path):
 
 
 def sign(path, key_path, output=None) -> Path:
-    """Adds a signature by the private key at `key_path` to the archive at `path` (written to
-    `output`, default in place, atomically). Signing twice with one key keeps one signature."""
+    """Adds a signature by the private key at `key_path` to the .om2 archive or classic .om file
+    at `path` (written to `output`, default in place, atomically). Signing twice with one key
+    keeps one signature."""
     from . import writer
     from .reader import Archive
     path = Path(path)
     key = _private_key(key_path)
-    public = _raw_public(key.public_key())
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror})") from None
+    if magic == b"IMOD":   # a classic .om (om/signature.py)
+        from ..om import signature
+        return signature.sign(path, key, Path(output) if output else path)
     with Archive(path) as a:
         manifest = bytes(a.view(layout.MANIFEST))
-        old = a.read_json(layout.SIGNATURE) if layout.SIGNATURE in a.names() else {"signatures": []}
+        old = a.read_json(layout.SIGNATURE) if layout.SIGNATURE in a.names() else None
         entries = [writer.Entry(n, a.read(n)) for n in a.names() if n != layout.SIGNATURE]
-    others = [s for s in old.get("signatures", []) if isinstance(s, dict) and s.get("public_key") != public.hex()]
-    mine = {"algorithm": ALGORITHM, "key_id": key_id(public), "public_key": public.hex(),
-            "signature": key.sign(manifest).hex()}
-    doc = {"format": FORMAT, "signatures": others + [mine]}
-    entries.append(writer.Entry(layout.SIGNATURE, writer.json_bytes(doc)))
+    entries.append(writer.Entry(layout.SIGNATURE, writer.json_bytes(_signed_doc(old, key, manifest, FORMAT))))
     out = Path(output) if output else path
     writer.write(out, entries)
     return out

@@ -16,7 +16,7 @@ from .. import integrity, so_in_om
 from ..errors import ArchiveError, RuntimeFailure
 from ..executor.native import ffi, lib, string
 from ..executor.tables import Tables
-from . import reader
+from . import reader, signature
 from .container import read_om
 
 
@@ -50,9 +50,6 @@ def load_om(model, image, clock, trusted_keys=None) -> None:
     """Fills `model` (executor.model.Model) from an OM file's private copy (archive/image.py),
     which it takes over. trusted_keys: as for an OM2 archive (archive/signing.py)."""
     res = model._om = OmResources(image)
-    if trusted_keys is not None:
-        raise ArchiveError(f"{model.path}: a classic OM file carries no signature, and this load trusts "
-                           "only signed archives; convert it (`om2gen convert`) and sign the .om2")
     where = model.path
     data = image.view
     try:
@@ -60,6 +57,9 @@ def load_om(model, image, clock, trusted_keys=None) -> None:
     except ArchiveError as e:
         raise ArchiveError(str(e).replace("OM data", where, 1)) from None
     clock("parse the partition table")
+    if trusted_keys is not None:   # before MODEL_DEF is parsed, anything is placed or any code mapped
+        model.signed_by = signature.check(om, trusted_keys, where)
+        clock("check the signature")
     parsed = reader.read(om, where, clock)
     so_in_om.check(so_in_om.from_model_def(parsed.model_def, where), where, model.allow_platform_mismatch)
     _target(parsed, where)
