@@ -16,7 +16,7 @@ import stat
 
 from ..errors import ArchiveError
 
-_SMALL = 256 << 10       # below this size, the copy lives on the heap (its pages are warm)
+SMALL = 256 << 10        # below this size, the copy lives on the heap (its pages are warm)
 _HUGE = 4 << 20          # from this size on, ask for transparent huge pages
 _CHUNK = 64 << 20        # one read at a time: a short read is retried from where it stopped
 ALIGNMENT = 64           # the copy starts at a multiple of this (the archive aligns entries to it)
@@ -39,7 +39,7 @@ class Image:
     def __init__(self, where: str, size: int):
         self.where = where
         self._size = size
-        if size < _SMALL:
+        if size < SMALL:
             self._buf = bytearray(size + ALIGNMENT)
             ffi = _native().ffi
             self._start = -int(ffi.cast("uintptr_t", ffi.from_buffer(self._buf))) % ALIGNMENT

@@ -4,12 +4,21 @@ Everything read is validated: the ZIP structure, the manifest (schema, format, v
 with sizes and digests), model_meta.json, and every local header whose data is used. What the
 executor uses is STORED and digest-checked in the copy, so what was checked is what runs.
 Problems raise ArchiveError naming the entry and what to do.
+
+Archives smaller than image.SMALL are remembered with their bytes: opening bytes equal to
+remembered ones (compared in full, a few microseconds at that size) reuses what reading them
+found (the directory, the manifest, which entries matched their digests, and what the executor
+recorded in `memo`) instead of parsing and hashing them again. Every check is a function of the
+bytes alone, so the answers are the same; what depends on anything else (the trusted keys of a
+signed load) is checked on every load.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import struct
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import blake3
@@ -22,6 +31,44 @@ ZIP_MAGIC = b"PK\x03\x04"
 MAX_JSON = 64 << 20         # manifest.json / model_meta.json larger than this are refused
 MAX_INFLATED = 1 << 30      # a DEFLATED entry read through read() inflates to at most this
 _PARALLEL_DIGEST = 1 << 20  # entries from this size on are hashed on several threads
+_MEMO_BYTES = 8 << 20       # small archives remembered, at most this many bytes of them; the least
+                            # recently opened are forgotten first
+_MEMO_TAIL = 256            # the last bytes of an archive (its ZIP directory's end, CRCs) pick the
+                            # remembered one to compare with
+
+_memo_lock = threading.Lock()
+_memos: OrderedDict = OrderedDict()   # (size, tail) -> what opening those bytes found, with the bytes
+_memo_bytes = 0
+
+
+def _memo_key(view) -> tuple:
+    return len(view), bytes(view[-_MEMO_TAIL:])
+
+
+def _recall(view) -> dict | None:
+    """What opening bytes equal to `view` found, if they were opened before."""
+    key = _memo_key(view)
+    with _memo_lock:
+        memo = _memos.get(key)
+        if memo is None:
+            return None
+        _memos.move_to_end(key)
+    return memo if bytes(view) == memo["bytes"] else None
+
+
+def _remember(view, memo: dict) -> dict:
+    global _memo_bytes
+    key = _memo_key(view)
+    memo["bytes"] = bytes(view)
+    with _memo_lock:
+        old = _memos.pop(key, None)
+        if old is not None:
+            _memo_bytes -= len(old["bytes"])
+        _memos[key] = memo
+        _memo_bytes += len(memo["bytes"])
+        while _memo_bytes > _MEMO_BYTES:
+            _memo_bytes -= len(_memos.popitem(last=False)[1]["bytes"])
+    return memo
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -57,6 +104,10 @@ class Archive:
             image = image_mod.read_buffer(source, self.path) if in_memory else image_mod.read_path(source)
         self.image = image
         self._map = image.view
+        # what opening these bytes found, shared by every Archive of the same bytes (small ones):
+        # "verified" (entries that matched their digests), "spans" (where each entry's data is),
+        # and what the executor adds
+        self.memo = None
         try:
             self._open()
         except BaseException:
@@ -75,6 +126,12 @@ class Archive:
                                    "into an OM2 archive")
             raise ArchiveError(f"{self.path}: not an OM2 archive (starts with {head.hex()}, an .om2 starts with "
                                f"504b0304); compile the model with `om2gen compile`")
+        small = len(self._map) < image_mod.SMALL
+        memo = _recall(self._map) if small else None
+        if memo is not None:
+            self._infos, self.manifest, self.entries = memo["archive"]
+            self.memo = memo
+            return
         try:
             self._infos = zipdir.read_directory(self._map)
         except (zipdir.ZipError, struct.error, UnicodeDecodeError) as exc:
@@ -84,6 +141,9 @@ class Archive:
             raise ArchiveError(f"{self.path}: no {layout.MANIFEST}; this ZIP is not an OM2 archive")
         self.manifest = self.read_json(layout.MANIFEST)
         self._check_manifest()
+        if small:
+            self.memo = _remember(self._map, {"archive": (self._infos, self.manifest, self.entries),
+                                              "verified": set(), "spans": {}})
 
     def _check_manifest(self) -> None:
         m = self.manifest
@@ -162,14 +222,18 @@ class Archive:
 
     def view(self, name: str) -> memoryview:
         """The bytes of a STORED entry, in place in the archive's copy (no further copy)."""
-        info = self.info(name)
-        if info.compress_type != zipdir.STORED:
-            raise ArchiveError(f"{self.path}: entry {name!r} is compressed; om2gen writes it STORED")
-        try:
-            start, end = zipdir.data_span(self._map, info)
-        except (zipdir.ZipError, struct.error) as exc:
-            raise ArchiveError(f"{self.path}: {exc}; the archive is corrupt or truncated") from None
-        return self._map[start:end]
+        span = self.memo["spans"].get(name) if self.memo is not None else None
+        if span is None:
+            info = self.info(name)
+            if info.compress_type != zipdir.STORED:
+                raise ArchiveError(f"{self.path}: entry {name!r} is compressed; om2gen writes it STORED")
+            try:
+                span = zipdir.data_span(self._map, info)
+            except (zipdir.ZipError, struct.error) as exc:
+                raise ArchiveError(f"{self.path}: {exc}; the archive is corrupt or truncated") from None
+            if self.memo is not None:
+                self.memo["spans"][name] = span
+        return self._map[span[0]:span[1]]
 
     def verify(self, name: str) -> memoryview:
         """The STORED entry `name`, checked against its manifest digest; its bytes in the copy."""
@@ -177,13 +241,23 @@ class Archive:
         self._check_digest(name, view)
         return view
 
+    def content_id(self, name: str) -> str:
+        """The digest the manifest records for an entry, as "blake3:<hex>" (or "sha256:<hex>")."""
+        entry = self.entries[name]
+        return f"blake3:{entry['blake3']}" if "blake3" in entry else f"sha256:{entry['sha256']}"
+
     def _check_digest(self, name: str, data) -> None:
+        memo = self.memo
+        if memo is not None and name in memo["verified"]:
+            return
         entry = self.entries.get(name)
         if entry is None:
             raise ArchiveError(f"{self.path}: entry {name!r} is not listed in the manifest; the archive was modified")
         if not digest_matches(entry, data):
             raise ArchiveError(f"{self.path}: entry {name!r} does not match its {'blake3' if 'blake3' in entry else 'sha256'} "
                                "digest in the manifest; the archive is corrupt or was tampered with")
+        if memo is not None:
+            memo["verified"].add(name)
 
     def close(self) -> None:
         """Releases the copy once nothing views it (a loaded model keeps the views it uses)."""

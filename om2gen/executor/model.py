@@ -20,6 +20,7 @@ address, nothing is copied. `load_phases` lists how long each loading stage took
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import threading
@@ -37,6 +38,7 @@ from ..frontend import advice
 from ..om.executor import load_om
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
+from . import libraries as model_libraries
 from .native import ffi, lib, recent_runtime_error, string
 
 _ERR_LEN = 1024
@@ -52,6 +54,34 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def acl_dtype(self) -> int:
+        """The aclDataType code of dtype."""
+        return _ACL_DTYPE[self.dtype]
+
+
+def _tensor_infos(described) -> list[TensorInfo]:
+    return [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"]))) for d in described]
+
+
+_ACL_DTYPE = {np.dtype(name): dt.acl for name, dt in dtypes.BY_NAME.items()}
+_GERT_TENSOR_SIZE = ffi.sizeof("GertTensor")
+_RUN_CONFIG_SIZE = ffi.sizeof("GertModelRunConfig")
+
+
+def _gert_tensors(infos: list[TensorInfo]):
+    """GertTensor[] describing `infos` (data pointers set per run), GertTensor *[] pointing at
+    them, and the int64_t[] their dims point into."""
+    n = max(len(infos), 1)
+    dims = ffi.new("int64_t[]", [d for t in infos for d in t.shape] or [0])
+    described, at = [], 0
+    for t in infos:
+        described.append((_GERT_TENSOR_SIZE, ffi.NULL, t.nbytes, t.acl_dtype, len(t.shape), dims + at))
+        at += len(t.shape)
+    arr = ffi.new("GertTensor[]", described or n)
+    ptrs = ffi.new("GertTensor *[]", [arr + i for i in range(len(infos))] or n)
+    return arr, ptrs, dims
 
 
 def format_of(head: bytes, where: str) -> str:
@@ -148,6 +178,7 @@ class Model:
                 raise InputError(f"om2gen.load takes a file path or the model's bytes (a bytes-like object), "
                                  f"not {type(source).__name__}") from None
         self.path = "<model in memory>" if in_memory else str(source)
+        self._meta = {}
         # one lock orders run(), execute_raw() and close(): a run never sees a half-closed model,
         # and two closes at once unload once
         self._run_lock = threading.Lock()
@@ -155,7 +186,7 @@ class Model:
         self._om = None
         self._sos = None   # so_loader.PackedSos: the model's packed shared objects
         self._handle = None
-        self._lib = None
+        self._library = None   # libraries.Library: the mapped model library (OM2)
         self._keep = []
         self.allow_platform_mismatch = allow_platform_mismatch
         self.signed_by = None   # the key id of the trusted signature a signed load checked
@@ -193,9 +224,17 @@ class Model:
         """The loading stages and how long each took (seconds), in order."""
         return self._clock.phases
 
+    @property
+    def meta(self) -> dict:
+        """The model's description (model_meta.json of an OM2 archive); a copy: changing it
+        changes nothing."""
+        return copy.deepcopy(self._meta)
+
     def _set_io(self, inputs, outputs):
-        self.inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"]))) for d in inputs]
-        self.outputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"]))) for d in outputs]
+        self.inputs, self.outputs = _tensor_infos(inputs), _tensor_infos(outputs)
+        self._index_inputs()
+
+    def _index_inputs(self):
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
         self._input_names = self._input_index.keys()
 
@@ -206,35 +245,30 @@ class Model:
         if trusted_keys is not None:   # before any of its code is mapped
             self.signed_by = signing.check(a, trusted_keys)
             clock("check the signature")
-        m = a.manifest
-        if m["abi_version"] != MODEL_ABI_VERSION:
-            raise AbiError(f"{self.path}: built for model ABI {m['abi_version']}, this om2gen runs ABI "
-                           f"{MODEL_ABI_VERSION}; recompile the model with this om2gen")
-        if m["kernel_abi_version"] != KERNEL_ABI_VERSION:
-            raise AbiError(f"{self.path}: kernels built for kernel ABI {m['kernel_abi_version']}, this runtime runs "
-                           f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
-        target = m["target"]
-        if "so_in_om_info" in m:   # archives before format 1.1 record none
-            so_in_om.check(so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], self.path), self.path,
-                           self.allow_platform_mismatch)
-        check_target(self.path, target["name"], target["arch"], target["isa_features"])
-        models = m["models"]
-        if len(models) != 1:
-            raise ArchiveError(f"{self.path}: holds {len(models)} models; om2gen.load runs single-model archives")
-        meta = self.meta = _check_meta(a, models[0]["meta"])
-        self._set_io(meta["inputs"], meta["outputs"])
+        # the checks below depend on the bytes alone (and on allow_platform_mismatch): a small
+        # archive loaded before in this process has passed them (archive/reader.py, Archive.memo)
+        memo = a.memo if a.memo is not None else {}
+        key = ("checked", self.allow_platform_mismatch)
+        checked = memo.get(key)
+        first = checked is None
+        if first:
+            meta = _check_manifest(a, self.path, self.allow_platform_mismatch)
+            checked = (meta, _tensor_infos(meta["inputs"]), _tensor_infos(meta["outputs"]))
+        meta, self.inputs, self.outputs = checked
+        self._meta = meta   # shared with other loads of the same bytes: read, never changed
+        self._index_inputs()
 
         # every entry the load uses is checked against its digest, in the private copy
         custom = meta.get("custom_ops") or {}
         custom_bins = list(custom.get("binaries", []))
         kernels = list(meta["kernels"]) + custom_bins  # custom-op .bin files follow the kernels
-        integrity.check_entry_names(a, meta)   # where each names an entry and the size/hash names carry
         so = a.verify(meta["library"])
         bins = [(k.rsplit("/", 1)[1], a.verify(k), a.entries[k]["sha256"]) for k in kernels]
         for name in custom.get("shared_libs", []):
             a.verify(name)
         blob = a.verify(layout.constants_blob(0))
-        _check_constants(a, meta, len(blob))
+        if first:
+            _check_constants(a, meta, len(blob))
         clock("check digests")
 
         # packed shared objects first (the seed's order), each handed to its consumer; custom-op
@@ -246,28 +280,20 @@ class Model:
             libraries = self._sos.custom_libraries
             clock("load packed shared objects")
 
-        # the model library, from a sealed memfd
-        so_buf = ffi.from_buffer(so)
-        self._keep.append(so_buf)
-        handle = ffi.new("void **")
-        err = _scratch().err
-        if lib.om2x_dlopen_from_memory(so_buf, len(so), meta["library"].rsplit("/", 1)[1].encode(), 0,
-                                       handle, err, _ERR_LEN) != 0:
-            raise ArchiveError(f"{self.path}: {string(err)}")
-        self._lib = handle[0]
-        self._ep = ffi.new("Om2xEntryPoints *")
-        if lib.om2x_resolve_entry_points(self._lib, self._ep, err, _ERR_LEN) != 0:
-            raise AbiError(f"{self.path}: {string(err)}")
-        abi = lib.om2x_abi_version(self._ep)
-        if abi != MODEL_ABI_VERSION:
-            raise AbiError(f"{self.path}: the model library reports ABI {abi}, expected {MODEL_ABI_VERSION}")
-        _check_io_against_library(self.path, meta, ffi.cast("const Om2ModelTables *", lib.om2x_model_tables(self._lib)))
+        # the model library: mapped from a sealed memfd, once per content (executor/libraries.py)
+        self._library = model_libraries.acquire(a.content_id(meta["library"]), so, meta["library"].rsplit("/", 1)[1],
+                                                self.path, _scratch().err, _ERR_LEN)
+        self._ep = self._library.entry_points
+        if first:
+            _check_io_against_library(self.path, meta, ffi.cast("const Om2ModelTables *",
+                                                                lib.om2x_model_tables(self._library.handle)))
         clock("load the model library")
 
         # kernel binaries and constants: pointers into the copy
         blob_buf = ffi.from_buffer(blob) if len(blob) else ffi.new("char[]", 64)
         self._keep.append(blob_buf)   # the constants must outlive the model
         self._native_load(lambda cfg, out: lib.om2x_model_load(self._ep, cfg, out), bins, blob_buf, clock, libraries)
+        memo[key] = checked
 
     # ---- the native half, common to both formats ----
     def _native_load(self, load, bins, constants_ptr, clock, custom_libraries=()):
@@ -308,28 +334,11 @@ class Model:
             ffi.release(v)
 
     def _prepare_run(self):
-        def tensors(infos):
-            arr = ffi.new("GertTensor[]", max(len(infos), 1))
-            ptrs = ffi.new("GertTensor *[]", max(len(infos), 1))
-            dims = []
-            for i, t in enumerate(infos):
-                d = ffi.new("int64_t[]", list(t.shape) or [0])
-                dims.append(d)
-                arr[i].struct_size = ffi.sizeof("GertTensor")
-                arr[i].size = t.nbytes
-                arr[i].data_type = dtypes.from_numpy(t.dtype).acl
-                arr[i].dim_num = len(t.shape)
-                arr[i].dims = d
-                ptrs[i] = arr + i
-            return arr, ptrs, dims
-        self._in_t, in_ptrs, in_dims = tensors(self.inputs)
-        self._out_t, out_ptrs, out_dims = tensors(self.outputs)
-        self._run_cfg = ffi.new("GertModelRunConfig *")
-        self._run_cfg.struct_size = ffi.sizeof("GertModelRunConfig")
-        self._run_cfg.input_count = len(self.inputs)
-        self._run_cfg.input_data = in_ptrs
-        self._run_cfg.output_count = len(self.outputs)
-        self._run_cfg.output_data = out_ptrs
+        self._in_t, in_ptrs, in_dims = _gert_tensors(self.inputs)
+        self._out_t, out_ptrs, out_dims = _gert_tensors(self.outputs)
+        self._run_cfg = ffi.new("GertModelRunConfig *", {
+            "struct_size": _RUN_CONFIG_SIZE, "input_count": len(self.inputs), "input_data": in_ptrs,
+            "output_count": len(self.outputs), "output_data": out_ptrs})
         self._keep += [in_ptrs, out_ptrs, in_dims, out_dims]
         # what run() touches, prepared once: (name, dtype, shape, GertTensor[, TensorInfo]) per tensor
         self._in_spec = [(t.name, t.dtype, t.shape, self._in_t[i], t) for i, t in enumerate(self.inputs)]
@@ -451,9 +460,9 @@ class Model:
             if rc != 0:
                 raise RuntimeFailure(f"{self.path}: GertModelUnload failed ({rc}): "
                                      f"{string(lib.om2x_last_error(self._ep))}")
-        if self._lib is not None:
-            lib.om2x_dlclose(self._lib)
-            self._lib = None
+        if self._library is not None:
+            model_libraries.release(self._library)
+            self._library = None
         if self._om is not None:   # after the unload: the captured tasks read its weights
             self._om.close()
             self._om = None
@@ -482,6 +491,28 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+def _check_manifest(a: Archive, where: str, allow_platform_mismatch: bool) -> dict:
+    """What the manifest says this executor and CPU must be, then model_meta.json and the names
+    it gives; returns the model's description."""
+    m = a.manifest
+    if m["abi_version"] != MODEL_ABI_VERSION:
+        raise AbiError(f"{where}: built for model ABI {m['abi_version']}, this om2gen runs ABI "
+                       f"{MODEL_ABI_VERSION}; recompile the model with this om2gen")
+    if m["kernel_abi_version"] != KERNEL_ABI_VERSION:
+        raise AbiError(f"{where}: kernels built for kernel ABI {m['kernel_abi_version']}, this runtime runs "
+                       f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
+    target = m["target"]
+    if "so_in_om_info" in m:   # archives before format 1.1 record none
+        so_in_om.check(so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], where), where, allow_platform_mismatch)
+    check_target(where, target["name"], target["arch"], target["isa_features"])
+    models = m["models"]
+    if len(models) != 1:
+        raise ArchiveError(f"{where}: holds {len(models)} models; om2gen.load runs single-model archives")
+    meta = _check_meta(a, models[0]["meta"])
+    integrity.check_entry_names(a, meta)   # where each names an entry and the size/hash names carry
+    return meta
 
 
 def _check_meta(a: Archive, name: str) -> dict:

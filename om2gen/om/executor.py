@@ -64,7 +64,7 @@ def load_om(model, image, clock, trusted_keys=None) -> None:
     so_in_om.check(so_in_om.from_model_def(parsed.model_def, where), where, model.allow_platform_mismatch)
     _target(parsed, where)
     program = parsed.program
-    model.meta = {"name": program.name, "format": "om"}
+    model._meta = {"name": program.name, "format": "om"}
     model._set_io([{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs],
                   [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.outputs])
 
