@@ -22,7 +22,7 @@ from .lower.lowering import LowerContext, lower_graph
 from .lower.program import Program
 from .om.so_store import SoBinType
 from .passes import dce, optimize
-from .toolchain import compiler, targets
+from .toolchain import compiler, launch_note, targets
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 
 
@@ -99,8 +99,9 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     so_pack = so_providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
     builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
-    for k, b in zip(program.kernels, builds):
-        k.binary = b.binary
+    notes = launch_note.of_program(program)   # what each kernel is launched with: checked at load
+    for i, (k, b) in enumerate(zip(program.kernels, builds)):
+        k.binary = launch_note.attach(b.binary, notes[i])
 
     if format == "om":
         from .om import writer as om_writer

@@ -195,16 +195,18 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             kernels.append(kernel)
         args = [ref(n) for n in call.inputs if n] + [ref(n) for n in call.outputs]
         roles = ["i"] * len([n for n in call.inputs if n]) + ["o"] * len(call.outputs)
+        slot_bytes = [graph.values[n].nbytes for n in call.inputs if n] + [graph.values[n].nbytes for n in call.outputs]
         if call.workspace:
             args.append(ArgRef(ArgKind.WORKSPACE, 0, offsets[f"::scratch{t}"]))
             roles.append("ws")
+            slot_bytes.append(call.workspace)
         tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling)
         task = Task(ModelTaskType.MODEL_TASK_KERNEL, OpDispatchType.AICORE, CcKernelType.TE,
                     kernel_index[kernel.entry], call.block_dim, args, tiling, node.name, node.op_type,
                     f"k{t:03d}_{call.name}",
                     [_describe(graph, n) for n in call.inputs if n],
                     [_describe(graph, n) for n in call.outputs],
-                    _attrs_desc(node), args_offset, roles)
+                    _attrs_desc(node), args_offset, roles, slot_bytes=slot_bytes)
         args_offset += memplan.align(task.args_size, 8)
         tasks.append(task)
 

@@ -96,6 +96,7 @@ class Task:
     args_offset: int = 0        # byte offset of this task's args in the model's args table
     roles: list[str] = field(default_factory=list)   # per address slot: "i", "o" or "ws" (args_format)
     label_ref: int = -1         # LABEL_SET: the label; switch/goto: index of its label list
+    slot_bytes: list[int] = field(default_factory=list)   # per address slot: bytes the kernel may touch there
 
     @property
     def args_size(self) -> int:
