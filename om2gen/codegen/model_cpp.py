@@ -64,7 +64,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "inputs": [io(d) for d in program.inputs], "outputs": [io(d) for d in program.outputs],
         "kernels": program.kernels, "tasks": tasks, "arch": arch,
         "work_size": program.work_size, "constants_size": program.constants_size, "args_size": max(program.args_size, 8),
-        "io_slot_num": io_slots,
+        "io_slot_num": io_slots, "tiling_word_num": first_tiling,
         "label_num": program.label_num,
         "label_lists": [{"first": sum(len(x) for x in program.label_lists[:i]), "num": len(ls),
                          "labels": ", ".join(f"L{x}" for x in ls)} for i, ls in enumerate(program.label_lists)],

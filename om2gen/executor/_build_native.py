@@ -154,6 +154,7 @@ typedef struct Om2ModelTables {
     uint64_t constant_num; uint64_t work_size; uint64_t args_size; uint64_t io_slot_num; uint64_t label_num;
     uint64_t label_list_num; const Om2LabelList *label_lists; const uint32_t *label_list_entries;
     uint64_t custom_op_num; const Om2CustomOpDef *custom_ops; const Om2CustomTensorDesc *custom_tensor_descs;
+    uint64_t tiling_word_num; uint64_t constants_size;
 } Om2ModelTables;
 int32_t om2x_tables_model_load(const void *tables, const GertModelLoadConfig *config, GertModelHandle *handle);
 void om2x_tables_entry_points(Om2xEntryPoints *ep);

@@ -52,6 +52,8 @@ class Tables:
             words += struct.unpack(f"<{len(task.tiling) // 8}q", task.tiling[:len(task.tiling) // 8 * 8])
         t.arg_slot_num, t.arg_slots = s, slots
         t.tiling_data = self._keep_new("int64_t[]", words + [0])
+        t.tiling_word_num = len(words)
+        t.constants_size = p.constants_size
         t.task_num, t.op_defs = len(p.tasks), ops
         t.constant_num = 1
         t.work_size = p.work_size

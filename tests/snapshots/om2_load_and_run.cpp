@@ -11,7 +11,9 @@
  *                  replays the captured model (aclmdlRIExecute / aclmdlRIExecuteAsync).
  *   GertModelUnload releases everything Load created.
  */
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -21,6 +23,7 @@
 
 #include "acl/acl.h"
 #include "om2/custom_op.h"
+#include "om2/om2_launch_note.h"
 #include "om2/om2_model_api.h"
 #include "om2/om2_model_support.h"
 #include "om2/om2_model_tables.h"
@@ -86,8 +89,10 @@ public:
     int32_t Load() {
         int32_t rc = InitResources();
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: allocate runtime resources");
-        if (rc == ACL_SUCCESS) rc = RegisterKernels();
+        if (rc == ACL_SUCCESS) rc = RegisterKernels();  /* the runtime checks each binary's ELF structure */
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: register kernels");
+        if (rc == ACL_SUCCESS) rc = CheckTasks();
+        if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: check tasks against the kernels' launch notes");
         if (rc == ACL_SUCCESS) rc = CreateCustomOps();
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: create custom ops");
         if (rc == ACL_SUCCESS) rc = BuildArgsTable();
@@ -158,6 +163,171 @@ private:
         if (!replay_pending_) return ACL_SUCCESS;
         replay_pending_ = false;
         OM2_CHECK_ACL(aclrtSynchronizeEvent(replay_done_), "waiting for the previous asynchronous run");
+        return ACL_SUCCESS;
+    }
+
+    /* Fails with ACL_ERROR_PARSE_MODEL: what is wrong with task `task`, and that the model is corrupt. */
+    int32_t Corrupt(uint64_t task, const char *format, ...) const __attribute__((format(printf, 3, 4))) {
+        char detail[kLastErrorCap];
+        va_list ap;
+        va_start(ap, format);
+        std::vsnprintf(detail, sizeof detail, format, ap);
+        va_end(ap);
+        const Om2OpDef &op = tables_.op_defs[task];
+        return Fail(ACL_ERROR_PARSE_MODEL, "task %llu (node \"%s\", %s): %s; the model is corrupt or was modified",
+                    (unsigned long long)task, op.op_name, op.op_type, detail);
+    }
+
+    /* The bytes of the memory an arg slot points into, or UINT64_MAX when the slot is malformed. */
+    uint64_t RegionSize(const Om2ArgSlot &slot) const {
+        switch (slot.kind) {
+            case OM2_ARG_INPUT: return slot.index < tables_.input_num ? tables_.inputs[slot.index].size : UINT64_MAX;
+            case OM2_ARG_OUTPUT: return slot.index < tables_.output_num ? tables_.outputs[slot.index].size : UINT64_MAX;
+            case OM2_ARG_WORKSPACE: return slot.index == 0 ? tables_.work_size : UINT64_MAX;
+            case OM2_ARG_CONSTANT: return slot.index == 0 && tables_.constant_num > 0 ? tables_.constants_size : UINT64_MAX;
+        }
+        return UINT64_MAX;
+    }
+
+    /* Slot k of task `task` must address `bytes` inside its memory, and not the constants if written. */
+    int32_t CheckSlot(uint64_t task, uint32_t k, uint64_t bytes, bool written) const {
+        static const char *const kinds[] = {"input", "output", "workspace"};
+        const Om2ArgSlot &slot = tables_.arg_slots[tables_.op_defs[task].first_slot + k];
+        const char *kind = slot.kind == OM2_ARG_CONSTANT ? "constants" : kinds[slot.kind];
+        const uint64_t size = RegionSize(slot);
+        if (written && slot.kind == OM2_ARG_CONSTANT) return Corrupt(task, "slot %u writes into the constants", k);
+        if (slot.offset > size || bytes > size - slot.offset) {
+            return Corrupt(task, "slot %u addresses %llu bytes at offset %llu of %s %u, which has %llu", k,
+                           (unsigned long long)bytes, (unsigned long long)slot.offset, kind, slot.index,
+                           (unsigned long long)size);
+        }
+        return ACL_SUCCESS;
+    }
+
+    /* The launch note of kernel binary i (om2/om2_launch_note.h), from the bytes passed to Load. */
+    bool KernelNote(uint64_t i, Om2LaunchNote *note) const {
+        for (uint64_t b = 0; b < config_.bin_num; ++b) {
+            if (std::strcmp(config_.bin_files[b], tables_.kernel_bins[i].bin_file) == 0) {
+                return FindLaunchNote(config_.bin_data[b], config_.bin_size[b], tables_.kernel_bins[i].entry, note);
+            }
+        }
+        return false;
+    }
+
+    /* Before any custom op is created or task captured: every table index in range, every arg slot
+     * inside the args table and the memory it points into, and every kernel task one its kernel
+     * declares (its launch note: block_dim, tiling bytes, and the bytes each slot may touch). A
+     * tiling edited in the tables would otherwise set a kernel's loop bounds. */
+    int32_t CheckTasks() const {
+        for (uint64_t s = 0; s < tables_.arg_slot_num; ++s) {
+            const Om2ArgSlot &slot = tables_.arg_slots[s];
+            if (tables_.args_size < 8 || slot.args_offset > tables_.args_size - 8 || RegionSize(slot) == UINT64_MAX) {
+                return Fail(ACL_ERROR_PARSE_MODEL, "arg slot %llu (kind %u, index %u, args offset %u) lies outside the "
+                            "model's args table or memory; the model is corrupt or was modified",
+                            (unsigned long long)s, (unsigned)slot.kind, slot.index, slot.args_offset);
+            }
+        }
+        std::vector<Om2LaunchNote> notes(tables_.kernel_bin_num);
+        std::vector<char> noted(tables_.kernel_bin_num, 0);
+        for (uint64_t i = 0; i < tables_.task_num; ++i) {
+            const Om2OpDef &op = tables_.op_defs[i];
+            const uint64_t end = (uint64_t)op.args_offset + op.args_size;
+            if (end > tables_.args_size || (uint64_t)op.first_slot + op.slot_num > tables_.arg_slot_num ||
+                (uint64_t)op.first_tiling + op.tiling_num > tables_.tiling_word_num ||
+                8ull * op.slot_num + 8ull * op.tiling_num > op.args_size) {
+                return Corrupt(i, "its args (%u bytes at %u, slots %u+%u, tiling words %u+%u) lie outside the tables",
+                               op.args_size, op.args_offset, op.first_slot, op.slot_num, op.first_tiling, op.tiling_num);
+            }
+            for (uint32_t k = 0; k < op.slot_num; ++k) {
+                if (tables_.arg_slots[op.first_slot + k].args_offset != op.args_offset + 8u * k) {
+                    return Corrupt(i, "its slot %u is not at args offset %u + %u", k, op.args_offset, 8u * k);
+                }
+            }
+            int32_t rc = ACL_SUCCESS;
+            switch (op.dispatch_type) {
+                case OM2_DISPATCH_AICORE:
+                    if (op.kernel >= tables_.kernel_bin_num) return Corrupt(i, "it runs kernel binary %u of %llu", op.kernel, (unsigned long long)tables_.kernel_bin_num);
+                    if (!noted[op.kernel]) {
+                        if (!KernelNote(op.kernel, &notes[op.kernel])) {
+                            return Corrupt(i, "kernel %s (%s) declares no launches (no well-formed launch note): it was "
+                                           "not built by this om2gen", tables_.kernel_bins[op.kernel].entry,
+                                           tables_.kernel_bins[op.kernel].bin_file);
+                        }
+                        noted[op.kernel] = 1;
+                    }
+                    rc = CheckKernelTask(i, notes[op.kernel]);
+                    break;
+                case OM2_DISPATCH_CUSTOM_KERNEL:
+                    rc = CheckCustomTask(i);
+                    break;
+                case OM2_DISPATCH_LABEL_SET:
+                    if (op.kernel >= tables_.label_num) rc = Corrupt(i, "it sets label %u of %llu", op.kernel, (unsigned long long)tables_.label_num);
+                    break;
+                case OM2_DISPATCH_LABEL_SWITCH_BY_INDEX:
+                case OM2_DISPATCH_LABEL_GOTO_EX:
+                    if (op.kernel >= tables_.label_list_num || op.slot_num != 1) {
+                        rc = Corrupt(i, "a branch with label list %u of %llu and %u slots", op.kernel,
+                                     (unsigned long long)tables_.label_list_num, op.slot_num);
+                    } else {
+                        rc = CheckSlot(i, 0, sizeof(uint32_t), false);  /* the uint32 branch index */
+                    }
+                    break;
+                default:
+                    break;  /* CaptureTasks refuses it */
+            }
+            if (rc != ACL_SUCCESS) return rc;
+        }
+        return ACL_SUCCESS;
+    }
+
+    int32_t CheckKernelTask(uint64_t i, const Om2LaunchNote &note) const {
+        const Om2OpDef &op = tables_.op_defs[i];
+        const char *entry = tables_.kernel_bins[op.kernel].entry;
+        if (op.slot_num != note.slot_num || op.args_size != 8ull * (op.slot_num + op.tiling_num)) {
+            return Corrupt(i, "it passes %u address slots and %u args bytes to kernel %s, which takes %u slots", op.slot_num,
+                           op.args_size, entry, note.slot_num);
+        }
+        const int64_t *tiling = &tables_.tiling_data[op.first_tiling];
+        const uint8_t *record = note.launches;
+        for (uint32_t l = 0; l < note.launch_num; ++l) {
+            const Om2Launch launch = ReadLaunch(note, record);
+            record = launch.tiling + launch.tiling_size;
+            if (launch.block_dim != op.block_dim || launch.tiling_size != 8ull * op.tiling_num ||
+                std::memcmp(launch.tiling, tiling, launch.tiling_size) != 0) {
+                continue;
+            }
+            for (uint32_t k = 0; k < op.slot_num; ++k) {
+                const int32_t rc = CheckSlot(i, k, SlotBytes(launch, k), (SlotFlags(note, k) & OM2_SLOT_WRITTEN) != 0);
+                if (rc != ACL_SUCCESS) return rc;
+            }
+            return ACL_SUCCESS;
+        }
+        return Corrupt(i, "kernel %s was not built for block_dim %u with this tiling (%u words; it declares %u launch(es))",
+                       entry, op.block_dim, op.tiling_num, note.launch_num);
+    }
+
+    /* A custom operator's kernels are its library's code, launched by its Execute: no launch note
+     * covers them. What is checked is what the model tells it: its tensors lie in the model's memory. */
+    int32_t CheckCustomTask(uint64_t i) const {
+        const Om2OpDef &op = tables_.op_defs[i];
+        if (op.kernel >= tables_.custom_op_num) return Corrupt(i, "it runs custom operator %u of %llu", op.kernel, (unsigned long long)tables_.custom_op_num);
+        const Om2CustomOpDef &def = tables_.custom_ops[op.kernel];
+        if ((uint64_t)def.input_num + def.output_num != op.slot_num) {
+            return Corrupt(i, "custom operator %s has %u tensors and %u slots", def.op_type, def.input_num + def.output_num, op.slot_num);
+        }
+        for (uint32_t k = 0; k < op.slot_num; ++k) {
+            const Om2CustomTensorDesc &desc = tables_.custom_tensor_descs[def.first_desc + k];
+            if (desc.data_type == OM2_CUSTOM_OUTPUT_OMITTED) continue;
+            uint64_t bytes = aclDataTypeSize((aclDataType)desc.data_type);
+            if (desc.dim_num > OM2_CUSTOM_MAX_DIMS) return Corrupt(i, "tensor %u has rank %llu", k, (unsigned long long)desc.dim_num);
+            for (uint64_t d = 0; d < desc.dim_num; ++d) {
+                const int64_t dim = desc.dims[d];
+                if (dim < 0 || (dim != 0 && bytes > UINT64_MAX / (uint64_t)dim)) return Corrupt(i, "tensor %u has dim %lld", k, (long long)dim);
+                bytes *= (uint64_t)dim;
+            }
+            const int32_t rc = CheckSlot(i, k, bytes, k >= def.input_num);
+            if (rc != ACL_SUCCESS) return rc;
+        }
         return ACL_SUCCESS;
     }
 

@@ -136,6 +136,9 @@ struct Om2ModelTables {
     uint64_t custom_op_num;    /* custom operator instances (CUSTOM_KERNEL tasks) */
     const Om2CustomOpDef *custom_ops;
     const Om2CustomTensorDesc *custom_tensor_descs;
+    /* appended for the checks at capture (om2_launch_note.h) */
+    uint64_t tiling_word_num;  /* entries of tiling_data */
+    uint64_t constants_size;   /* bytes of constants blob 0 that constant slots may address */
 };
 
 /* Defined by <model>_tables.cpp. */
