@@ -105,7 +105,8 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     }
     struct Table {
         int64_t addr_tag, size_tag;
-        uint64_t addr = UINT64_MAX, size = 0;
+        uint64_t addr = 0, size = 0;
+        bool present = false;   /* any address may be a (hostile) value: UINT64_MAX is no sentinel */
     } tables[] = {{DT_STRTAB, DT_STRSZ}, {DT_RELA, DT_RELASZ}, {DT_JMPREL, DT_PLTRELSZ},
                   {DT_INIT_ARRAY, DT_INIT_ARRAYSZ}, {DT_FINI_ARRAY, DT_FINI_ARRAYSZ}, {DT_REL, DT_RELSZ}};
     const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI};
@@ -128,7 +129,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
             return false;
         }
         for (Table &t : tables) {
-            if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr;
+            if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr, t.present = true;
             if (d.d_tag == t.size_tag) t.size = d.d_un.d_val;
         }
         if (d.d_tag == DT_NEEDED || d.d_tag == DT_SONAME || d.d_tag == DT_RPATH || d.d_tag == DT_RUNPATH) {
@@ -143,7 +144,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
         return false;
     }
     /* the names the loader reads from the string table lie inside it, NUL-terminated */
-    const uint64_t str_off = tables[0].addr == UINT64_MAX ? UINT64_MAX : segs.FileOffset(tables[0].addr, tables[0].size);
+    const uint64_t str_off = !tables[0].present ? UINT64_MAX : segs.FileOffset(tables[0].addr, tables[0].size);
     for (uint64_t name : names) {
         if (str_off == UINT64_MAX || name >= tables[0].size ||
             std::memchr(data + str_off + name, 0, tables[0].size - name) == nullptr) {
@@ -174,7 +175,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
         return false;
     }
     for (const Table &t : tables) {
-        if (t.addr != UINT64_MAX && segs.FileOffset(t.addr, t.size) == UINT64_MAX) {
+        if (t.present && segs.FileOffset(t.addr, t.size) == UINT64_MAX) {
             std::snprintf(why, why_len, "the table of dynamic entry %lld (%llu bytes) lies outside its file bytes",
                           (long long)t.addr_tag, (unsigned long long)t.size);
             return false;
@@ -189,7 +190,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     const uint32_t relative = R_X86_64_RELATIVE;
 #endif
     for (const Table &t : tables) {
-        if ((t.addr_tag != DT_RELA && t.addr_tag != DT_JMPREL) || t.addr == UINT64_MAX) continue;
+        if ((t.addr_tag != DT_RELA && t.addr_tag != DT_JMPREL) || !t.present) continue;
         const uint64_t at = segs.FileOffset(t.addr, t.size);
         for (uint64_t r = 0; r + sizeof(Elf64_Rela) <= t.size; r += sizeof(Elf64_Rela)) {
             Elf64_Rela rela;
@@ -204,7 +205,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
                 return false;
             }
             for (const Table *array : {&init, &fini}) {
-                if (array->addr != UINT64_MAX && rela.r_offset >= array->addr && rela.r_offset - array->addr < array->size &&
+                if (array->present && rela.r_offset >= array->addr && rela.r_offset - array->addr < array->size &&
                     (ELF64_R_TYPE(rela.r_info) != relative || !segs.IsCode(static_cast<uint64_t>(rela.r_addend)))) {
                     std::snprintf(why, why_len, "a constructor or destructor slot points outside its code");
                     return false;
@@ -272,6 +273,13 @@ inline bool CheckSharedObject(const void *image, uint64_t length, char *why, siz
             relro = &p;
         } else if (p.p_type == PT_INTERP) {
             std::snprintf(why, why_len, "it is an executable (it names a program interpreter), not a library");
+            return false;
+        }
+    }
+    for (const auto &range : segs.code) {
+        if (!segs.ContainsWith(range.first, range.second - range.first, PF_X)) {
+            std::snprintf(why, why_len, "its code (0x%llx..0x%llx) lies outside its executable segments",
+                          (unsigned long long)range.first, (unsigned long long)range.second);
             return false;
         }
     }

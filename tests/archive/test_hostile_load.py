@@ -377,7 +377,9 @@ def _dynamic_entry_offset(data: bytes, tag: str) -> int:
 
 
 @pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7), ("DT_INIT", 0),
-                                        ("DT_NEEDED", 1 << 40)])
+                                        ("DT_NEEDED", 1 << 40),
+                                        # fuzz cases om2-612 and om2-1728: the all-ones address
+                                        ("DT_RELA", (1 << 64) - 1), ("DT_JMPREL", (1 << 64) - 1)])
 def test_inconsistent_relocation_tables_are_refused_before_dlopen(mlp, tmp_path, tag, value):
     import struct
     e = entries_of(mlp["om2"])
@@ -462,6 +464,23 @@ def test_a_relro_range_past_the_data_segment_is_refused(mlp, tmp_path):
     path = write_archive(tmp_path / "relro.om2", e)
     out = load_in_child(path)
     assert "RELRO range lies outside its data segment" in out, out
+
+
+def test_code_outside_an_executable_segment_is_refused(mlp, tmp_path):
+    """Fuzz case om2-241: the code segment's flags edited (R+X to W+0x8), digests recomputed."""
+    import io
+    import struct
+
+    from elftools.elf.elffile import ELFFile
+    e = entries_of(mlp["om2"])
+    lib_name = name_of(e, "_om2.so")
+    data = bytearray(e[lib_name])
+    elf = ELFFile(io.BytesIO(bytes(data)))
+    index = next(i for i, seg in enumerate(elf.iter_segments()) if seg["p_type"] == "PT_LOAD" and seg["p_flags"] & 1)
+    struct.pack_into("<I", data, elf["e_phoff"] + index * 56 + 4, 0xA)   # p_flags
+    e[lib_name] = bytes(data)
+    out = load_in_child(write_archive(tmp_path / "flags.om2", e))
+    assert "ArchiveError" in out and "outside its executable segments" in out, out
 
 
 @pytest.mark.parametrize("name", ["\u0000", "manifest.json", "data/kernels_x86_64"])
