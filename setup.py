@@ -5,4 +5,4 @@ compiled here, at install time, so that loading a model never needs a compiler.
 """
 from setuptools import setup
 
-setup(cffi_modules=["om2gen/executor/_build_native.py:ffibuilder"])
+setup(cffi_modules=["om2gen/_build_native.py:ffibuilder"])

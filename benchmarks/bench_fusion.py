@@ -30,8 +30,8 @@ import onnx  # noqa: E402
 
 import catalog  # noqa: E402
 import om2gen  # noqa: E402
-from om2gen import bench  # noqa: E402
-from om2gen.archive import layout  # noqa: E402
+from om2gen.cli import bench  # noqa: E402
+from om2gen.formats.om2 import layout  # noqa: E402
 from om2gen.passes import optimize  # noqa: E402
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.suite import CASES, _code_digest, compiled  # noqa: E402
 
 import om2gen  # noqa: E402
-from om2gen.bench import ort_session  # noqa: E402
+from om2gen.cli.bench import ort_session  # noqa: E402
 
 
 def _timed(make) -> float:

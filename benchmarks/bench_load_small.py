@@ -4,7 +4,7 @@ creation, in one process, the engines alternating; medians.
     python benchmarks/bench_load_small.py [--models 24] [--threads 2] [--collect]
 
 `om2gen bench` loads one model again and again, and a process that loads the same bytes again
-reuses what the first load verified and mapped (archive/reader.py, executor/libraries.py). This
+reuses what the first load verified and mapped (formats/om2/reader.py, runtime/libraries.py). This
 also measures the other case: each of --models single-Add models (of different widths, so
 different bytes and a different library each) loaded for the first time in the process, against
 ORT's first session of each .onnx. --collect runs gc.collect() before every timed load of both
@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 import om2gen
-from om2gen.bench import ort_session
+from om2gen.cli.bench import ort_session
 
 
 def _add_model(width: int) -> onnx.ModelProto:

@@ -48,7 +48,7 @@ def measure(model, onnx_path, threads: int = 2, runs: int = 5, feeds: dict | Non
     import numpy as np
 
     import om2gen
-    from om2gen import bench
+    from om2gen.cli import bench
     if feeds is None:
         with om2gen.load(model) as m:
             feeds = bench.random_feeds(m.inputs)

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "samples" / "real_models"))
 
 import om2gen  # noqa: E402
-from om2gen import dtypes  # noqa: E402
-from om2gen.archive import layout  # noqa: E402
+from om2gen.ir import dtypes  # noqa: E402
+from om2gen.formats.om2 import layout  # noqa: E402
 from om2gen.passes import optimize  # noqa: E402
 
 ALIGN = 64

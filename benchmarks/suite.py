@@ -9,7 +9,7 @@ catalog.py fetches and pins them), MobileNetV2, a 4-layer BERT-base encoder, an 
 single-Add model (benchmarks/models/ builds those with seeded weights). Each is compiled once
 and the archive cached under $OM2GEN_CACHE_DIR/bench/archives, keyed by the model, the compile
 options and a digest of om2gen's code, so a changed kernel template recompiles it and nothing
-else does. Every measurement is `om2gen bench`'s (om2gen/bench.py): the engines alternate in
+else does. Every measurement is `om2gen bench`'s (om2gen/cli/bench.py): the engines alternate in
 the same process and the figures are medians. Also reported: ResNet-50's achieved GFLOP/s
 against this CPU's FMA peak (benchmarks/fma_peak.c), and with the full set the load phases of
 ResNet-50 and the BERT encoder as OM2 archive and as classic OM file, side by side, and
@@ -41,7 +41,7 @@ import catalog  # noqa: E402
 import om2gen  # noqa: E402
 from benchmarks import flops, fma_peak, models, peak_memory  # noqa: E402
 from benchmarks.models import bert_base  # noqa: E402
-from om2gen import bench, bench_report  # noqa: E402
+from om2gen.cli import bench, bench_report  # noqa: E402
 from om2gen.toolchain.compiler import cache_dir  # noqa: E402
 
 

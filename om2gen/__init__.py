@@ -4,9 +4,9 @@
     with om2gen.load("model.om2") as m:
         outputs = m.run({"x": array})
 """
-from .build import compile
 from .errors import (AbiError, ArchiveError, CompileError, InputError, ModelClosedError, ModelError, Om2Error,
                      RuntimeFailure, ShapeError, UnsupportedOpError)
+from .pipeline import compile
 from .version import __version__
 
 
@@ -21,7 +21,7 @@ def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=No
     carry a valid signature by one of them (`om2gen sign`), checked before any of its code is
     mapped. None: the keys $OM2GEN_TRUSTED_KEYS names (os.pathsep-separated PEM files), or no
     signature needed when it is unset."""
-    from .executor.model import load as _load
+    from .runtime.model import load as _load
     return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys)
 
 

@@ -16,9 +16,9 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
-from . import build
+from . import pipeline
 from .errors import NeedsConstantError, UnsupportedOpError
-from .executor.model import Model
+from .runtime.model import Model
 
 
 class Om2BackendRep(BackendRep):
@@ -47,7 +47,7 @@ class Om2BackendRep(BackendRep):
             shapes = {k: tuple(v.shape) for k, v in feeds.items() if k not in frozen}
             tmp = Path(tempfile.mkdtemp(prefix="om2gen-backend-"))
             try:
-                path = build.compile(self._model, tmp / "model.om2", input_shapes=shapes, input_values=frozen,
+                path = pipeline.compile(self._model, tmp / "model.om2", input_shapes=shapes, input_values=frozen,
                                      **self._options)
                 self._compiled[key] = (Model(path), frozenset(frozen))  # mapped: the file may go now
             except NeedsConstantError as exc:

@@ -98,10 +98,10 @@ def refresh_digests(manifest: dict, entries: dict) -> dict:
 def refresh_om_digests(parts: list) -> list:
     """`parts` with MODEL_DEF's partition digests recomputed: the edit looks genuine, so what
     the loader checks after the digests is what the test reaches."""
-    from om2gen import integrity
-    from om2gen.om import proto
-    from om2gen.om.container import Partition
-    from om2gen.om.layout import ModelPartitionType as PT
+    from om2gen.formats import integrity
+    from om2gen.formats.om import proto
+    from om2gen.formats.om.container import Partition
+    from om2gen.formats.om.layout import ModelPartitionType as PT
     by_type = {p.type.name: bytes(p.data) for p in parts}
     out = []
     for p in parts:

@@ -147,7 +147,7 @@ def _unspecified_order(model_path: str) -> bool:
 
 def _memory_needed(path: str) -> int:
     """Workspace, inputs and outputs of the archive's model, from its model_meta.json."""
-    from om2gen.archive import layout
+    from om2gen.formats.om2 import layout
     with zipfile.ZipFile(path) as z:
         meta = json.loads(z.read(layout.model_meta(0)))
     return int(meta["work_size"]) + sum(int(t["size"]) for t in meta["inputs"] + meta["outputs"])

@@ -23,7 +23,7 @@ class LoadedModel:
     """A model and the lock its runs take. The model library itself orders runs: a run (and the
     unload) first waits for the model's previous asynchronous run, whose replay reads the same
     argument table."""
-    model: object                      # om2gen.executor.model.Model
+    model: object                      # om2gen.runtime.model.Model
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, ins: list[int], outs: list[int]) -> None:

@@ -1,6 +1,6 @@
 """The ACL runtime functions om2gen.acl calls, declared in ABI mode over the native module.
 
-om2gen._native (the CPU runtime) is already loaded, RTLD_GLOBAL, by om2gen.executor.native;
+om2gen._native (the CPU runtime) is already loaded, RTLD_GLOBAL, by om2gen.native;
 opening the same file again returns that library, so these calls reach the very runtime the
 model libraries run on. Prototypes are those of runtime_abi/include/acl/acl_rt.h.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cffi import FFI
 
-from ..executor import native as _executor_native
+from .. import native as _executor_native
 
 CDEF = """
 typedef int aclError;

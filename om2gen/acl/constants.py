@@ -3,7 +3,7 @@
 Values are CANN's (acl_base.h / acl_rt.h / acl_mdl.h); runtime_abi/include/acl/acl_base.h mirrors
 the subset the CPU runtime uses, and tests/acl check that the two agree. pyACL itself does not
 export these names (scripts define the few they need); om2gen.acl does, for convenience.
-Data types are not repeated here: om2gen.dtypes is their one table (its `acl` column).
+Data types are not repeated here: om2gen.ir.dtypes is their one table (its `acl` column).
 """
 
 # ---- aclError ----
@@ -67,7 +67,7 @@ ACL_FORMAT_NCHW = 0
 ACL_FORMAT_NHWC = 1
 ACL_FORMAT_ND = 2
 
-# ---- aclDataType: the values om2gen.dtypes does not hold ----
+# ---- aclDataType: the values om2gen.ir.dtypes does not hold ----
 ACL_DT_UNDEFINED = -1
 ACL_STRING = 13
 

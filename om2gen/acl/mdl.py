@@ -9,7 +9,7 @@ acl.get_recent_err_msg(); see docs/acl-api.md for the mapping and the difference
 """
 from __future__ import annotations
 
-from .. import dtypes
+from ..ir import dtypes
 from . import constants as C
 from ._errors import AclFail, address_arg, entry, integer, size_arg
 from ._handles import DataBuffer, Dataset, ModelDesc, registry

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import struct
 
-from ..dtypes import BY_NAME
+from ..ir.dtypes import BY_NAME
+from ..ir.tasks import ArgKind
 from ..lower.program import Program
-from ..task_types import ArgKind
 from ..version import GENERATOR
 from . import render as jinja
 

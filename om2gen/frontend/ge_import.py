@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import ModelError, ShapeError, UnsupportedOpError
-from ..ir import Graph, Node, Value
+from ..ir import dtypes
+from ..ir.graph import Graph, Node, Value
 from . import limits
 from . import pins as pins_mod
 from .advice import shape_option
@@ -40,7 +40,7 @@ def load_model_def(src):
     from google.protobuf import text_format
     from google.protobuf.message import DecodeError
 
-    from ..om import proto
+    from ..formats.om import proto
 
     if isinstance(src, proto.ModelDef):
         return src, src.SerializeToString(), "model"
@@ -108,7 +108,7 @@ def _dtype(ge_proto_dtype: int, where: str) -> dtypes.DType:
     try:
         return BY_GE_PROTO[ge_proto_dtype]
     except KeyError:
-        from ..om import proto
+        from ..formats.om import proto
         try:
             name = proto.DataType.Name(ge_proto_dtype)
         except ValueError:
@@ -440,7 +440,7 @@ class _Importer:
 def translate_op(graph: Graph, op, inputs: list[str], attrs: dict | None = None) -> tuple[list[Node], dict[int, str]]:
     """One GE op (an OpDef) whose inputs are values of `graph` → the ONNX-equivalent nodes it
     becomes (shapes inferred into graph.values) and {GE output index: value name}. `attrs`
-    (Python values, as _attr_value reads them) replaces the OpDef's AttrDefs; om2gen.single_op
+    (Python values, as _attr_value reads them) replaces the OpDef's AttrDefs; om2gen.cli.single_op
     passes them that way."""
     handler = HANDLERS.get(op.type)
     if handler is None:

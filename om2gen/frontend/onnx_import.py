@@ -13,9 +13,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .. import dtypes
 from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
-from ..ir import Graph, Node, Value
+from ..ir import dtypes
+from ..ir.graph import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
 from . import limits

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import onnx
 
-from .. import custom_ops
 from ..errors import UnsupportedOpError
-from ..ir import Node
+from ..ir.graph import Node
 from ..ops import registry
+from ..so_in_om import custom_libraries
 from .advice import custom_lib_option
 
 
@@ -29,7 +29,7 @@ def check(graph: onnx.GraphProto, opsets: dict[str, int]) -> None:
     ops = registry.registered()
 
     def known(domain: str, op_type: str) -> bool:
-        return (domain, op_type) in ops or custom_ops.library_for(op_type) is not None
+        return (domain, op_type) in ops or custom_libraries.library_for(op_type) is not None
 
     missing: dict[tuple[str, str], list[str]] = {}
     for domain, op_type, name in _walk(graph, known):
@@ -45,7 +45,7 @@ def check(graph: onnx.GraphProto, opsets: dict[str, int]) -> None:
         nodes = f"{len(names)} nodes, e.g. {names[0]!r}" if len(names) > 1 else f"node {names[0]!r}"
         parts.append(f"{domain + '.' if domain else ''}{op_type} (opset {opsets.get(domain, 1)}; {nodes})")
     kinds = f"{len(parts)} operator type{'s' if len(parts) > 1 else ''}"
-    searched = custom_ops.searched()
+    searched = custom_libraries.searched()
     libs = (f"none of the custom-op libraries given provides them (searched: {searched}); add the library that "
             f"registers them (REG_AUTO_MAPPING_OP) with {custom_lib_option()} or $OM2GEN_CUSTOM_OP_PATH"
             if searched else f"a custom-op library ({custom_lib_option()}) can provide them")

@@ -8,12 +8,12 @@ import numpy as np
 import onnx
 
 from ..codegen import kernels as kernel_codegen
-from ..ir import Graph, Value
+from ..ir import dtypes
+from ..ir.graph import Graph, Value
+from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from ..ops import registry
-from .. import dtypes
 from ..ops.control import REGIONS
 from ..ops.elementwise import copy_call
-from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from . import memplan
 from .program import Alias, ArgRef, Constant, Control, CustomCall, IoDesc, Kernel, KernelCall, Program, Task
 
@@ -272,7 +272,7 @@ class _OutputCopyNode:
 
 
 def _dtype_of(arr: np.ndarray):
-    from ..dtypes import from_numpy
+    from ..ir.dtypes import from_numpy
     return from_numpy(arr.dtype)
 
 

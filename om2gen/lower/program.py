@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..task_types import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import Value
+from ..ir.graph import Value
 from ..lower.program import Alias
 from . import common
 from .elementwise import elementwise_call

@@ -1,4 +1,4 @@
-"""Cast and CastLike between every dtype om2gen has (dtypes.py).
+"""Cast and CastLike between every dtype om2gen has (ir/dtypes.py).
 
 Rules: to bool, nonzero (NaN included) is 1; float to integer truncates toward zero, going
 through int32/int64 first so that out-of-range values wrap the same way in scalar and vector code
@@ -8,8 +8,8 @@ which om2gen does not have: such a `to` is rejected as an unsupported dtype.
 """
 from __future__ import annotations
 
-from .. import dtypes
-from ..dtypes import DType
+from ..ir import dtypes
+from ..ir.dtypes import DType
 from ..lower.program import Alias
 from . import common
 from .elementwise import elementwise_call

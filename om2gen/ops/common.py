@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
 from ..frontend.advice import value_option
-from ..ir import Node, Value
+from ..ir.dtypes import DType
+from ..ir.graph import Node, Value
 
 # A block should carry at least this much work (elements touched), so that splitting a launch
 # across cores pays for the synchronisation.

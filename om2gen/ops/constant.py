@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import UnsupportedOpError
-from ..ir import Value
+from ..ir import dtypes
+from ..ir.graph import Value
 from .registry import Op, register
 
 

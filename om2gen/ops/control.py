@@ -10,9 +10,8 @@ import onnx
 
 from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
 from ..frontend import advice
-from ..ir import Node, Value
+from ..ir.graph import Node, Value
 from .registry import Op, register
-
 
 REGIONS = "_regions"   # node.attrs key: {"then": (nodes, output names), "else": (...)}
 

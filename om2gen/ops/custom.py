@@ -1,4 +1,4 @@
-"""Custom operators: nodes whose op type a custom-op library registers (om2gen/custom_ops.py).
+"""Custom operators: nodes whose op type a custom-op library registers (om2gen/so_in_om/custom_libraries.py).
 
 infer() runs the operator's own InferShape, Compile and Serialize once per node (through the
 runtime's factory) and keeps the serialized instance; lower() turns the node into a
@@ -10,11 +10,12 @@ import hashlib
 
 import numpy as np
 
-from .. import custom_ops, dtypes
-from ..archive import layout
 from ..errors import CompileError, UnsupportedOpError
-from ..ir import Value
+from ..formats.om2 import layout
+from ..ir import dtypes
+from ..ir.graph import Value
 from ..lower.program import CustomCall
+from ..so_in_om import custom_libraries
 from .registry import Op
 
 CUSTOM = "_custom"      # node.attrs key: {"op_type", "blob", "library"}
@@ -42,8 +43,8 @@ class CustomOp(Op):
         self.op_type = op_type
 
     def infer(self, node, ins):
-        from ..executor.native import ffi, lib
-        library = custom_ops.require(node)
+        from ..native import ffi, lib
+        library = custom_libraries.require(node)
         if any(v is None for v in ins):
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): custom operators take no absent inputs")
         n_out = len(node.outputs)
@@ -100,7 +101,7 @@ def _fill_desc(node, desc, v: Value) -> None:
 
 
 def _fill_attr(node, attr, name: str, value, keep: list) -> None:
-    from ..executor.native import ffi
+    from ..native import ffi
     cname = ffi.new("char[]", name.encode())
     keep.append(cname)
     attr.name = cname

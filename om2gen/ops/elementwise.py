@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..frontend.advice import value_option
-from ..ir import Node, Value
+from ..ir import dtypes
+from ..ir.graph import Node, Value
 from ..lower.program import Alias, KernelCall
 from . import common
 from .registry import Op, register

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import UnsupportedOpError
+from ..ir import dtypes
 from ..lower.program import KernelCall
 from . import common
 from .registry import Op, register

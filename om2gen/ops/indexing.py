@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import Node, Value
+from ..ir.graph import Node, Value
 from ..lower.program import KernelCall
 from . import common
 from .elementwise import copy_call

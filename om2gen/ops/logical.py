@@ -5,8 +5,8 @@ not order like the values, and +0/-0 and NaN need the float rules).
 """
 from __future__ import annotations
 
-from ..dtypes import BY_NAME
 from ..errors import UnsupportedOpError
+from ..ir.dtypes import BY_NAME
 from . import common
 from .elementwise import elementwise_call
 from .math import BITS, FLOATS, INTS, NUMERIC, SIGNED, require_dtype, require_same_dtype, to_float

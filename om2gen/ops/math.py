@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..codegen.literals import c_float
-from ..dtypes import DType
 from ..errors import UnsupportedOpError
-from ..ir import Node, Value
+from ..ir.dtypes import DType
+from ..ir.graph import Node, Value
 from ..lower.program import Alias
 from . import common
 from .elementwise import elementwise_call

@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from ..codegen.literals import c_float, c_int
-from ..dtypes import DType
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import Node, Value
+from ..ir.dtypes import DType
+from ..ir.graph import Node, Value
 from ..lower.program import Alias, KernelCall
 from . import common
 from .registry import REQUIRED, Op, register

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ShapeError, UnsupportedOpError
 from ..codegen.literals import c_float
-from ..ir import Value
+from ..errors import ShapeError, UnsupportedOpError
+from ..ir import dtypes
+from ..ir.graph import Value
 from . import common
 from .elementwise import elementwise_call
 from .registry import Op, register

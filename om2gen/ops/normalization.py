@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import Node, Value
+from ..ir import dtypes
+from ..ir.graph import Node, Value
 from ..lower.program import KernelCall
 from . import common
 from .reduce import axis_layout, chunk_len, chunking, dim_groups, template_dims

@@ -13,8 +13,8 @@ padding, a NaN in a window gives NaN).
 from __future__ import annotations
 
 from ..codegen.literals import c_float
-from ..dtypes import INT64
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir.dtypes import INT64
 from ..lower.program import KernelCall
 from . import common, conv
 from .conv import as3, out_size, spatial_ints, spatial_pads, spatial_rank

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import Node, Value
+from ..ir import dtypes
+from ..ir.graph import Node, Value
 from ..lower.program import Alias, KernelCall
 from . import common
 from .registry import Op, register

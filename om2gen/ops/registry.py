@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from ..errors import ModelError, UnsupportedOpError
 from ..frontend import advice
-from ..ir import Node, Value
+from ..ir.graph import Node, Value
 
 _REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
 
@@ -89,12 +89,12 @@ def lookup(node: Node) -> Op:
     _load_all()
     versions = _REGISTRY.get((node.domain, node.op_type))
     if not versions:
-        from .. import custom_ops
-        if custom_ops.library_for(node.op_type) is not None:
+        from ..so_in_om import custom_libraries
+        if custom_libraries.library_for(node.op_type) is not None:
             from .custom import CustomOp
             return CustomOp(node.op_type)
         where = f"{node.domain}." if node.domain else ""
-        searched = custom_ops.searched()
+        searched = custom_libraries.searched()
         if searched:   # libraries were given: say which, and what they do provide
             raise UnsupportedOpError(
                 f"node {node.name!r}: operator {where}{node.op_type} is in none of the custom-op libraries given "

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from .. import dtypes
 from ..codegen.literals import c_int
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import Value
+from ..ir import dtypes
+from ..ir.graph import Value
 from ..lower.program import KernelCall
 from . import common
 from .movement import c_value

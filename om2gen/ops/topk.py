@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import dtypes
 from ..lower.program import KernelCall
 from . import common
 from .registry import Op, register

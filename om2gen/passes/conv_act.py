@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..ir.graph import Graph, Node
 from ..ops import registry
 from ..ops.conv import ACTIVATION_ATTR
 from . import rewrite

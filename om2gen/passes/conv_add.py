@@ -11,7 +11,7 @@ convolution of a block is one).
 """
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir.graph import Graph
 from ..ops.conv import ACTIVATION_ATTR, RESIDUAL_ATTR
 from . import rewrite
 

@@ -1,7 +1,7 @@
 """Dead-code removal: drop nodes no graph output depends on, and constants nothing reads."""
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir.graph import Graph
 
 
 def run(graph: Graph) -> None:

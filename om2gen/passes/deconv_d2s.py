@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import Om2Error
-from ..ir import Graph, Node
+from ..ir.graph import Graph, Node
 from ..ops import registry
 from . import rewrite
 

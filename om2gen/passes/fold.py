@@ -10,7 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ..ir import Node, Value
+from ..ir.graph import Node, Value
 
 # Folding these would only move work from run time to archive size, or they are no-ops.
 _NEVER_FOLD = {"Identity", "If", "Loop", "Scan"}

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..errors import Om2Error
+from ..ir.graph import Graph, Node
 from ..lower.program import Alias
 from ..ops import registry
 from ..ops.control import REGIONS
-from ..errors import Om2Error
-from ..ops.movement import c_value
 from ..ops.fused import DOMAIN, OP_TYPE, SPEC, FusedSpec, Operand, Step
+from ..ops.movement import c_value
 from . import pointwise, rewrite, views
 from .pointwise import Pointwise
 

@@ -5,7 +5,7 @@ on the packed GEMM). Runs after "MatMul + Add as Gemm", so a bias Add between th
 the activation is already inside the Gemm and the clamp comes after it."""
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir.graph import Graph
 from . import conv_act
 
 

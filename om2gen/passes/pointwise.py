@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Om2Error
-from ..ir import Graph, Node, Value
+from ..ir.graph import Graph, Node, Value
 from ..lower.program import KernelCall
 from ..ops import common, registry
 from ..ops.control import REGIONS

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..ir import Graph, Node, Value
+from ..ir import dtypes
+from ..ir.graph import Graph, Node, Value
 
 
 def producers(graph: Graph) -> dict[str, Node]:

@@ -1,6 +1,6 @@
 /*
  * om2_executor.cpp -- the native half of om2gen's executor (the Python half is
- * om2gen/executor/). It provides what GE's Om2ModelExecutor provides to a model library:
+ * om2gen/runtime/). It provides what GE's Om2ModelExecutor provides to a model library:
  *   - loading a shared object from memory (memfd + dlopen, never from disk; the runtime's loader),
  *   - resolving the model's C-ABI entry points,
  *   - the load callbacks: launch_func and the process-wide kernel bin-handle store,

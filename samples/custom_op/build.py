@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from om2gen import build_flags   # the flags `om2gen config` prints
+from om2gen.cli import config as build_flags   # the flags `om2gen config` prints
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "build"

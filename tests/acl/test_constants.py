@@ -2,8 +2,8 @@
 import re
 from pathlib import Path
 
-from om2gen import dtypes
 from om2gen.acl import constants as C
+from om2gen.ir import dtypes
 
 INCLUDE = Path(__file__).resolve().parents[2] / "runtime_abi" / "include" / "acl"
 

@@ -10,7 +10,7 @@ from helpers import assert_close, ort_run
 
 import om2gen.acl as acl
 from om2gen.acl import constants as C
-from om2gen.archive import layout
+from om2gen.formats.om2 import layout
 
 X = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
 IDS = np.array([1, -2, 3, 1 << 40], np.int64)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import om2gen
-from om2gen.archive import layout
+from om2gen.formats.om2 import layout
 from om2gen.resources import include_dir
 from om2gen.toolchain import launch_note
 

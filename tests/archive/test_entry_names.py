@@ -1,4 +1,4 @@
-"""Entry names are safe relative names (archive/layout.py): the writer never makes another kind,
+"""Entry names are safe relative names (formats/om2/layout.py): the writer never makes another kind,
 and the reader refuses an archive that holds one (issue 11, section 3)."""
 import hashlib
 import json
@@ -8,8 +8,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import om2gen
-from om2gen.archive import layout, writer
-from om2gen.archive.reader import Archive
+from om2gen.formats.om2 import layout, writer
+from om2gen.formats.om2.reader import Archive
 
 UNSAFE = ["/etc/passwd", "../evil.so", "data/../../evil.so", "data/./x.bin", "data\\evil.so", "data//x.bin",
           "data/x\x00.so", "data/", "", "C:/evil.so", "data/x\n.so", "d/" + "x" * 1100]

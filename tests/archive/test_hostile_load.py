@@ -19,11 +19,11 @@ from helpers import make_model, rand, refresh_digests, refresh_om_digests
 from onnx import helper
 
 import om2gen
-from om2gen.archive import layout
-from om2gen.executor.native import lib
-from om2gen.om import kernel_store
-from om2gen.om.container import read_om, write_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats.om import kernel_store
+from om2gen.formats.om2 import layout
+from om2gen.formats.om.container import read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.native import lib
 
 FEEDS = {"x": rand(4, 16, seed=1)}
 
@@ -189,14 +189,14 @@ def _with_bomb(mlp, tmp_path, declared: int):
 
 
 def test_a_deflated_entry_inflates_no_further_than_its_declared_size(mlp, tmp_path):
-    from om2gen.archive.reader import Archive
+    from om2gen.formats.om2.reader import Archive
     with Archive(_with_bomb(mlp, tmp_path, 1000)) as a:
         with pytest.raises(om2gen.ArchiveError, match="bomb.txt' is corrupt .*does not match its size and CRC-32"):
             a.read("data/model_0/debug/bomb.txt")
 
 
 def test_a_deflated_entry_declaring_a_huge_size_is_refused_before_inflating(mlp, tmp_path):
-    from om2gen.archive.reader import MAX_INFLATED, Archive
+    from om2gen.formats.om2.reader import MAX_INFLATED, Archive
     with Archive(_with_bomb(mlp, tmp_path, MAX_INFLATED + 1)) as a:
         with pytest.raises(om2gen.ArchiveError, match="more than om2gen reads"):
             a.read("data/model_0/debug/bomb.txt")
@@ -334,11 +334,11 @@ def test_the_schema_validators_are_generated_from_the_schemas(mlp):
 
     import fastjsonschema
 
-    from om2gen.archive import _schema_code, schema
+    from om2gen.formats.om2 import _schema_code, schema
     checked_in = (Path(schema.__file__).parent / "_schema_code.py").read_text()
     if re.search(r'^VERSION = "([^"]+)"', checked_in, re.M)[1] == fastjsonschema.VERSION:
         assert checked_in == schema.generated_code(), \
-            "regenerate: python -m om2gen.archive.schema > om2gen/archive/_schema_code.py"
+            "regenerate: python -m om2gen.formats.om2.schema > om2gen/formats/om2/_schema_code.py"
     e = entries_of(mlp["om2"])
     docs = {"manifest": json.loads(e[layout.MANIFEST]), "meta": json.loads(e[layout.model_meta(0)])}
     for name, doc in docs.items():
@@ -417,7 +417,7 @@ def test_odd_paths_are_archive_errors_not_hangs(tmp_path):
 
 
 def test_an_om_model_def_edit_fails_its_digest(mlp, tmp_path):
-    from om2gen.om import proto
+    from om2gen.formats.om import proto
     om = read_om(mlp["om"].read_bytes())
     parts = []
     for p in om.partitions:
@@ -437,7 +437,7 @@ def test_an_om_digest_attr_renamed_by_one_byte_is_refused(mlp, tmp_path):
     """Fuzz case om-7224 (seed 2): one of eight flipped bytes made `_om2gen_partition_blake3`
     `[om2gen_partition_blake3`; with no digests recorded the loader skipped the check, and the
     flips in WEIGHTS_DATA and TBE_KERNELS ran (a wrong result). The digests are required now."""
-    from om2gen import integrity
+    from om2gen.formats import integrity
     data = bytearray(mlp["om"].read_bytes())
     data[data.index(integrity.PARTITION_BLAKE3.encode())] = ord("[")
     weights = read_om(bytes(data)).partition(PT.WEIGHTS_DATA)

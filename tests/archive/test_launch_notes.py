@@ -10,11 +10,11 @@ from archive.test_hostile_load import entries_of, load_in_child, name_of, write_
 from helpers import refresh_om_digests
 
 import om2gen
-from om2gen.archive import layout
 from om2gen.errors import AbiError
-from om2gen.om import kernel_store, proto
-from om2gen.om.container import Partition, read_om, write_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats.om import kernel_store, proto
+from om2gen.formats.om2 import layout
+from om2gen.formats.om.container import Partition, read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
 from om2gen.toolchain import launch_note
 from om2gen.toolchain.launch_note import Launch, LaunchNote
 

@@ -11,8 +11,8 @@ from helpers import make_model, rand, refresh_digests
 from onnx import helper
 
 import om2gen
-from om2gen.archive import layout, signing
-from om2gen.cli import main
+from om2gen.cli.entry import main
+from om2gen.formats.om2 import layout, signing
 
 FEEDS = {"x": rand(2, 8, seed=4)}
 
@@ -84,7 +84,7 @@ def test_a_change_after_signing_is_refused_before_any_code_is_mapped(signed, tmp
     manifest = refresh_digests(json.loads(e[layout.MANIFEST]), e)
     e[layout.MANIFEST] = json.dumps(manifest).encode()
     bad = _write(tmp_path / "tampered.om2", e)
-    from om2gen.archive.reader import Archive
+    from om2gen.formats.om2.reader import Archive
     verified = []   # the library is dlopen'ed only after verify() has checked it
     real = Archive.verify
     monkeypatch.setattr(Archive, "verify", lambda self, name: verified.append(name) or real(self, name))
@@ -143,7 +143,7 @@ def test_the_cli_signs_and_runs_with_a_trusted_key(signed, tmp_path):
     assert again.returncode != 0 and "never overwrites a key" in again.stderr
 
 
-# --- classic .om files (om/signature.py) ---------------------------------------------------------
+# --- classic .om files (formats/om/signature.py) ---------------------------------------------------------
 
 W = rand(8, seed=5)
 
@@ -177,8 +177,8 @@ def test_a_signed_om_loads_with_its_signers_key(signed, om):
 
 
 def test_signing_an_om_appends_to_model_def_only_and_is_deterministic(signed, om, tmp_path):
-    from om2gen.om.container import read_om
-    from om2gen.om.layout import ModelPartitionType as PT
+    from om2gen.formats.om.container import read_om
+    from om2gen.formats.om.layout import ModelPartitionType as PT
     a, b = read_om(om["plain"]), read_om(om["signed"])
     assert [p.type for p in a.partitions] == [p.type for p in b.partitions]
     for p, q in zip(a.partitions, b.partitions):
@@ -215,9 +215,9 @@ def _resealed(source, out, changes=None, header=None, reserialize=False):
     format writes. reserialize: MODEL_DEF re-serialized with the attr inside (a tool rewrote it)."""
     from helpers import refresh_om_digests
 
-    from om2gen.om import proto, signature
-    from om2gen.om.container import Partition, read_om, write_om
-    from om2gen.om.layout import ModelPartitionType as PT
+    from om2gen.formats.om import proto, signature
+    from om2gen.formats.om.container import Partition, read_om, write_om
+    from om2gen.formats.om.layout import ModelPartitionType as PT
     o = read_om(source)
     full = bytes(o.partition(PT.MODEL_DEF))
     body, _ = signature.split(full)
@@ -243,9 +243,9 @@ def test_an_om_changed_after_signing_is_refused_before_model_def_is_parsed(signe
     is placed or any code is mapped."""
     import dataclasses
 
-    from om2gen.om import reader
-    from om2gen.om.container import read_om
-    from om2gen.om.layout import ModelPartitionType as PT
+    from om2gen.formats.om import reader
+    from om2gen.formats.om.container import read_om
+    from om2gen.formats.om.layout import ModelPartitionType as PT
     o = read_om(om["signed"])
     weights, kernels, tasks = (bytes(o.partition(t)) for t in (PT.WEIGHTS_DATA, PT.TBE_KERNELS, PT.TASK_INFO))
     cases = {
@@ -268,7 +268,7 @@ def test_an_om_changed_after_signing_is_refused_before_model_def_is_parsed(signe
         om2gen.load(rewritten, trusted_keys=[signed["alice"]])
     # without recomputed digests, the signature holds (its message names the partitions' sizes)
     # and the partition digests refuse the change, still before any kernel is registered
-    from om2gen.om.container import Partition, write_om
+    from om2gen.formats.om.container import Partition, write_om
     plain_edit = tmp_path / "plain_edit.om"
     write_om(plain_edit, [Partition(p.type, _flip(weights, 5) if p.type == PT.WEIGHTS_DATA else p.data)
                           for p in o.partitions], header=o.header)
@@ -278,9 +278,9 @@ def test_an_om_changed_after_signing_is_refused_before_model_def_is_parsed(signe
 
 def test_the_signature_of_another_om_is_refused(signed, om, tmp_path):
     """alice's signature attr taken from the file she signed and appended to another model."""
-    from om2gen.om import signature
-    from om2gen.om.container import Partition, read_om, write_om
-    from om2gen.om.layout import ModelPartitionType as PT
+    from om2gen.formats.om import signature
+    from om2gen.formats.om.container import Partition, read_om, write_om
+    from om2gen.formats.om.layout import ModelPartitionType as PT
     full = bytes(read_om(om["signed"]).partition(PT.MODEL_DEF))
     trailer = full[len(signature.split(full)[0]):]
     other = read_om(om["other"])
@@ -303,7 +303,7 @@ def test_converting_a_signed_om_says_the_archive_is_unsigned(signed, om, tmp_pat
         om2gen.load(out, trusted_keys=[signed["alice"]])
     with om2gen.load(out) as m:
         np.testing.assert_array_equal(m.run(FEEDS)["y"], om["ref"])
-    from om2gen.convert import convert
+    from om2gen.cli.convert import convert
     with pytest.raises(om2gen.ArchiveError, match="none of them trusted"):
         convert(om["signed"], tmp_path / "no.om2", trusted_keys=[signed["mallory"]])
     assert not (tmp_path / "no.om2").exists()

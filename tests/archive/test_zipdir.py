@@ -1,4 +1,4 @@
-"""The strict ZIP directory reader (om2gen/archive/zipdir.py) against files zipfile writes."""
+"""The strict ZIP directory reader (om2gen/formats/om2/zipdir.py) against files zipfile writes."""
 import io
 import struct
 import warnings
@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from om2gen.archive import zipdir
+from om2gen.formats.om2 import zipdir
 
 
 def make_zip(entries, *, comment=b"", force_zip64=False) -> bytes:
@@ -101,10 +101,11 @@ def test_mutants_of_a_real_archive_are_archive_errors_or_load(tmp_path):
     import os
     import random
 
-    import om2gen
     from helpers import make_model, rand
     from onnx import helper
-    from om2gen.archive.reader import Archive
+
+    import om2gen
+    from om2gen.formats.om2.reader import Archive
     path = tmp_path / "m.om2"
     om2gen.compile(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(2, 8)}, ["y"]), path)
     data = path.read_bytes()

@@ -13,8 +13,8 @@ from helpers import make_model
 from onnx import helper
 
 import om2gen
-from om2gen import bench, bench_report
-from om2gen.cli import main
+from om2gen.cli import bench, bench_report
+from om2gen.cli.entry import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["--runs", "3", "--warmup", "1", "--loads", "2", "--threads", "1"]

@@ -12,8 +12,8 @@ import pytest
 from authorlib import EVIL_OP_TYPES, build, model
 
 import om2gen
-from om2gen import custom_ops
-from om2gen.archive import layout
+from om2gen.formats.om2 import layout
+from om2gen.so_in_om import custom_libraries
 
 pytestmark = pytest.mark.needs_cc
 X = np.ones((2, 4), np.float32)
@@ -37,7 +37,7 @@ def test_the_same_library_given_twice_counts_once(lib, tmp_path, monkeypatch, ho
     if how == "a copy in the environment":
         (tmp_path / "env").mkdir()
         shutil.copy(lib, tmp_path / "env" / "libcopy.so")
-        monkeypatch.setenv(custom_ops.ENV_PATH, str(tmp_path / "env"))
+        monkeypatch.setenv(custom_libraries.ENV_PATH, str(tmp_path / "env"))
         libs = [lib]
     elif how == "twice in the Python API":
         libs = [str(lib), lib.resolve()]
@@ -46,15 +46,15 @@ def test_the_same_library_given_twice_counts_once(lib, tmp_path, monkeypatch, ho
     with zipfile.ZipFile(out) as z:
         packed = [n for n in z.namelist() if n.startswith(layout.CUSTOM_OPS_DIR + "shared_libs/")]
     assert packed == [layout.custom_op_library(layout.custom_op_library_name(
-        lib.stat().st_size, custom_ops.load_library(lib, None).sha256, lib.name))]
+        lib.stat().st_size, custom_libraries.load_library(lib, None).sha256, lib.name))]
     assert run(out, x=X, g=X)["z0"][0, 0] == 203
 
 
 def test_no_repr_or_error_prints_the_library_bytes(lib):
-    library = custom_ops.load_library(lib, None)
+    library = custom_libraries.load_library(lib, None)
     assert "data=" not in repr(library) and len(repr(library)) < 2000
-    from om2gen.archive.writer import Entry
-    from om2gen.so_providers import OppSo
+    from om2gen.formats.om2.writer import Entry
+    from om2gen.so_in_om.providers import OppSo
     assert "\\x" not in repr(Entry("a.so", library.data))
     assert "\\x" not in repr(OppSo("v", lib, library.data, frozenset()))
 

@@ -8,7 +8,7 @@ import om2gen.resources
 
 
 def config(*options):
-    return subprocess.run([sys.executable, "-m", "om2gen.cli", "config", *options], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "om2gen.cli.entry", "config", *options], capture_output=True, text=True)
 
 
 def test_includes_names_the_directory_of_the_custom_op_header():

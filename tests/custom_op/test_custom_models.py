@@ -14,7 +14,7 @@ from helpers import assert_close, refresh_digests
 from onnx import helper
 
 import om2gen
-from om2gen.executor.native import lib
+from om2gen.native import lib
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "custom_op"

@@ -1,4 +1,4 @@
-"""Single-op compile (om2gen/single_op.py, `om2gen compile-op`): one operator → an archive that runs
+"""Single-op compile (om2gen/cli/single_op.py, `om2gen compile-op`): one operator → an archive that runs
 like ONNX Runtime on the same one-node model; GE op types through the GE frontend's mapping;
 every bad description a typed error and no file."""
 from __future__ import annotations
@@ -14,12 +14,12 @@ from helpers import assert_close, ort_run, rand
 from onnx import helper
 
 import om2gen
-from om2gen import cli
+from om2gen.cli import main
+from om2gen.cli.op_spec import parse_attr, parse_const, parse_input
+from om2gen.cli.single_op import build_model, compile_op, newest_opset
 from om2gen.errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
-from om2gen.om.container import read_om
-from om2gen.om.inspect import inspect_om
-from om2gen.op_spec import parse_attr, parse_const, parse_input
-from om2gen.single_op import build_model, compile_op, newest_opset
+from om2gen.formats.om.container import read_om
+from om2gen.formats.om.inspect import inspect_om
 
 
 def _run(path, feeds):
@@ -122,7 +122,7 @@ def test_format_om_writes_a_classic_om_file(tmp_path):
 
 def test_format_follows_the_extension(tmp_path, capsys):
     """-o relu.om without --format (CLI and Python) writes a classic OM file, as om2gen compile does."""
-    assert cli.main(["compile-op", "Relu", "--input", "x:float32:2,8", "-o", str(tmp_path / "cli.om"), "-q"]) == 0
+    assert main(["compile-op", "Relu", "--input", "x:float32:2,8", "-o", str(tmp_path / "cli.om"), "-q"]) == 0
     path = compile_op("Relu", ["x:float32:2,8"], None, tmp_path / "api.om")
     x = rand(2, 8, seed=4)
     for p in (tmp_path / "cli.om", path):
@@ -168,7 +168,7 @@ def test_cli_compile_op_then_run(tmp_path, capsys):
     w = rand(4, 2, 1, 1, seed=17)
     np.save(tmp_path / "w.npy", w)
     out, onnx_path = tmp_path / "op.om2", tmp_path / "op.onnx"
-    rc = cli.main(["compile-op", "Conv", "--input", "x:float32:1,2,5,5",
+    rc = main(["compile-op", "Conv", "--input", "x:float32:1,2,5,5",
                    "--const", f"w:float32:4,2,1,1={tmp_path / 'w.npy'}", "--attr", "group:int=1",
                    "--attr", "kernel_shape=1,1", "--output", "y", "-o", str(out), "--save-onnx", str(onnx_path), "-q"])
     assert rc == 0 and f"wrote {out}" in capsys.readouterr().out
@@ -178,7 +178,7 @@ def test_cli_compile_op_then_run(tmp_path, capsys):
 
 def test_cli_error_is_one_line_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "bad.om2"
-    rc = cli.main(["compile-op", "Softmax", "--input", "x:float32:2,3", "--attr", "axis=one", "-o", str(out)])
+    rc = main(["compile-op", "Softmax", "--input", "x:float32:2,3", "--attr", "axis=one", "-o", str(out)])
     err = capsys.readouterr().err
     assert rc == ModelError.exit_code
     assert err.count("\n") == 1 and "attribute 'axis' of Softmax" in err and "is not INT" in err

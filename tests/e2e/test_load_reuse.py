@@ -1,5 +1,5 @@
-"""What a process reuses when it loads the same model again (archive/reader.py's memo of small
-archives, executor/libraries.py's model libraries mapped once per content), and that nothing
+"""What a process reuses when it loads the same model again (formats/om2/reader.py's memo of small
+archives, runtime/libraries.py's model libraries mapped once per content), and that nothing
 reused ever stands in for different bytes."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from helpers import make_model, rand
 from onnx import helper
 
 import om2gen
-from om2gen.archive import reader, zipdir
-from om2gen.executor import libraries
+from om2gen.formats.om2 import reader, zipdir
+from om2gen.runtime import libraries
 
 
 def _add_model(width: int):

@@ -15,8 +15,8 @@ import pytest
 from helpers import rand
 
 import om2gen
-from om2gen.executor import libraries
-from om2gen.executor.native import lib
+from om2gen.native import lib
+from om2gen.runtime import libraries
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
@@ -72,7 +72,7 @@ def test_closed_model_library_is_kept_idle_then_unmapped(sample_models):
     m = om2gen.load(sample_models["om2"])
     loaded = resources()["memfd mappings"]
     assert loaded > none
-    m.close()   # kept mapped for a load of the same library (executor/libraries.py)
+    m.close()   # kept mapped for a load of the same library (runtime/libraries.py)
     assert libraries.mapped_count() == (0, 1)
     assert resources()["memfd mappings"] == loaded
     assert libraries.unmap_idle() == 1

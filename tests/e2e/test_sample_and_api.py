@@ -10,7 +10,7 @@ from helpers import assert_close, make_model, ort_run, rand
 from onnx import helper
 
 import om2gen
-from om2gen.executor.native import lib
+from om2gen.native import lib
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
@@ -75,7 +75,7 @@ def test_thread_counts_give_identical_results(sample_om2, threads):
 
 
 def test_two_models_share_kernel_binaries(sample_om2):
-    from om2gen.executor.native import lib as native
+    from om2gen.native import lib as native
     with om2gen.load(sample_om2):
         n1 = native.om2x_bin_store_size()
         with om2gen.load(sample_om2):
@@ -185,7 +185,7 @@ def test_scalar_zero_size_and_int_passthrough(tmp_path):
 def test_run_async_on_a_stream(sample_om2):
     """GertModelRunAsync: replays are queued on a user stream; back-to-back runs with different
     buffers each get their own results (a queued replay is not overwritten by the next run)."""
-    from om2gen.executor.native import ffi
+    from om2gen.native import ffi
     rng = np.random.default_rng(7)
     images = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(3)]
     with om2gen.load(sample_om2) as m:
@@ -229,7 +229,8 @@ def test_different_models_loaded_one_after_another_and_together(tmp_path, sample
 def test_in_memory_loader_never_aliases_libraries(sample_om2):
     """Two different shared objects loaded back to back (same memfd number) are two objects."""
     import zipfile
-    from om2gen.executor.native import ffi
+
+    from om2gen.native import ffi
     with zipfile.ZipFile(sample_om2) as z:
         blobs = [z.read(n) for n in sorted(z.namelist()) if n.endswith(".o")][:2]
     handles = []

@@ -14,7 +14,7 @@ from helpers import make_model, rand
 from onnx import TensorProto, helper
 
 import om2gen
-from om2gen.archive import layout
+from om2gen.formats.om2 import layout
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"

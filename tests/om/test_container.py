@@ -1,7 +1,7 @@
 """The OM (v1) container: header, partition table(s), partitions (GE_FACTS §1).
 
 Offsets and numbers below are spelled as literals from GE_FACTS on purpose, so these tests check
-`om2gen.om.layout` against the facts instead of against itself.
+`om2gen.formats.om.layout` against the facts instead of against itself.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import struct
 import pytest
 
 from om2gen.errors import ArchiveError
-from om2gen.om import layout
-from om2gen.om.container import ModelFileHeader, OmFile, Partition, read_om, write_om
-from om2gen.om.layout import ModelPartitionType as T
+from om2gen.formats.om import layout
+from om2gen.formats.om.container import ModelFileHeader, OmFile, Partition, read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as T
 
 PARTS = [Partition(T.MODEL_DEF, b"M" * 10), Partition(T.WEIGHTS_DATA, b"W" * 7),
          Partition(T.TASK_INFO, b"T" * 5)]

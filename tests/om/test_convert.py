@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import om2gen
-from om2gen.archive import layout
-from om2gen.convert import convert
-from om2gen.om import kernel_store
-from om2gen.om.container import read_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.cli.convert import convert
+from om2gen.formats.om import kernel_store
+from om2gen.formats.om2 import layout
+from om2gen.formats.om.container import read_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"

@@ -13,10 +13,10 @@ import pytest
 from helpers import refresh_om_digests
 
 import om2gen
-from om2gen.executor.native import lib
-from om2gen.om import proto
-from om2gen.om.container import Partition, read_om, write_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats.om import proto
+from om2gen.formats.om.container import Partition, read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.native import lib
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"

@@ -1,6 +1,6 @@
 """The GE IR graph frontend: ge.proto.ModelDef (binary and text) → the same IR as ONNX.
 
-Each GE graph is built with om2gen.om.proto, compiled and run through om2gen, and compared with
+Each GE graph is built with om2gen.formats.om.proto, compiled and run through om2gen, and compared with
 an equivalent ONNX model (same weights) evaluated by ONNX Runtime.
 """
 from __future__ import annotations
@@ -12,11 +12,10 @@ from helpers import assert_close, make_model, ort_run, rand
 from onnx import helper
 
 import om2gen
-from om2gen import dtypes
 from om2gen.errors import ModelError, ShapeError, UnsupportedOpError
+from om2gen.formats.om import proto
 from om2gen.frontend.ge_import import import_ge, supported_ge_ops
-from om2gen.om import proto
-
+from om2gen.ir import dtypes
 
 # --- building GE graphs ------------------------------------------------------------------------
 
@@ -159,7 +158,7 @@ def test_content_detection_without_extension(tmp_path):
 
 
 def test_cli_compile_pb(tmp_path, capsys):
-    from om2gen.cli import main
+    from om2gen.cli.entry import main
     model, onnx_model = _cnn()
     src = tmp_path / "model.pb"
     src.write_bytes(model.SerializeToString())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf import descriptor as _d
 
-from om2gen.om import proto
+from om2gen.formats.om import proto
 
 FD = _d.FieldDescriptor
 

@@ -6,8 +6,8 @@ import struct
 import pytest
 
 from om2gen.errors import ArchiveError
-from om2gen.om import so_store
-from om2gen.om.so_store import CustomOpKernel, OpSoBin, SoBinType
+from om2gen.so_in_om import op_so_store
+from om2gen.so_in_om.op_so_store import CustomOpKernel, OpSoBin, SoBinType
 
 T = SoBinType
 
@@ -17,7 +17,7 @@ T = SoBinType
 def test_enum_values_and_flags():
     assert [int(t) for t in T] == [0, 1, 2, 3]
     assert [t.flag for t in T] == [0x8000, 0x4000, 0x2000, 0x1000]
-    assert so_store.ALL_FLAGS == 0xF000
+    assert op_so_store.ALL_FLAGS == 0xF000
 
 
 @pytest.mark.parametrize("types, flags", [
@@ -29,29 +29,29 @@ def test_enum_values_and_flags():
     (list(T), 0xF000),
 ])
 def test_flags_round_trip(types, flags):
-    assert so_store.flags_of(types) == flags
-    assert so_store.types_of(flags) == sorted(set(types))
+    assert op_so_store.flags_of(types) == flags
+    assert op_so_store.types_of(flags) == sorted(set(types))
 
 
 def test_flags_of_accepts_plain_ints_and_bins():
     bins = [OpSoBin("a.so", "built-in", T.kOpMasterDevice, b"x"),
             OpSoBin("b.so", "", T.kAutofuse, b"y")]
-    assert so_store.flags_of(b.bin_type for b in bins) == 0x6000
-    assert so_store.flags_of([0, 1]) == 0xC000
+    assert op_so_store.flags_of(b.bin_type for b in bins) == 0x6000
+    assert op_so_store.flags_of([0, 1]) == 0xC000
     with pytest.raises(ArchiveError, match="not a SoBinType"):
-        so_store.flags_of([4])
+        op_so_store.flags_of([4])
 
 
 @pytest.mark.parametrize("flags", [0x0800, 0x8001, 0xC0FF])
 def test_types_of_rejects_unknown_bits(flags):
     with pytest.raises(ArchiveError, match="unknown bits"):
-        so_store.types_of(flags)
+        op_so_store.types_of(flags)
 
 
 @pytest.mark.parametrize("flags", [-1, 0x10000, "0x8000"])
 def test_types_of_rejects_non_uint16(flags):
     with pytest.raises(ArchiveError, match="uint16"):
-        so_store.types_of(flags)
+        op_so_store.types_of(flags)
 
 
 # ------------------------------------------------------------------------------ layout (A0/A1)
@@ -80,21 +80,21 @@ def hand_packed_two() -> bytes:
 
 
 def test_head_sizes():
-    assert so_store.SO_STORE_HEAD_SIZE == 4
-    assert so_store.SO_ITEM_HEAD_SIZE == 16
-    assert so_store.CUSTOM_OP_ITEM_HEAD_SIZE == 12
+    assert op_so_store.SO_STORE_HEAD_SIZE == 4
+    assert op_so_store.SO_ITEM_HEAD_SIZE == 16
+    assert op_so_store.CUSTOM_OP_ITEM_HEAD_SIZE == 12
 
 
 def test_build_is_byte_exact():
-    data = so_store.build(TWO)
+    data = op_so_store.build(TWO)
     assert data == hand_packed_two()
     assert len(data) == 4 + 2 * 16 + (14 + 8 + 8) + (4 + 12 + 3)
 
 
 def test_load_hand_packed():
-    assert so_store.load(hand_packed_two()) == TWO
-    assert so_store.load(bytearray(hand_packed_two())) == TWO
-    assert so_store.load(memoryview(hand_packed_two())) == TWO
+    assert op_so_store.load(hand_packed_two()) == TWO
+    assert op_so_store.load(bytearray(hand_packed_two())) == TWO
+    assert op_so_store.load(memoryview(hand_packed_two())) == TWO
 
 
 def test_round_trip_all_types():
@@ -107,33 +107,33 @@ def test_round_trip_all_types():
         OpSoBin("libcust.so", "vendors/cust-0", T.kCustomOp, b"same"),
         OpSoBin("libcust.so", "vendors/cust-1", T.kCustomOp, b"same"),   # duplicates are fine
     ]
-    data = so_store.build(bins)
-    back = so_store.load(data)
+    data = op_so_store.build(bins)
+    back = op_so_store.load(data)
     assert back == bins
     assert all(type(b.bin_type) is SoBinType for b in back)
-    assert so_store.build(back) == data
+    assert op_so_store.build(back) == data
 
 
 def test_no_items_is_fine():
-    assert so_store.build([]) == b"\x00\x00\x00\x00"
-    assert so_store.load(b"\x00\x00\x00\x00") == []
-    assert so_store.load(b"") == []          # partition present with size 0 (A1)
+    assert op_so_store.build([]) == b"\x00\x00\x00\x00"
+    assert op_so_store.load(b"\x00\x00\x00\x00") == []
+    assert op_so_store.load(b"") == []          # partition present with size 0 (A1)
 
 
 def test_ge_a1_count_without_item():
     with pytest.raises(ArchiveError, match="so_num is 1"):
-        so_store.load(bytes([1, 0, 0, 0, 0]))
+        op_so_store.load(bytes([1, 0, 0, 0, 0]))
 
 
 def test_ge_a1_sixty_four_zero_bytes():
     with pytest.raises(ArchiveError, match="SO_BINS"):
-        so_store.load(bytes(64))
+        op_so_store.load(bytes(64))
 
 
 def test_ge_a1_item_with_empty_binary_rejected():
     data = struct.pack("<IIHHII", 1, 0x5D776EFD, 4, 2, 0, 0) + b"a.so"
     with pytest.raises(ArchiveError, match=r"item 0 of 1 \('a.so'.*bin_len is 0"):
-        so_store.load(data)
+        op_so_store.load(data)
 
 
 # ------------------------------------------------------------------------------- corruption
@@ -173,19 +173,19 @@ ITEM1 = 4 + 16 + 14 + 8 + 8          # offset of the second item head
 ], ids=_ids)
 def test_corruption_is_a_typed_error(data, pattern):
     with pytest.raises(ArchiveError, match=pattern):
-        so_store.load(data)
+        op_so_store.load(data)
 
 
 def test_every_truncation_is_an_error():
     for n in range(1, len(GOOD)):
         with pytest.raises(ArchiveError, match="SO_BINS"):
-            so_store.load(GOOD[:n])
+            op_so_store.load(GOOD[:n])
 
 
 def test_item_with_zero_magic_and_lengths_named():
     data = struct.pack("<I", 1) + bytes(16)
     with pytest.raises(ArchiveError, match=r"item 0 of 1 \(offset 4\): magic is 0x00000000"):
-        so_store.load(data)
+        op_so_store.load(data)
 
 
 @pytest.mark.parametrize("bad, pattern", [
@@ -195,14 +195,14 @@ def test_item_with_zero_magic_and_lengths_named():
 ])
 def test_build_refuses_unloadable_items(bad, pattern):
     with pytest.raises(ArchiveError, match=pattern):
-        so_store.build([bad])
+        op_so_store.build([bad])
 
 
 def test_build_accepts_max_name_and_rejects_non_bins():
-    data = so_store.build([OpSoBin("n" * 65535, "", T.kSpaceRegistry, b"x")])
-    assert so_store.load(data)[0].name == "n" * 65535
+    data = op_so_store.build([OpSoBin("n" * 65535, "", T.kSpaceRegistry, b"x")])
+    assert op_so_store.load(data)[0].name == "n" * 65535
     with pytest.raises(ArchiveError, match="expected an OpSoBin"):
-        so_store.build([("a.so", "", 0, b"x")])
+        op_so_store.build([("a.so", "", 0, b"x")])
 
 
 def test_opsobin_normalises_type_and_data():
@@ -223,14 +223,14 @@ def hand_packed_custom() -> bytes:
 
 
 def test_custom_ops_byte_exact():
-    assert struct.unpack("<I", b"KSCK")[0] == so_store.CUSTOM_OP_ITEM_MAGIC == 0x4B43534B
-    assert so_store.build_custom_ops(KERNELS) == hand_packed_custom()
-    assert so_store.load_custom_ops(hand_packed_custom()) == KERNELS
+    assert struct.unpack("<I", b"KSCK")[0] == op_so_store.CUSTOM_OP_ITEM_MAGIC == 0x4B43534B
+    assert op_so_store.build_custom_ops(KERNELS) == hand_packed_custom()
+    assert op_so_store.load_custom_ops(hand_packed_custom()) == KERNELS
 
 
 def test_custom_ops_empty():
-    assert so_store.build_custom_ops([]) == b""
-    assert so_store.load_custom_ops(b"") == []
+    assert op_so_store.build_custom_ops([]) == b""
+    assert op_so_store.load_custom_ops(b"") == []
 
 
 @pytest.mark.parametrize("data, pattern", [
@@ -244,17 +244,17 @@ def test_custom_ops_empty():
 ], ids=_ids)
 def test_custom_ops_corruption(data, pattern):
     with pytest.raises(ArchiveError, match=pattern):
-        so_store.load_custom_ops(data)
+        op_so_store.load_custom_ops(data)
 
 
 def test_custom_ops_every_truncation_is_an_error():
     data = hand_packed_custom()
     for n in range(1, len(data)):
         if n == 12 + 5 + 3:           # exactly one whole item: a valid 1-item payload
-            assert so_store.load_custom_ops(data[:n]) == KERNELS[:1]
+            assert op_so_store.load_custom_ops(data[:n]) == KERNELS[:1]
             continue
         with pytest.raises(ArchiveError, match="CUSTOM_OPS"):
-            so_store.load_custom_ops(data[:n])
+            op_so_store.load_custom_ops(data[:n])
 
 
 @pytest.mark.parametrize("bad, pattern", [
@@ -263,4 +263,4 @@ def test_custom_ops_every_truncation_is_an_error():
 ])
 def test_build_custom_ops_refuses(bad, pattern):
     with pytest.raises(ArchiveError, match=pattern):
-        so_store.build_custom_ops([bad])
+        op_so_store.build_custom_ops([bad])

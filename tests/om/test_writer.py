@@ -1,4 +1,4 @@
-"""Classic OM output (om2gen.om.writer): compile → .om, read back, compare with the OM2 archive."""
+"""Classic OM output (om2gen.formats.om.writer): compile → .om, read back, compare with the OM2 archive."""
 import json
 import subprocess
 import sys
@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 import om2gen
-from om2gen.archive import layout as om2_layout
-from om2gen.om import kernel_store, proto, so_store
-from om2gen.om.container import read_om
-from om2gen.om.layout import ModelPartitionType as PT
-from om2gen.task_types import ModelTaskType
+from om2gen.formats.om import kernel_store, proto
+from om2gen.formats.om2 import layout as om2_layout
+from om2gen.formats.om.container import read_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.ir.tasks import ModelTaskType
+from om2gen.so_in_om import op_so_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
@@ -173,13 +174,13 @@ def test_custom_op_model_packs_so_bins_and_custom_ops(custom):
     f = read_om(custom["om"])
     types = [p.type for p in f.partitions]
     assert types[:3] == [PT.SO_BINS, PT.CUSTOM_OPS, PT.MODEL_DEF] and PT.TASK_INFO in types
-    bins = so_store.load(f.partition(PT.SO_BINS))
-    assert len(bins) == 1 and bins[0].bin_type == so_store.SoBinType.kCustomOp
+    bins = op_so_store.load(f.partition(PT.SO_BINS))
+    assert len(bins) == 1 and bins[0].bin_type == op_so_store.SoBinType.kCustomOp
     assert bins[0].data == custom["lib"].read_bytes()
     md = _model_def(f)
     assert md.attr["so_in_om_flag"].i == 0x1000
     assert md.attr["om_info_list"].list.i[4] == len(f.partition(PT.SO_BINS))
-    items = so_store.load_custom_ops(f.partition(PT.CUSTOM_OPS))
+    items = op_so_store.load_custom_ops(f.partition(PT.CUSTOM_OPS))
     mtd = _task_def(f)
     custom_tasks = [t for t in mtd.task if t.type == ModelTaskType.MODEL_TASK_CUSTOM_KERNEL]
     assert len(items) == len(custom_tasks) > 0
@@ -231,7 +232,7 @@ def test_runtime_if_gives_ge_label_tasks(tmp_path):
 
 
 def test_archive_reader_explains_a_classic_om_file(cnn):
-    from om2gen.archive.reader import Archive
+    from om2gen.formats.om2.reader import Archive
     with pytest.raises(om2gen.ArchiveError, match="classic OM file.*om2gen.load.*decide by content"):
         Archive(cnn["om"])
 

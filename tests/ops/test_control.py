@@ -48,7 +48,7 @@ def runtime_if_model():
 
 
 def test_if_with_a_runtime_condition_chooses_at_replay(tmp_path):
-    from om2gen.executor.native import lib
+    from om2gen.native import lib
     model = runtime_if_model()
     om2gen.compile(model, tmp_path / "if.om2")
     x = rand(2, 3, low=-3, high=3)

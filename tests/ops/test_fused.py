@@ -3,8 +3,8 @@ import numpy as np
 from helpers import check_model, make_model, rand
 from onnx import helper
 
-from om2gen.ir import Node, Value
-from om2gen.dtypes import FLOAT32
+from om2gen.ir.dtypes import FLOAT32
+from om2gen.ir.graph import Node, Value
 from om2gen.ops import registry
 from om2gen.ops.fused import DOMAIN, OP_TYPE, SPEC, FusedSpec, Operand, Step
 

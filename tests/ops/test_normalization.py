@@ -131,8 +131,8 @@ def test_group_normalization(shape, groups, tmp_path):
 def test_group_normalization_opset18_per_group_affine():
     # onnx's checker rejects GroupNormalization-18 models (deprecated), and so does om2gen's frontend;
     # the op still lowers with the opset-18 meaning: one scale/bias per group.
-    from om2gen import dtypes
-    from om2gen.ir import Node, Value
+    from om2gen.ir import dtypes
+    from om2gen.ir.graph import Node, Value
     from om2gen.ops import registry
     node = Node("gn", "GroupNormalization", ["x", "s", "b"], ["y"], {"num_groups": 3}, opset=18)
     op = registry.lookup(node)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import om2gen
-from om2gen.ir import Node
+from om2gen.ir.graph import Node
 from om2gen.ops import registry
 
 

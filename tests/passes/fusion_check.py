@@ -12,7 +12,7 @@ import numpy as np
 from helpers import assert_close, ort_run
 
 import om2gen
-from om2gen.archive import layout
+from om2gen.formats.om2 import layout
 from om2gen.passes import optimize
 
 

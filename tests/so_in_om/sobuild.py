@@ -1,5 +1,5 @@
 """Helpers of the SO-in-OM tests: real ELF shared objects of each kind, built with gcc/g++ in a tmp
-dir, op package trees, small models, and archive/OM rewriting."""
+dir, op package trees, small models, and formats/om2/OM rewriting."""
 from __future__ import annotations
 
 import hashlib
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import onnx
 import pytest
+from helpers import refresh_digests
 from onnx import TensorProto, helper
 
-from helpers import refresh_digests
-from om2gen.executor.native import ffi
+from om2gen.native import ffi
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "runtime_abi" / "include"

@@ -1,4 +1,4 @@
-"""Integrity at load (om2gen/integrity.py): the size and hash in entry names are checked against
+"""Integrity at load (om2gen/formats/integrity.py): the size and hash in entry names are checked against
 the bytes (a renamed entry, or bytes replaced with the manifest digest recomputed but not the
 name, is an ArchiveError naming the entry), and a classic .om's SO_BINS items against the sha256
 MODEL_DEF records for each, before any is loaded. A packed library's ELF check runs once per
@@ -15,13 +15,16 @@ from helpers import refresh_om_digests
 from sobuild import archive_bytes, archive_json, model, rewrite_archive, twin_so
 
 import om2gen
-from om2gen import custom_ops, integrity, so_check, so_loader
-from om2gen.archive import layout
-from om2gen.convert import convert
+from om2gen.cli.convert import convert
 from om2gen.errors import AbiError, ArchiveError
-from om2gen.om import proto, so_store
-from om2gen.om.container import Partition, read_om, write_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats import integrity
+from om2gen.formats.om import proto
+from om2gen.formats.om2 import layout
+from om2gen.formats.om.container import Partition, read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.so_in_om import custom_libraries, elf_checks
+from om2gen.so_in_om import loading as so_loader
+from om2gen.so_in_om import op_so_store
 
 pytestmark = pytest.mark.needs_cc
 META = "data/model_0/model_meta.json"
@@ -48,9 +51,9 @@ def _renamed(path, dst, old: str, new: str, data: bytes | None = None):
     entries[new] = data if data is not None else entries.pop(old)
     entries[META] = entries[META].replace(old.encode(), new.encode())
     if layout.SO_STORE in entries:
-        entries[layout.SO_STORE] = so_store.build(
-            so_store.OpSoBin(new_base, b.vendor, b.bin_type, data or b.data) if b.name == old_base else b
-            for b in so_store.load(entries[layout.SO_STORE]))
+        entries[layout.SO_STORE] = op_so_store.build(
+            op_so_store.OpSoBin(new_base, b.vendor, b.bin_type, data or b.data) if b.name == old_base else b
+            for b in op_so_store.load(entries[layout.SO_STORE]))
     manifest = json.loads(entries["manifest.json"])
     for e in manifest["entries"]:
         e["name"] = new if e["name"] == old else e["name"]
@@ -99,8 +102,8 @@ def test_renamed_store_item_is_refused(twin, tmp_path):
     """The entry intact, the store's kCustomOp item renamed: the store's name is checked too."""
     def edit(name, content):
         if name == layout.SO_STORE:
-            (b,) = so_store.load(content)
-            return so_store.build([so_store.OpSoBin("1_" + "0" * 16 + "_libtwin.so", b.vendor, b.bin_type, b.data)])
+            (b,) = op_so_store.load(content)
+            return op_so_store.build([op_so_store.OpSoBin("1_" + "0" * 16 + "_libtwin.so", b.vendor, b.bin_type, b.data)])
         return content
     with pytest.raises(ArchiveError, match="packed kCustomOp vendors/customize/1_0000000000000000_libtwin.so: its "
                                            "name says 1 bytes"):
@@ -140,13 +143,13 @@ def _om_edit(path, dst, bins=None, attrs=None, so_name=None):
             t.kernel.so_name = so_name[1]
     new = {PT.MODEL_DEF: md.SerializeToString(deterministic=True), PT.TASK_INFO: tasks.SerializeToString()}
     if bins is not None:
-        new[PT.SO_BINS] = so_store.build(bins)
+        new[PT.SO_BINS] = op_so_store.build(bins)
     write_om(dst, refresh_om_digests([Partition(p.type, new.get(p.type, p.data)) for p in om.partitions]), header=om.header)
     return dst
 
 
 def _om_bins(path) -> list:
-    return so_store.load(read_om(path).partition(PT.SO_BINS))
+    return op_so_store.load(read_om(path).partition(PT.SO_BINS))
 
 
 def test_om_records_the_sha256_of_each_so_bins_item(twin):
@@ -159,13 +162,13 @@ def test_om_records_the_sha256_of_each_so_bins_item(twin):
 
 def test_om_so_bins_item_replaced_is_refused_before_it_is_loaded(twin, tmp_path):
     (b,) = _om_bins(twin["om"])
-    bad = _om_edit(twin["om"], tmp_path / "replaced.om", bins=[so_store.OpSoBin(b.name, b.vendor, b.bin_type,
+    bad = _om_edit(twin["om"], tmp_path / "replaced.om", bins=[op_so_store.OpSoBin(b.name, b.vendor, b.bin_type,
                                                                                 twin["other"])])
     pattern = (f"SO_BINS item 0 .kCustomOp vendors/customize/{b.name}. does not match the sha256 MODEL_DEF records "
                f"for it .{integrity.SO_BINS_SHA256}.; .*recompile the model")
     with pytest.raises(ArchiveError, match=pattern):
         om2gen.load(bad)
-    assert hashlib.sha256(twin["other"]).hexdigest() not in custom_ops._loaded   # never dlopen'ed
+    assert hashlib.sha256(twin["other"]).hexdigest() not in custom_libraries._loaded   # never dlopen'ed
     with pytest.raises(ArchiveError, match=pattern):
         convert(bad, tmp_path / "replaced.om2")
     assert not (tmp_path / "replaced.om2").exists()
@@ -200,7 +203,7 @@ def test_om_so_bins_item_renamed_is_refused(twin, tmp_path):
     (b,) = _om_bins(twin["om"])
     size, digest, original = layout.split_library_name(b.name)
     new = f"{size}_{'f' * 16}_{original}"
-    bad = _om_edit(twin["om"], tmp_path / "renamed.om", bins=[so_store.OpSoBin(new, b.vendor, b.bin_type, b.data)],
+    bad = _om_edit(twin["om"], tmp_path / "renamed.om", bins=[op_so_store.OpSoBin(new, b.vendor, b.bin_type, b.data)],
                    so_name=(b.name, new))
     with pytest.raises(ArchiveError, match=f"packed kCustomOp vendors/customize/{new}: its name says sha256 f{{16}}"):
         om2gen.load(bad)
@@ -213,13 +216,13 @@ def test_a_library_is_elf_checked_once_per_digest(twin, monkeypatch):
     check them again; other bytes are checked before they are loaded, and a failed check is not
     remembered."""
     calls = []
-    real = so_check.check
+    real = elf_checks.check
 
     def counting(data, *args, **kwargs):
         calls.append(hashlib.sha256(bytes(data)).hexdigest())
         return real(data, *args, **kwargs)
     monkeypatch.setattr(so_loader, "_CHECKED", {})
-    monkeypatch.setattr(so_check, "check", counting)
+    monkeypatch.setattr(elf_checks, "check", counting)
     for fmt in ("om2", "om", "om2"):
         with om2gen.load(twin[fmt]) as m:
             assert np.all(m.run({"x": X})["z"] == 4.0)
@@ -227,7 +230,7 @@ def test_a_library_is_elf_checked_once_per_digest(twin, monkeypatch):
 
     (b,) = _om_bins(twin["om"])
     foreign = b.data[:18] + (183).to_bytes(2, "little") + b.data[20:]    # e_machine EM_AARCH64
-    bad = so_store.OpSoBin(b.name, b.vendor, b.bin_type, foreign)
+    bad = op_so_store.OpSoBin(b.name, b.vendor, b.bin_type, foreign)
     for _ in range(2):
         with pytest.raises(AbiError, match="built for EM_AARCH64"):
             so_loader.load_packed([bad], "m.om")

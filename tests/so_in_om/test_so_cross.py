@@ -11,13 +11,13 @@ from elftools.elf.elffile import ELFFile
 from sobuild import CROSS_CC, CROSS_CXX, HOST, archive_bytes, archive_json, kind_so, model, need_cross, twin_so
 
 import om2gen
-from om2gen import so_providers
-from om2gen.archive import layout
 from om2gen.errors import AbiError, CompileError
-from om2gen.om import proto, so_store
-from om2gen.om.container import read_om
-from om2gen.om.layout import ModelPartitionType as PT
-from om2gen.om.so_store import SoBinType as T
+from om2gen.formats.om import proto
+from om2gen.formats.om2 import layout
+from om2gen.formats.om.container import read_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.so_in_om import op_so_store, providers
+from om2gen.so_in_om.op_so_store import SoBinType as T
 
 pytestmark = [pytest.mark.needs_cc, pytest.mark.skipif(HOST == "aarch64", reason="this machine is aarch64")]
 
@@ -44,7 +44,7 @@ def compiled(cross, tmp_path_factory):
     d = tmp_path_factory.mktemp("cross")
     onnx_path = model(d / "m.onnx", ops=("Relu", "Add"), twin=True)
     mp = pytest.MonkeyPatch()
-    mp.setenv(so_providers.ENV_OPP, str(root))
+    mp.setenv(providers.ENV_OPP, str(root))
     try:
         return {fmt: om2gen.compile(onnx_path, d / f"m.{fmt}", custom_op_libs=[host_twin], target="aarch64",
                                     format=fmt) for fmt in ("om2", "om")}
@@ -59,10 +59,10 @@ def test_the_archive_is_for_aarch64_with_the_target_sos(compiled, cross):
     assert "aarch64-linux-gnu" in manifest["compiler"]["cxx"] or "aarch64" in manifest["compiler"]["cxx"]
     meta = archive_json(compiled["om2"], "data/model_0/model_meta.json")
     assert machine(archive_bytes(compiled["om2"], meta["library"])) == "EM_AARCH64"
-    bins = so_store.load(archive_bytes(compiled["om2"], layout.SO_STORE))
+    bins = op_so_store.load(archive_bytes(compiled["om2"], layout.SO_STORE))
     assert [(b.bin_type, b.name) for b in bins] == [
         (T.kSpaceRegistry, "libophost_linux_aarch64.so"), (T.kOpMasterDevice, "libopmaster.so"),
-        (T.kCustomOp, so_providers.archive_name("libtwin.so", target_twin.read_bytes()))]
+        (T.kCustomOp, providers.archive_name("libtwin.so", target_twin.read_bytes()))]
     assert all(machine(b.data) == "EM_AARCH64" for b in bins)
     custom = next(b for b in bins if b.bin_type == T.kCustomOp)
     assert custom.data == target_twin.read_bytes() != host_twin.read_bytes()
@@ -86,13 +86,13 @@ def test_loading_it_here_is_a_clear_abi_error(compiled, fmt):
 def test_a_target_build_is_required_for_each_custom_op_library(cross, tmp_path, monkeypatch):
     root, host_twin, _ = cross
     onnx_path = model(tmp_path / "m.onnx", ops=(), twin=True)
-    monkeypatch.setenv(so_providers.ENV_OPP, str(tmp_path / "empty_opp"))
+    monkeypatch.setenv(providers.ENV_OPP, str(tmp_path / "empty_opp"))
     (tmp_path / "empty_opp").mkdir()
     with pytest.raises(CompileError, match="cross-compiling for aarch64: custom-op library libtwin.so .ops Twin. has "
                                            "no aarch64 build: put it at .OM2GEN_OPP_PATH/aarch64/<vendor>/"
                                            "custom_ops/libtwin.so"):
         om2gen.compile(onnx_path, tmp_path / "x.om2", custom_op_libs=[host_twin], target="aarch64")
-    monkeypatch.delenv(so_providers.ENV_OPP)
+    monkeypatch.delenv(providers.ENV_OPP)
     with pytest.raises(CompileError, match="set .OM2GEN_OPP_PATH to the operator package directory"):
         om2gen.compile(onnx_path, tmp_path / "x.om2", custom_op_libs=[host_twin], target="aarch64")
     assert not (tmp_path / "x.om2").exists()
@@ -101,7 +101,7 @@ def test_a_target_build_is_required_for_each_custom_op_library(cross, tmp_path, 
 def test_an_x86_library_in_the_aarch64_package_is_refused(cross, tmp_path, monkeypatch):
     root = tmp_path / "opp"
     kind_so(root / "aarch64/built-in/op_master_device/libwrong.so", ["Om2DeviceTiling_Add"])   # host gcc
-    monkeypatch.setenv(so_providers.ENV_OPP, str(root))
+    monkeypatch.setenv(providers.ENV_OPP, str(root))
     with pytest.raises(CompileError, match="libwrong.so: it is built for EM_X86_64 .64-bit., aarch64 needs "
                                            "EM_AARCH64"):
         om2gen.compile(model(tmp_path / "m.onnx"), tmp_path / "x.om2", target="aarch64")

@@ -10,13 +10,14 @@ from helpers import refresh_om_digests
 from sobuild import HOST, call_int, model, registering_so, rewrite_archive, twin_so
 
 import om2gen
-from om2gen import custom_ops, integrity, so_in_om
 from om2gen.errors import RuntimeFailure
-from om2gen.executor.native import ffi, lib
-from om2gen.om import proto, so_store
-from om2gen.om.so_store import OpSoBin, SoBinType
-from om2gen.om.container import Partition, read_om, write_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats import integrity
+from om2gen.formats.om import proto
+from om2gen.formats.om.container import Partition, read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.native import ffi, lib
+from om2gen.so_in_om import custom_libraries, info, op_so_store
+from om2gen.so_in_om.op_so_store import OpSoBin, SoBinType
 
 pytestmark = pytest.mark.needs_cc
 
@@ -38,17 +39,17 @@ def visible() -> list[str]:
 
 
 def test_registrations_land_in_the_library_registry(twins):
-    a = custom_ops.load_bytes(twins[0].read_bytes(), "libtwin.so")
-    b = custom_ops.load_bytes(twins[1].read_bytes(), "libtwin.so")
+    a = custom_libraries.load_bytes(twins[0].read_bytes(), "libtwin.so")
+    b = custom_libraries.load_bytes(twins[1].read_bytes(), "libtwin.so")
     assert a.registry != b.registry and a.op_types == b.op_types == ("Twin",)
-    assert custom_ops.load_bytes(twins[0].read_bytes(), "other_name.so") is a   # one per content
+    assert custom_libraries.load_bytes(twins[0].read_bytes(), "other_name.so") is a   # one per content
     assert "Twin" not in visible()                        # nothing went to the process registry
-    with custom_ops.scope([a]):
+    with custom_libraries.scope([a]):
         assert visible() == ["Twin"]
-        with custom_ops.scope([]):                         # a model without custom-op libraries
+        with custom_libraries.scope([]):                         # a model without custom-op libraries
             assert visible() == []
             assert lib.om2x_custom_scope_current() != ffi.NULL
-        with custom_ops.scope([b, a]):
+        with custom_libraries.scope([b, a]):
             assert visible() == ["Twin"]
     assert lib.om2x_custom_scope_current() == ffi.NULL
     assert "Twin" not in visible()
@@ -71,8 +72,8 @@ def test_other_packed_sos_register_only_into_a_registry_of_their_own(registering
     """An op-master / space-registry / autofuse SO that registers creators: they land in its own
     registry, never in the process one, and go with it when it is released (before, they stayed
     in the process registry and pointed into unloaded code)."""
-    suffix = so_in_om.host_library_suffix(so_in_om.host_os(), HOST)
-    packed = so_in_om.load_packed([
+    suffix = info.host_library_suffix(info.host_os(), HOST)
+    packed = info.load_packed([
         OpSoBin(f"libreg{suffix}", "vendors/acme", SoBinType.kSpaceRegistry, registering["space"]),
         OpSoBin("libreg_master.so", "vendors/acme", SoBinType.kOpMasterDevice, registering["master"]),
         OpSoBin("libreg_fused.so", "vendors/acme", SoBinType.kAutofuse, registering["fused"])], "m.om")
@@ -83,7 +84,7 @@ def test_other_packed_sos_register_only_into_a_registry_of_their_own(registering
         for so, op in zip(loaded, ops):
             assert symbol_int(so.handle, "om2test_ctor_rc") == 0            # registered at load...
             assert symbol_int(so.handle, "om2test_register_later") == 0     # ...and later, on call
-            assert custom_ops._registered(so.registry) == (op, op + "Later")   # both in its own registry
+            assert custom_libraries._registered(so.registry) == (op, op + "Later")   # both in its own registry
         registries = [so.registry for so in loaded]
         assert not set(visible()) & {o + s for o in ops for s in ("", "Later")}
         with packed.activated():
@@ -94,7 +95,7 @@ def test_other_packed_sos_register_only_into_a_registry_of_their_own(registering
     for registry in registries:
         assert lib.om2x_so_unload(registry) == -1     # freed with its SO: not a loaded one any more
     assert lib.om2x_so_unload(ffi.NULL) == -1
-    twin = custom_ops.load_bytes(twins[0].read_bytes(), "libtwin.so")
+    twin = custom_libraries.load_bytes(twins[0].read_bytes(), "libtwin.so")
     assert lib.om2x_so_unload(twin.registry) == -1    # custom-op libraries stay resident
 
 
@@ -113,7 +114,7 @@ def test_a_creator_in_a_kernel_binary_or_model_library_is_refused(registering):
 
 
 def test_scopes_are_left_innermost_first(twins):
-    a = custom_ops.load_bytes(twins[0].read_bytes(), "libtwin.so")
+    a = custom_libraries.load_bytes(twins[0].read_bytes(), "libtwin.so")
     outer, inner = ffi.new("void **"), ffi.new("void **")
     regs = ffi.new("void *[]", [a.registry])
     assert lib.om2x_custom_scope_enter(regs, 1, outer) == 0
@@ -149,8 +150,8 @@ def test_two_models_with_the_same_op_type_each_get_their_own(twin_models, fmt):
         assert np.all(b.run({"x": x})["z"] == 3.0) and np.all(a.run({"x": x})["z"] == 2.0)
 
 
-def packed_library(path) -> so_store.OpSoBin:
-    (item,) = so_store.load(read_om(path).partition(PT.SO_BINS))
+def packed_library(path) -> op_so_store.OpSoBin:
+    (item,) = op_so_store.load(read_om(path).partition(PT.SO_BINS))
     return item
 
 
@@ -163,7 +164,7 @@ def test_a_model_uses_its_packed_library_not_a_resident_one(twin_models, tmp_pat
     om = read_om(twin_models["a", "om"])
     item, other = packed_library(twin_models["a", "om"]), packed_library(twin_models["b", "om"])
     assert item.name != other.name
-    store = so_store.build([so_store.OpSoBin(other.name, item.vendor, item.bin_type, other.data)])
+    store = op_so_store.build([op_so_store.OpSoBin(other.name, item.vendor, item.bin_type, other.data)])
     md = proto.ModelDef.FromString(om.partition(PT.MODEL_DEF))
     md.attr[integrity.SO_BINS_SHA256].list.s[:] = [d.encode() for d in integrity.so_bins_digests([other])]
     tasks = proto.ModelTaskDef.FromString(om.partition(PT.TASK_INFO))

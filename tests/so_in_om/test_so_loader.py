@@ -1,4 +1,4 @@
-"""Load-time dispatch of packed SOs (om2gen/so_loader.py): each SoBinType reaches its consumer,
+"""Load-time dispatch of packed SOs (om2gen/so_in_om/loading.py): each SoBinType reaches its consumer,
 loaded from a memfd (never from disk); op-master SOs are deduplicated across models (built-in by
 name, custom by content); wrong SOs are typed errors and release what was already loaded."""
 from __future__ import annotations
@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 from sobuild import HOST, call_int, kind_so, mapping_of, twin_so
 
-from om2gen import so_in_om, so_loader
 from om2gen.errors import AbiError, ArchiveError
-from om2gen.om import so_store
-from om2gen.om.so_store import OpSoBin, SoBinType
+from om2gen.so_in_om import info, loading, op_so_store
+from om2gen.so_in_om.op_so_store import OpSoBin, SoBinType
 
 pytestmark = pytest.mark.needs_cc
-SUFFIX = so_in_om.host_library_suffix(so_in_om.host_os(), HOST)
+SUFFIX = info.host_library_suffix(info.host_os(), HOST)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,7 @@ def all_four(libs) -> list[OpSoBin]:
         OpSoBin(f"libophost{SUFFIX}", "vendors/acme", SoBinType.kSpaceRegistry, libs["space"]),
         OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master"]),
         OpSoBin("libfused.so", "vendors/acme", SoBinType.kAutofuse, libs["fused"]),
-        OpSoBin(so_in_om.GUARD_CHECK, "", SoBinType.kAutofuse, libs["guard"]),
+        OpSoBin(info.GUARD_CHECK, "", SoBinType.kAutofuse, libs["guard"]),
         OpSoBin("libtwin_loader.so", "vendors/customize", SoBinType.kCustomOp, libs["twin"]),
     ]
 
@@ -42,12 +41,12 @@ def all_four(libs) -> list[OpSoBin]:
 @pytest.fixture(autouse=True)
 def nothing_leaks():
     yield
-    assert not so_loader.SPACE_REGISTRY_CACHE.loaded()
-    assert so_loader.op_master_loaded() == {"built-in": [], "custom": []}
+    assert not loading.SPACE_REGISTRY_CACHE.loaded()
+    assert loading.op_master_loaded() == {"built-in": [], "custom": []}
 
 
 def test_each_type_reaches_its_consumer_from_a_memfd(libs):
-    packed = so_in_om.load_packed(all_four(libs), "model.om2")
+    packed = info.load_packed(all_four(libs), "model.om2")
     try:
         # kSpaceRegistry: host infer-shape/tiling functions by op type; its constructor ran
         tiling = packed.space_registry.function("Relu")
@@ -78,26 +77,26 @@ def test_each_type_reaches_its_consumer_from_a_memfd(libs):
 
 
 def test_op_master_dedup_built_in_by_name_custom_by_content(libs):
-    first = so_in_om.load_packed([
+    first = info.load_packed([
         OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master"]),
         OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice, libs["master"])], "a.om")
-    second = so_in_om.load_packed([
+    second = info.load_packed([
         # same built-in name, other bytes: the first loaded wins (GE: name + version identify it)
         OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master2"]),
         # other vendor and name, same bytes: reuses the loaded one
         OpSoBin("libother_name.so", "vendors/cust-1", SoBinType.kOpMasterDevice, libs["master"])], "b.om")
     try:
-        loaded = so_loader.op_master_loaded()
+        loaded = loading.op_master_loaded()
         assert loaded["built-in"] == ["Ascend-V1-libopmaster.so"]
         assert len(loaded["custom"]) == 1 and loaded["custom"][0].endswith("_vendors_cust-0_libcust_master.so")
         assert second.op_master.unique_names["vendors/cust-1/libother_name.so"] == loaded["custom"][0]
         assert call_int(second.op_master.function("Relu")) == 21      # the first built-in's code
         first.close()
-        assert so_loader.op_master_loaded()["built-in"] == ["Ascend-V1-libopmaster.so"]   # still leased by b
+        assert loading.op_master_loaded()["built-in"] == ["Ascend-V1-libopmaster.so"]   # still leased by b
         # different content under a custom vendor: a second library
-        third = so_in_om.load_packed([OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice,
+        third = info.load_packed([OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice,
                                               libs["master2"])], "c.om")
-        assert len(so_loader.op_master_loaded()["custom"]) == 2
+        assert len(loading.op_master_loaded()["custom"]) == 2
         third.close()
     finally:
         first.close()
@@ -108,7 +107,7 @@ def test_custom_op_master_unique_names_never_collide_after_a_release(libs):
     """GE's <n>_vendors_<vendor>_<so>: n counts every SO ever loaded, so a release cannot make a
     new SO reuse the name of a live one (n from the live count did: B and C both got 1_...)."""
     def load(data, where):
-        return so_in_om.load_packed([OpSoBin("libtiling.so", "vendors/acme", SoBinType.kOpMasterDevice, data)], where)
+        return info.load_packed([OpSoBin("libtiling.so", "vendors/acme", SoBinType.kOpMasterDevice, data)], where)
     a = load(libs["master"], "a.om")
     b = load(libs["master2"], "b.om")
     a.close()
@@ -118,7 +117,7 @@ def test_custom_op_master_unique_names_never_collide_after_a_release(libs):
         name_c = c.op_master.unique_names["vendors/acme/libtiling.so"]
         assert name_b != name_c
         assert name_b.endswith("_vendors_acme_libtiling.so") and name_c.endswith("_vendors_acme_libtiling.so")
-        assert so_loader.op_master_loaded()["custom"] == sorted([name_b, name_c])
+        assert loading.op_master_loaded()["custom"] == sorted([name_b, name_c])
         assert call_int(b.op_master.function("Relu")) == 22 and call_int(c.op_master.function("Relu")) == 23
     finally:
         b.close()
@@ -127,12 +126,12 @@ def test_custom_op_master_unique_names_never_collide_after_a_release(libs):
 
 def test_space_registry_shared_by_content_and_released_with_the_last_model(libs):
     bins = [OpSoBin(f"libophost{SUFFIX}", "built-in", SoBinType.kSpaceRegistry, libs["space"])]
-    a = so_in_om.load_packed(bins, "a.om2")
-    b = so_in_om.load_packed(bins, "b.om2")
+    a = info.load_packed(bins, "a.om2")
+    b = info.load_packed(bins, "b.om2")
     assert a.space_registry.libraries[0] is b.space_registry.libraries[0]
     assert a.space_registry.libraries[0].refs == 2
     a.close()
-    assert len(so_loader.SPACE_REGISTRY_CACHE.loaded()) == 1
+    assert len(loading.SPACE_REGISTRY_CACHE.loaded()) == 1
     assert call_int(b.space_registry.function("Relu")) == 11
     b.close()
 
@@ -142,7 +141,7 @@ def test_space_registry_for_another_platform_is_refused(libs):
     bins = [OpSoBin(f"libophost_{other}.so", "built-in", SoBinType.kSpaceRegistry, libs["space"])]
     with pytest.raises(AbiError, match=f"libophost_{other}.so is host code for another platform; this machine "
                                        f"needs \\*{SUFFIX}"):
-        so_in_om.load_packed(bins, "m.om")
+        info.load_packed(bins, "m.om")
 
 
 def test_wrong_sos_are_typed_errors_and_release_what_was_loaded(libs):
@@ -155,25 +154,25 @@ def test_wrong_sos_are_typed_errors_and_release_what_was_loaded(libs):
     ]
     for bad, error, pattern in cases:
         with pytest.raises(error, match=f"m.om: packed kAutofuse built-in/lib.*{pattern}"):
-            so_in_om.load_packed(good + [bad], "m.om")
-        assert so_loader.op_master_loaded()["built-in"] == []   # checked before anything loads
+            info.load_packed(good + [bad], "m.om")
+        assert loading.op_master_loaded()["built-in"] == []   # checked before anything loads
     # a consumer failing half-way releases the earlier leases
     with pytest.raises(AbiError, match="host code for another platform"):
-        so_in_om.load_packed(good + [OpSoBin("libophost.so", "", SoBinType.kSpaceRegistry, libs["space"])], "m.om")
+        info.load_packed(good + [OpSoBin("libophost.so", "", SoBinType.kSpaceRegistry, libs["space"])], "m.om")
 
 
 def test_unknown_so_bin_type_in_a_store_is_an_archive_error(libs):
-    store = bytearray(so_store.build([OpSoBin("libfused.so", "v", SoBinType.kAutofuse, libs["fused"])]))
+    store = bytearray(op_so_store.build([OpSoBin("libfused.so", "v", SoBinType.kAutofuse, libs["fused"])]))
     store[4 + 6:4 + 8] = (9).to_bytes(2, "little")
     with pytest.raises(ArchiveError, match="so_bin_type 9 is not a known SoBinType"):
-        so_store.load(bytes(store))
+        op_so_store.load(bytes(store))
 
 
 def test_flag_must_declare_exactly_the_packed_types(libs):
     bins = all_four(libs)
-    so_in_om.check_flag(bins, 0xF000, "m.om")
+    info.check_flag(bins, 0xF000, "m.om")
     with pytest.raises(ArchiveError, match="0x1000 declares kCustomOp, but the packed SOs are kSpaceRegistry, "
                                            "kOpMasterDevice, kAutofuse, kCustomOp"):
-        so_in_om.check_flag(bins, 0x1000, "m.om")
+        info.check_flag(bins, 0x1000, "m.om")
     with pytest.raises(ArchiveError, match="declares kAutofuse, but the packed SOs are none"):
-        so_in_om.check_flag([], 0x2000, "m.om")
+        info.check_flag([], 0x2000, "m.om")

@@ -13,18 +13,21 @@ import pytest
 from sobuild import HOST, archive_bytes, archive_json, call_int, kind_so, model, rewrite_archive, twin_so
 
 import om2gen
-from om2gen import so_in_om, so_loader, so_providers
-from om2gen.archive import layout
+from om2gen.cli.inspect import inspect_archive, render_text
 from om2gen.errors import AbiError, ArchiveError, CompileError
-from om2gen.inspect import inspect_archive, render_text
-from om2gen.om import proto, so_store
-from om2gen.om.container import read_om
-from om2gen.om.layout import ModelPartitionType as PT
-from om2gen.om.so_store import SoBinType as T
+from om2gen.formats.om import proto
+from om2gen.formats.om2 import layout
+from om2gen.formats.om.container import read_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.so_in_om import info
+from om2gen.so_in_om import loading as so_loader
+from om2gen.so_in_om import op_so_store as so_store
+from om2gen.so_in_om import providers
+from om2gen.so_in_om.op_so_store import SoBinType as T
 from om2gen.toolchain import targets
 
 pytestmark = pytest.mark.needs_cc
-SUFFIX = so_in_om.host_library_suffix("linux", HOST)
+SUFFIX = info.host_library_suffix("linux", HOST)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def compiled(opp, tmp_path_factory):
     d = tmp_path_factory.mktemp("all_four")
     onnx_path = model(d / "m.onnx", ops=("Relu", "Add"), twin=True)
     mp = pytest.MonkeyPatch()
-    mp.setenv(so_providers.ENV_OPP, str(root))
+    mp.setenv(providers.ENV_OPP, str(root))
     try:
         return {fmt: om2gen.compile(onnx_path, d / f"m.{fmt}", custom_op_libs=[twin], format=fmt)
                 for fmt in ("om2", "om")}
@@ -62,7 +65,7 @@ def test_only_what_the_model_needs_is_packed(compiled, opp):
     meta = archive_json(compiled["om2"], "data/model_0/model_meta.json")
     items = [(i["type"], i["vendor"], i["name"]) for i in meta["so_bins"]["items"]]
     twin = opp[1]
-    twin_name = so_providers.archive_name(twin.name, twin.read_bytes())
+    twin_name = providers.archive_name(twin.name, twin.read_bytes())
     assert items == [
         ("kSpaceRegistry", "vendors/acme", f"libacme_tiling{SUFFIX}"),      # vendor before built-in; suffixed
         ("kOpMasterDevice", "built-in", "Ascend-V1-libopmaster.so"),        # libunused.so (Conv) left out
@@ -95,7 +98,7 @@ def test_om2_store_is_the_om_so_bins_partition(compiled):
     assert md.attr["so_in_om_flag"].i == 0xF000
     assert list(md.attr["om_info_list"].list.i)[4] == len(store)
     assert om.header.need_check_os_cpu_info == 1          # host (kSpaceRegistry) code is packed
-    assert so_in_om.from_model_def(md, "m.om") == so_in_om.host_info()
+    assert info.from_model_def(md, "m.om") == info.host_info()
     # the custom-op task names its SO_BINS item
     names = {b.name for b in so_store.load(store) if b.bin_type == T.kCustomOp}
     mtd = proto.ModelTaskDef.FromString(om.partition(PT.TASK_INFO))
@@ -120,7 +123,7 @@ def test_loading_hands_every_so_to_its_consumer(compiled, fmt):
 
 
 def test_a_model_needing_none_packs_none(opp, tmp_path, monkeypatch):
-    monkeypatch.setenv(so_providers.ENV_OPP, str(opp[0]))
+    monkeypatch.setenv(providers.ENV_OPP, str(opp[0]))
     onnx_path = model(tmp_path / "sig.onnx", ops=("Sigmoid",))
     path = om2gen.compile(onnx_path, tmp_path / "sig.om2")
     meta = archive_json(path, "data/model_0/model_meta.json")
@@ -138,36 +141,36 @@ def fake_program(op_types):
 
 
 def test_pack_by_op_type_without_compiling(opp, monkeypatch):
-    monkeypatch.setenv(so_providers.ENV_OPP, str(opp[0]))
+    monkeypatch.setenv(providers.ENV_OPP, str(opp[0]))
     target = targets.default_target()
-    pack = so_providers.pack(fake_program(["Softmax"]), target)
+    pack = providers.pack(fake_program(["Softmax"]), target)
     assert [(b.bin_type, b.vendor, b.name) for b in pack.bins] == [
         (T.kSpaceRegistry, "built-in", f"libophost_builtin{SUFFIX}"),
         (T.kAutofuse, "vendors/zeta", "libfused_softmax.so")]                # zeta has no guard_check.so
     assert pack.flag == 0xA000
-    assert so_providers.pack(fake_program(["Conv", "Add"]), target).flag == 0x6000
-    assert so_providers.pack(fake_program(["Sigmoid"]), target).bins == ()
-    monkeypatch.delenv(so_providers.ENV_OPP)
-    assert so_providers.pack(fake_program(["Relu"]), target).bins == ()
+    assert providers.pack(fake_program(["Conv", "Add"]), target).flag == 0x6000
+    assert providers.pack(fake_program(["Sigmoid"]), target).bins == ()
+    monkeypatch.delenv(providers.ENV_OPP)
+    assert providers.pack(fake_program(["Relu"]), target).bins == ()
 
 
 def test_bad_op_package_contents_are_compile_errors(opp, tmp_path, monkeypatch):
     target = targets.default_target()
     root = tmp_path / "opp"
-    monkeypatch.setenv(so_providers.ENV_OPP, str(root))
+    monkeypatch.setenv(providers.ENV_OPP, str(root))
     junk = root / HOST / "built-in/op_master_device/libjunk.so"
     junk.parent.mkdir(parents=True)
     junk.write_bytes(b"not an elf")
     with pytest.raises(CompileError, match="libjunk.so in the op package is not an ELF shared object"):
-        so_providers.pack(fake_program(["Relu"]), target)
+        providers.pack(fake_program(["Relu"]), target)
     junk.unlink()
     host = kind_so(root / HOST / "built-in/op_host/libhost_linux_aarch64.so", ["Om2Tiling_Relu"])
     with pytest.raises(CompileError, match="libhost_linux_aarch64.so: named for linux/aarch64"):
-        so_providers.pack(fake_program(["Relu"]), targets.TARGETS["x86_64"])
+        providers.pack(fake_program(["Relu"]), targets.TARGETS["x86_64"])
     host.unlink()
-    monkeypatch.setenv(so_providers.ENV_OPP, str(tmp_path / "missing"))
+    monkeypatch.setenv(providers.ENV_OPP, str(tmp_path / "missing"))
     with pytest.raises(CompileError, match="OM2GEN_OPP_PATH=.*missing is not a directory"):
-        so_providers.pack(fake_program(["Relu"]), target)
+        providers.pack(fake_program(["Relu"]), target)
 
 
 def _store_edit(change):

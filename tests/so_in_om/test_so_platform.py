@@ -10,11 +10,12 @@ from helpers import refresh_om_digests
 from sobuild import HOST, archive_json, edit_manifest, model
 
 import om2gen
-from om2gen import cli, so_in_om
+from om2gen.cli import main
 from om2gen.errors import AbiError, ArchiveError
-from om2gen.om import proto
-from om2gen.om.container import Partition, read_om, write_om
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats.om import proto
+from om2gen.formats.om.container import Partition, read_om, write_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.so_in_om import info as so_in_om
 from om2gen.toolchain import targets
 from om2gen.version import GENERATOR
 
@@ -152,9 +153,9 @@ def test_om2_mismatch_refused_then_overridden(compiled, tmp_path, capsys):
     # the CLI: refused (AbiError's exit code), then run with --allow-platform-mismatch
     np.save(tmp_path / "x.npy", x)
     args = ["run", str(other), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path)]
-    assert cli.main(args) == AbiError.exit_code
+    assert main(args) == AbiError.exit_code
     assert "--allow-platform-mismatch" in capsys.readouterr().err
-    assert cli.main(args + ["--allow-platform-mismatch"]) == 0
+    assert main(args + ["--allow-platform-mismatch"]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "z.npy"), expected(x), rtol=1e-6)
 
 
@@ -188,12 +189,12 @@ def test_om_with_a_non_int_so_in_om_flag_is_refused_by_load_inspect_and_convert(
     pattern = f"MODEL_DEF attr so_in_om_flag is {KINDS[kind]} .{kind}., not an int .i."
     with pytest.raises(ArchiveError, match=pattern):
         om2gen.load(bad)
-    from om2gen.inspect import inspect_archive
+    from om2gen.cli.inspect import inspect_archive
     with pytest.raises(ArchiveError, match=f"{bad} model 0: {pattern}"):
         inspect_archive(bad)
     capsys.readouterr()
-    assert cli.main(["inspect", str(bad)]) == ArchiveError.exit_code
-    assert cli.main(["convert", str(bad), "-o", str(tmp_path / "bad.om2"), "-q"]) == ArchiveError.exit_code
+    assert main(["inspect", str(bad)]) == ArchiveError.exit_code
+    assert main(["convert", str(bad), "-o", str(tmp_path / "bad.om2"), "-q"]) == ArchiveError.exit_code
     err = capsys.readouterr().err
     assert err.count("so_in_om_flag is") == 2 and "Traceback" not in err
     assert not (tmp_path / "bad.om2").exists()

@@ -1,6 +1,6 @@
 """The enumeration tables match GE's numbering (GE_FACTS 2.6, 3.7)."""
-from om2gen import dtypes
-from om2gen.task_types import CcKernelType, ModelTaskType, OpDispatchType
+from om2gen.ir import dtypes
+from om2gen.ir.tasks import CcKernelType, ModelTaskType, OpDispatchType
 
 
 def test_dtype_numberings():

@@ -10,9 +10,9 @@ import dataclasses
 import hashlib
 import struct
 
-from om2gen.om import container, kernel_store, proto
-from om2gen.om import layout as L
-from om2gen.om.layout import ModelPartitionType as PT
+from om2gen.formats.om import container, kernel_store, proto
+from om2gen.formats.om import layout as L
+from om2gen.formats.om.layout import ModelPartitionType as PT
 
 from . import common
 from .common import flip_in

@@ -276,7 +276,7 @@ def _classify(r: _Running, timed_out: bool) -> Result:
 def execute(ctx: Context, ids, *, jobs: int, timeout: float, mem_limit: int, keep: Path | None = None,
             progress=None) -> list[Result]:
     mp = multiprocessing.get_context("forkserver")
-    mp.set_forkserver_preload(["numpy", "om2gen", "om2gen.executor.model", "om2gen.acl", "fuzz.child", "fuzz.feeds"])
+    mp.set_forkserver_preload(["numpy", "om2gen", "om2gen.runtime.model", "om2gen.acl", "fuzz.child", "fuzz.feeds"])
     import om2gen
 
     from . import child

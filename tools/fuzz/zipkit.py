@@ -1,7 +1,7 @@
 """Reads an OM2 archive's ZIP structure and writes ZIP files with full control over every field, so a
 mutant can look genuine (sizes, CRC-32 and the manifest's sha256 recomputed) or be wrong in exactly
 one field. The layout om2gen writes (STORED + 64-byte aligned mapped entries, DEFLATE for the rest,
-manifest first) comes from om2gen.archive.layout, so a repack of an unchanged archive loads."""
+manifest first) comes from om2gen.formats.om2.layout, so a repack of an unchanged archive loads."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ import json
 import struct
 import zlib
 
-from om2gen.archive import layout, zipdir
+from om2gen.formats.om2 import layout, zipdir
 
 MANIFEST = layout.MANIFEST
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")

@@ -1,6 +1,6 @@
 /*
  * om2_so_in_om.h -- native side of "SO in OM" for om2gen's executor and compiler: shared objects
- * packed in a model (OpSoStore, om2gen/so_in_om.py) are loaded from memory and looked up here.
+ * packed in a model (OpSoStore, om2gen/so_in_om/info.py) are loaded from memory and looked up here.
  *
  * NOT part of the model ABI and not for custom-op library authors (they use om2/custom_op.h):
  * only om2gen's Python side calls these. Implemented in runtime_abi/src/om2_custom_ops.cpp

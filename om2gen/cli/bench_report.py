@@ -1,0 +1,124 @@
+"""How `om2gen bench` prints its results (om2gen/cli/bench.py measures them): the side-by-side
+table of one model, and the load-phase table of one or two models."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def ratio(a, b):
+    """a / b, or None when either is missing (or b is 0)."""
+    return a / b if a is not None and b else None
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+def _ms(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if v >= 100 else f"{v:.2f}" if v >= 10 else f"{v:.3f}"
+
+
+def _x(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def render_text(r: dict) -> str:
+    ort = r["onnx"] is not None
+    mi = r["machine"]
+    head = f"om2gen bench: {r['model']} ({r['format']})"
+    if ort:
+        head += f" vs {r['onnx']} (ONNX Runtime {mi['onnxruntime']}, CPU EP)"
+    lines = [head,
+             f"{r['threads']} thread(s); {mi['cpu']}, {mi['cores']} cores, {mi['isa']}; Python {mi['python']}",
+             "inputs: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']} ({i['data']})" for i in r["inputs"]),
+             f"{r['load']['om2gen']['n']} loads, {r['run']['om2gen']['n']} runs after {r['warmup']} warm-up, "
+             "the engines alternating; times in ms", ""]
+    cols = ["om2gen"] + (["ORT", "om2gen/ORT"] if ort else [])
+    rows = [("", *cols)]
+
+    def row(label, key, sub, x=None):
+        vals = [_ms(r[key]["om2gen"][sub])]
+        if ort:
+            vals += [_ms(r[key]["onnxruntime"][sub]), _x(x)]
+        rows.append((label, *vals))
+
+    rat = r.get("ratio", {})
+    row("load, median", "load", "median_ms", rat.get("load"))
+    row("load, first in process", "load", "first_ms",
+        ratio(r["load"]["om2gen"]["first_ms"], r["load"].get("onnxruntime", {}).get("first_ms")))
+    row("run, median", "run", "median_ms", rat.get("run_median"))
+    row("run, p90", "run", "p90_ms", rat.get("run_p90"))
+    row("run, min", "run", "min_ms", rat.get("run_min"))
+    ov = r["overhead"]
+
+    def us(e, k):
+        if k == "overhead_us" and not ov[e]["resolved"]:
+            return "(noise)"
+        return f"{ov[e][k]:.1f}"
+    for label, k, x in (("per-run overhead (us)", "overhead_us", rat.get("overhead")),
+                        ("  Python run call (us)", "run_call_us", None),
+                        ("  engine call, bound buffers (us)", "engine_call_us", None)):
+        vals = [us("om2gen", k)]
+        if ort:
+            vals += [us("onnxruntime", k), _x(x) if x is not None else ""]
+        rows.append((label, *vals))
+    width = max(len(cells[0]) for cells in rows) + 2
+    for cells in rows:
+        lines.append(cells[0].ljust(width) + "".join(v.rjust(12) for v in cells[1:]))
+    how = "om2gen: Model.run - Model.execute_raw" + ("; ORT: session.run - session.run_with_iobinding" if ort else "")
+    lines += ["", "per-run overhead = the Python run call minus the same engine's run on buffers bound beforehand",
+              f"({how}), median of the paired differences"]
+    noisy = [f"{name} (+-{2 * ov[e]['stderr_us']:.1f} us)" for e, name in (("om2gen", "om2gen"), ("onnxruntime", "ORT"))
+             if e in ov and not ov[e]["resolved"]]
+    if noisy:
+        lines.append(f"(noise): smaller than this model's run-time noise for {', '.join(noisy)}; measure it on a "
+                     "model with little compute, such as a single Add")
+    return "\n".join(lines)
+
+
+def render_phases(r: dict, ort_ms: float | None = None) -> str:
+    models = r["models"]
+    order = merge_stage_order([[s["stage"] for s in m["stages"]] for m in models])
+    by = [{s["stage"]: s["median_ms"] for s in m["stages"]} for m in models]
+    labels = [f"{m.get('label') or Path(m['model']).name} ({m['format']})" for m in models]
+    width = max([len(s) for s in order] + [24]) + 2
+    colw = max([len(x) for x in labels] + [10]) + 2
+    lines = [f"load phases: median ms over {r['loads']} loads per model (after one untimed load), "
+             f"{r['threads']} thread(s)", "", "stage".ljust(width) + "".join(x.rjust(colw) for x in labels)]
+    for stage in order:
+        lines.append(stage.ljust(width) + "".join(_ms(b.get(stage)).rjust(colw) for b in by))
+    lines.append("total of the stages".ljust(width) + "".join(_ms(m["total_ms"]).rjust(colw) for m in models))
+    lines.append("om2gen.load wall time".ljust(width) + "".join(_ms(m["wall_ms"]).rjust(colw) for m in models))
+    if ort_ms is not None:
+        lines.append(f"(ONNX Runtime session creation, median: {_ms(ort_ms)} ms)")
+    return "\n".join(lines)
+
+
+def merge_stage_order(lists: list[list[str]]) -> list[str]:
+    """One row order for several stage lists: each list's order is kept, stages common to
+    several share a row, and stages of one model only sit where that model has them."""
+    merged: list[str] = []
+    pos = [0] * len(lists)
+    while any(p < len(lst) for p, lst in zip(pos, lists)):
+        progressed = False
+        for i, lst in enumerate(lists):
+            # take this list's stages that no other list still has ahead of it
+            while pos[i] < len(lst) and not any(lst[pos[i]] in other[pos[j]:]
+                                                for j, other in enumerate(lists) if j != i):
+                if lst[pos[i]] not in merged:
+                    merged.append(lst[pos[i]])
+                pos[i] += 1
+                progressed = True
+        heads = [lst[p] for p, lst in zip(pos, lists) if p < len(lst)]
+        if heads and all(h == heads[0] for h in heads):
+            name = heads[0]
+            if name not in merged:
+                merged.append(name)
+            pos = [p + 1 if p < len(lst) and lst[p] == name else p for p, lst in zip(pos, lists)]
+            progressed = True
+        if not progressed:  # the lists order common stages differently: take the first head
+            i = next(i for i, (p, lst) in enumerate(zip(pos, lists)) if p < len(lst))
+            if lists[i][pos[i]] not in merged:
+                merged.append(lists[i][pos[i]])
+            pos[i] += 1
+    return merged

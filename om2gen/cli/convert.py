@@ -1,0 +1,53 @@
+"""om2gen convert: a classic OM file → an OM2 archive of the same model.
+
+Nothing is recompiled from a graph: the OM's tasks (TASK_INFO, decoded by formats/om/reader.py into the
+Program the OM was written from), its kernel binaries (TBE_KERNELS), weights (WEIGHTS_DATA) and
+packed shared objects (SO_BINS, CUSTOM_OPS) go into the archive as they are; only the model
+library — the tables as C++ plus the load-and-run code — is generated and built. So the OM2
+runs exactly the kernels the OM runs, with the load work moved to compile time.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import Om2Error
+from ..formats import integrity
+from ..formats.om import reader
+from ..formats.om.container import read_om
+from ..pipeline import Options, _Progress, write_archive
+from ..so_in_om import info
+
+
+def convert(source, output, *, progress: bool = False, trusted_keys=None) -> Path:
+    """Converts the OM file `source` (path) into the OM2 archive `output`; returns its path.
+    trusted_keys (formats/om2/signing.py): the OM must be signed by one of them, as for a load. A
+    signature of the OM is not carried over: the archive is new bytes (a model library built
+    here), unsigned until someone signs it."""
+    from ..so_in_om.providers import SoPack
+    out = Path(output)
+    if out.is_dir():
+        raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
+    if not out.parent.is_dir():
+        raise Om2Error(f"output directory {out.parent} does not exist")
+    if out.suffix.lower() == ".om":
+        raise Om2Error(f"output {out}: convert writes an OM2 archive, not a classic OM file; name it "
+                       f"{out.with_suffix('.om2').name}")
+    report = _Progress(progress)
+    om = read_om(source)
+    where = str(source)
+    if trusted_keys is not None:
+        from ..formats.om import signature
+        from ..formats.om2 import signing
+        signature.check(om, signing.trusted_keys(trusted_keys), where)
+    parsed = reader.read(om, where)
+    md = parsed.model_def
+    tgt = reader.target_of(md, where)
+    program = parsed.program
+    report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    flag = info.flag_from_model_def(md, where)
+    info.check_flag(parsed.so_bins, flag, where)
+    integrity.check_so_bins(md, parsed.so_bins, where)   # the archive would give altered SOs fresh digests
+    so_pack = SoPack(tuple(parsed.so_bins), flag, {})
+    commands = {k.entry: f"taken from the TBE_KERNELS partition of {Path(where).name}" for k in program.kernels}
+    return write_archive(out, program, tgt, Options(target=tgt.name), commands, so_pack,
+                         f"om2gen convert {Path(where).name}", report)

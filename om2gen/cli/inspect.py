@@ -1,0 +1,102 @@
+"""om2gen inspect: what an archive holds, read without loading or running anything."""
+from __future__ import annotations
+
+from ..formats.om2 import layout
+from ..formats.om2.reader import Archive
+
+ZIP_MAGIC = b"PK\x03\x04"
+OM_MAGIC = b"IMOD"     # 0x444F4D49 little-endian
+
+
+def inspect_archive(path) -> dict:
+    """Dispatches by content: an OM2 archive (ZIP) or a classic OM file (magic "IMOD")."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        head = b""   # let the archive reader report the error
+    if head == OM_MAGIC:
+        from ..formats.om.inspect import inspect_om
+        return inspect_om(path)
+    return _inspect_om2(path)
+
+
+def _inspect_om2(path) -> dict:
+    with Archive(path) as a:
+        m = a.manifest
+        info = {"path": str(path), "manifest": {k: v for k, v in m.items() if k != "entries"},
+                "entries": [{"name": n, "size": a.info(n).file_size, "stored": a.info(n).compress_type == 0,
+                             "sha256": a.entries.get(n, {}).get("sha256", "")} for n in a.names()],
+                "models": []}
+        for model in m.get("models", []):
+            meta = a.read_json(model["meta"])
+            entry = {"index": model["index"], "name": meta["name"], "inputs": meta["inputs"],
+                     "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
+                     "library": meta["library"], "stats": meta.get("stats", {}),
+                     "custom_ops": meta.get("custom_ops") or {}, "so_bins": meta.get("so_bins")}
+            tinfo = layout.task_info_json(model["index"])
+            if tinfo in a.entries:
+                entry["tasks"] = a.read_json(tinfo)["tasks"]
+                entry["ops"] = sorted({t["op_type"] for t in entry["tasks"]})
+            gm = layout.ge_model_json(model["index"])
+            if gm in a.entries:
+                entry["graph_nodes"] = [{"name": n["name"], "op_type": n["op_type"]} for n in a.read_json(gm)["nodes"]]
+                entry.setdefault("ops", sorted({n["op_type"] for n in entry["graph_nodes"]}))
+            if "tasks" not in entry:
+                entry["tasks"] = _tasks_from_source(a, meta, model["index"])
+                entry["ops"] = sorted({t["op_type"] for t in entry["tasks"]})
+            info["models"].append(entry)
+    return info
+
+
+def _tasks_from_source(a: Archive, meta: dict, index: int) -> list[dict]:
+    """Without --debug, the task list is read back from the generated source's dispatch table."""
+    import re
+    src = next((n for n in a.entries if n.startswith(layout.csrc_dir(index)) and n.endswith("_tables.cpp")), None)
+    if src is None:
+        return []
+    text = a.read(src).decode("utf-8", "replace")
+    pat = re.compile(r"/\* (k\d+_\w+): node \"(.*?)\" \((\w+)\), kernel (\S+), block_dim (\d+)")
+    return [{"label": m[1], "op_name": m[2], "op_type": m[3], "kernel": m[4], "block_dim": int(m[5])}
+            for m in pat.finditer(text)]
+
+
+def render_text(info: dict) -> str:
+    if info.get("format") == "om":
+        from ..formats.om.inspect import render_text as render_om
+        return render_om(info)
+    m = info["manifest"]
+    lines = [f"{info['path']}: {m.get('format')} {m.get('format_version')} by {m.get('generator')}",
+             f"target {m['target']['name']} ({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
+             f"model ABI {m.get('abi_version')}, kernel ABI {m.get('kernel_abi_version')}"]
+    if isinstance(m.get("so_in_om_info"), dict):
+        p = m["so_in_om_info"]
+        lines.append(f"platform (SoInOmInfo): {p.get('cpu_info')} {p.get('os_info')}, {p.get('opp_version')}, "
+                     f"compiled by {p.get('compiler_version')}")
+    for model in info["models"]:
+        lines.append(f"model {model['index']}: {model['name']}  workspace {model['work_size']} bytes, "
+                     f"{model['stats'].get('tasks', '?')} tasks, {len(model['kernels'])} kernels")
+        for io in model["inputs"]:
+            lines.append(f"  input  {io['name']}: {io['dtype']}{io['shape']}")
+        for io in model["outputs"]:
+            lines.append(f"  output {io['name']}: {io['dtype']}{io['shape']}")
+        lines.append(f"  ops: {', '.join(model.get('ops', []))}")
+        custom = model.get("custom_ops") or {}
+        if custom.get("op_types"):
+            lines.append(f"  custom operators: {', '.join(custom['op_types'])} from "
+                         f"{', '.join(n.rsplit('/', 1)[1] for n in custom['shared_libs'])}")
+        so_bins = model.get("so_bins")
+        if isinstance(so_bins, dict):
+            flag = so_bins.get("so_in_om_flag", 0)
+            flag = f"0x{flag:04X}" if isinstance(flag, int) and not isinstance(flag, bool) else f"{flag!r} (invalid)"
+            lines.append(f"  packed SOs ({so_bins.get('store')}, so_in_om_flag {flag}):")
+            for b in so_bins.get("items", []):
+                lines.append(f"    {b['type']:<16} {(b['vendor'] + '/' if b['vendor'] else '') + b['name']}  "
+                             f"{b['size']} bytes")
+        for t in model["tasks"]:
+            lines.append(f"  task {t['label']:<28} {t['op_type']:<20} node {t['op_name']!r} -> {t['kernel']} "
+                         f"(block_dim {t['block_dim']})")
+    lines.append("entries:")
+    for e in info["entries"]:
+        lines.append(f"  {e['size']:>10}  {'stored ' if e['stored'] else 'deflate'}  {e['name']}")
+    return "\n".join(lines)

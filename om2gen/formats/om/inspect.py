@@ -1,0 +1,172 @@
+"""om2gen inspect for classic OM files: header, partitions, graph, tasks, kernels, packed SOs.
+
+Reads and validates the file (container.read_om); never loads or runs anything.
+"""
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError
+
+from ...errors import ArchiveError
+from ...ir import dtypes
+from ...ir.tasks import CcKernelType, ModelTaskType
+from ...so_in_om import op_so_store
+from ...so_in_om.info import flag_from_model_def
+from . import kernel_store, proto
+from .container import read_om
+from .layout import HEADER_FIELDS
+from .layout import ModelPartitionType as PT
+from .layout import table_size
+
+_GE_PROTO_NAMES = {d.ge_proto: d.name for d in dtypes.BY_NAME.values()}
+
+
+def _enum_name(enum, value: int) -> str:
+    try:
+        return enum(value).name
+    except ValueError:
+        return str(value)
+
+
+def _attr_value(a):
+    which = a.WhichOneof("value")
+    if which == "s":
+        return a.s.decode("utf-8", "replace")
+    if which in ("i", "f", "b", "dt"):
+        return getattr(a, which)
+    if which == "list":
+        lv = a.list
+        for f in ("i", "f", "b"):
+            if len(getattr(lv, f)):
+                return list(getattr(lv, f))
+        if len(lv.s):
+            return [x.decode("utf-8", "replace") for x in lv.s]
+        return []
+    return f"<{which}>" if which else None
+
+
+def _parse(cls, data: bytes, what: str):
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise ArchiveError(f"{what} partition does not parse as {cls.DESCRIPTOR.full_name}: {e}") from None
+    return msg
+
+
+def _desc(td) -> str:
+    return f"{_GE_PROTO_NAMES.get(td.dtype, f'dt{td.dtype}')}{list(td.shape.dim)}"
+
+
+def inspect_om(path) -> dict:
+    om = read_om(path)
+    h = om.header
+    header = {}
+    for name, _, code in HEADER_FIELDS:
+        v = getattr(h, name)
+        if name in ("padd", "reserved", "checksum"):
+            continue
+        header[name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    info = {"path": str(path), "format": "om", "header": header, "models": []}
+    pos = 256
+    for index, parts in enumerate(om.models):
+        pos += table_size(len(parts))
+        partitions = []
+        for p in parts:
+            partitions.append({"type": p.type.name, "type_id": int(p.type), "offset": pos, "size": len(p.data)})
+            pos += len(p.data)
+        model = {"index": index, "partitions": partitions}
+        model_def = om.partition(PT.MODEL_DEF, index)
+        md = _parse(proto.ModelDef, model_def, "MODEL_DEF")
+        model["name"] = md.name
+        model["attrs"] = {k: _attr_value(md.attr[k]) for k in sorted(md.attr)}
+        ops = []
+        for g in md.graph[:1]:
+            for op in g.op:
+                ops.append({"id": op.id, "name": op.name, "type": op.type, "inputs": list(op.input),
+                            "outputs": [_desc(td) for td in op.output_desc]})
+            model["inputs"] = [{"name": op.name, "desc": _desc(op.output_desc[0])} for op in g.op
+                               if op.type == "Data" and op.output_desc]
+            model["outputs"] = [{"source": src, "desc": _desc(td)} for op in g.op if op.type == "NetOutput"
+                                for src, td in zip(op.input, op.input_desc)]
+        model["graphs"] = [g.name for g in md.graph]
+        model["ops"] = ops
+        op_names = {op["id"]: op["name"] for op in ops}
+
+        mtd = _parse(proto.ModelTaskDef, om.partition(PT.TASK_INFO, index), "TASK_INFO")
+        tasks = []
+        for t in mtd.task:
+            entry = {"id": t.id, "type": _enum_name(ModelTaskType, t.type), "type_id": t.type, "stream_id": t.stream_id}
+            if t.HasField("kernel"):
+                k = t.kernel
+                entry.update(kernel=k.kernel_name or None, block_dim=k.block_dim, args_size=k.args_size,
+                             kernel_type=_enum_name(CcKernelType, k.context.kernel_type),
+                             args_format=k.context.args_format, op=op_names.get(k.context.op_index))
+                if k.so_name:
+                    entry["so_name"] = k.so_name
+            for field, key in (("label_set", "label_id"), ("label_goto_ex", "label_id"),
+                               ("label_switch_by_index", "label_max")):
+                if t.HasField(field):
+                    sub = getattr(t, field)
+                    entry.update({key: getattr(sub, key), "op": op_names.get(sub.op_index)})
+            tasks.append(entry)
+        model["tasks"] = tasks
+        model["task_info"] = {"memory_size": mtd.memory_size, "weight_size": mtd.weight_size,
+                              "stream_num": mtd.stream_num, "event_num": mtd.event_num}
+        model["kernels"] = [{"name": n, "size": len(b)}
+                            for n, b in kernel_store.load(om.partition(PT.TBE_KERNELS, index))]
+        model["so_bins"] = [{"name": b.name, "vendor": b.vendor, "type": b.bin_type.name, "size": len(b.data)}
+                            for b in op_so_store.load(om.partition(PT.SO_BINS, index))]
+        model["custom_ops"] = [{"op_type": k.op_type, "size": len(k.data)}
+                               for k in op_so_store.load_custom_ops(om.partition(PT.CUSTOM_OPS, index))]
+        flag = flag_from_model_def(md, f"{path} model {index}")
+        model["so_in_om_flag"] = flag
+        model["so_in_om_types"] = [t.name for t in op_so_store.types_of(flag)]
+        info["models"].append(model)
+    info["size"] = pos
+    return info
+
+
+def render_text(info: dict) -> str:
+    h = info["header"]
+    lines = [f"{info['path']}: classic OM (magic 0x{h['magic']:08X}, version 0x{h['version']:08X}), "
+             f"{info['size']} bytes",
+             f"header: name {h['name']!r}, model_num {h['model_num']}, model_length {h['model_length']}, "
+             f"modeltype {h['modeltype']}, genmode {h['genmode']}, is_unknow_model {h['is_unknow_model']}, "
+             f"platform_version {h['platform_version']!r}, encrypt {h['is_encrypt']}, "
+             f"need_check_os_cpu_info {h['need_check_os_cpu_info']}"]
+    for m in info["models"]:
+        lines.append(f"model {m['index']}: {m['name']}")
+        lines.append("  partitions:")
+        for p in m["partitions"]:
+            lines.append(f"    {p['type']:<14} offset {p['offset']:>9}  size {p['size']:>9}")
+        a = m["attrs"]
+        keys = ("memory_size", "weight_size", "zero_copy_memory_size", "stream_num", "event_num", "label_num",
+                "soc_version", "so_in_om_flag")
+        lines.append("  attrs: " + ", ".join(
+            f"{k}={'0x%04X' % a[k] if k == 'so_in_om_flag' else a[k]}" for k in keys if k in a))
+        for io in m.get("inputs", []):
+            lines.append(f"  input  {io['name']}: {io['desc']}")
+        for io in m.get("outputs", []):
+            lines.append(f"  output {io['source']}: {io['desc']}")
+        lines.append(f"  graph: {len(m['ops'])} ops")
+        for op in m["ops"]:
+            lines.append(f"    op {op['id']:>4} {op['type']:<20} {op['name']}")
+        lines.append(f"  tasks: {len(m['tasks'])}")
+        for t in m["tasks"]:
+            extra = f" kernel {t['kernel']} block_dim {t['block_dim']}" if "block_dim" in t else ""
+            if "label_id" in t:
+                extra += f" label {t['label_id']}"
+            if "label_max" in t:
+                extra += f" label_max {t['label_max']}"
+            lines.append(f"    task {t['id']:>4} {t['type']:<38} op {t.get('op')!r}{extra}")
+        lines.append(f"  TBE_KERNELS: {len(m['kernels'])} kernels")
+        for k in m["kernels"]:
+            lines.append(f"    {k['size']:>9}  {k['name']}")
+        if m["so_bins"] or m["so_in_om_flag"]:
+            lines.append(f"  SO_BINS (so_in_om_flag 0x{m['so_in_om_flag']:04X}: "
+                         f"{', '.join(m['so_in_om_types']) or 'none'}):")
+            for b in m["so_bins"]:
+                lines.append(f"    {b['size']:>9}  {b['type']:<15} {b['vendor']}/{b['name']}")
+        if m["custom_ops"]:
+            lines.append(f"  CUSTOM_OPS: {', '.join(c['op_type'] for c in m['custom_ops'])}")
+    return "\n".join(lines)

@@ -1,0 +1,442 @@
+"""A classic OM file → the Program it holds: what GE's loader works out at load time.
+
+GE loads an OM in stages (ModelHelper::LoadModel, then DavinciModel::Init): read the file,
+walk the partition table, parse MODEL_DEF (ge.proto.ModelDef), take the kernels out of
+TBE_KERNELS, place WEIGHTS_DATA, parse TASK_INFO (domi.ModelTaskDef) and turn every TaskDef
+into a task whose args point at real memory. This module does the parsing half and returns a
+`lower.program.Program` — the same tables an OM2 model library is generated from — so the
+executor (runtime/om_loader.py) runs it through the same load-and-run code, and `om2gen convert`
+renders it as an OM2 archive.
+
+Every task arg slot holds a GE *logical* address (formats/om/writer.py): feature-map memory from
+ModelTaskDef.base_addr (scratch, then each model input and output, 512-aligned), weights from
+weight_addr. `_AddressMap` maps them back to (input | output | workspace | constants, offset),
+which is GE's GetRtAddress with the I/O regions kept apart so runs stay zero-copy. Anything
+that does not decode is an ArchiveError naming the task and the slot.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import ArchiveError
+from ...ir import dtypes
+from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+from ...lower.program import ArgRef, Constant, IoDesc, Kernel, Program, Task
+from ...ops.custom import OMITTED
+from ...so_in_om import op_so_store
+from .. import integrity
+from . import kernel_store, proto
+from .container import OmFile
+from .layout import ModelPartitionType as PT
+
+_BY_GE_PROTO = {d.ge_proto: d for d in dtypes.BY_NAME.values()}
+MAX_BLOCK_DIM = 65535     # GE's limit on a kernel launch's block_dim
+MAX_DIM = 1 << 40         # any larger dim cannot describe a tensor that fits in memory
+MAX_CUSTOM_RANK = 8       # OM2_CUSTOM_MAX_DIMS (om2/custom_op.h)
+
+_DISPATCH = {
+    ModelTaskType.MODEL_TASK_KERNEL: OpDispatchType.AICORE,
+    ModelTaskType.MODEL_TASK_CUSTOM_KERNEL: OpDispatchType.CUSTOM_KERNEL,
+    ModelTaskType.MODEL_TASK_LABEL_SET: OpDispatchType.LABEL_SET,
+    ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX: OpDispatchType.LABEL_SWITCH_BY_INDEX,
+    ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO: OpDispatchType.LABEL_GOTO_EX,
+}
+
+
+@dataclass
+class OmModel:
+    """What loading needs from an OM file, besides the Program."""
+    program: Program
+    model_def: object                  # proto.ModelDef
+    weights: memoryview                # WEIGHTS_DATA (a view into the file's bytes)
+    so_bins: list = field(default_factory=list)      # so_store.OpSoBin, from SO_BINS
+    custom_items: list = field(default_factory=list)  # so_store.CustomOpKernel, from CUSTOM_OPS
+    custom_op_refs: list = field(default_factory=list)  # per Program.custom_ops entry: its SO_BINS library name
+
+
+def _parse(cls, data, what: str):
+    msg = cls()
+    try:
+        msg.ParseFromString(bytes(data))
+    except Exception as e:  # protobuf raises DecodeError, or RuntimeWarning-ish errors from upb
+        raise ArchiveError(f"the {what} partition is not a valid {cls.DESCRIPTOR.full_name} ({e})") from None
+    return msg
+
+
+def parse_model_def(om: OmFile):
+    return _parse(proto.ModelDef, om.partition(PT.MODEL_DEF), "MODEL_DEF")
+
+
+def parse_task_def(om: OmFile):
+    return _parse(proto.ModelTaskDef, om.partition(PT.TASK_INFO), "TASK_INFO")
+
+
+def _attr_int(md, name: str, default: int | None = None) -> int:
+    if name in md.attr:
+        a = md.attr[name]
+        if a.WhichOneof("value") != "i":
+            raise ArchiveError(f"MODEL_DEF attribute {name!r} is a {a.WhichOneof('value')}, not an int")
+        if a.i < 0:
+            raise ArchiveError(f"MODEL_DEF attribute {name!r} is {a.i}; it cannot be negative")
+        return int(a.i)
+    if default is None:
+        raise ArchiveError(f"MODEL_DEF has no {name!r} attribute; the OM is incomplete")
+    return default
+
+
+def _io_desc(td, what: str) -> IoDesc:
+    dt = _BY_GE_PROTO.get(td.dtype)
+    if dt is None:
+        raise ArchiveError(f"{what} has ge.proto data type {td.dtype}, which om2gen cannot run")
+    shape = tuple(int(d) for d in td.shape.dim)
+    if any(d < 0 for d in shape):
+        raise ArchiveError(f"{what} has a dynamic shape {list(shape)}; om2gen runs static-shape OM files")
+    if any(d > MAX_DIM for d in shape):
+        raise ArchiveError(f"{what} has shape {list(shape)}, too large for any memory")
+    nbytes = dt.itemsize * math.prod(shape)
+    return IoDesc(td.name or what, dt.name, shape, nbytes)
+
+
+class _AddressMap:
+    """GE logical address → ArgRef (what the slot points at)."""
+
+    def __init__(self, md, weight_size: int, inputs, outputs):
+        self.base = _attr_int(md, "task_gen_base_addr")
+        self.weight_base = _attr_int(md, "task_gen_weight_addr")
+        self.memory_size = _attr_int(md, "memory_size")
+        self.weight_size = weight_size
+        self.regions = [(ArgKind.INPUT, i, addr, d.nbytes) for i, (addr, d) in enumerate(inputs)]
+        self.regions += [(ArgKind.OUTPUT, i, addr, d.nbytes) for i, (addr, d) in enumerate(outputs)]
+        for kind, i, addr, size in self.regions:
+            if not self.base <= addr <= addr + size <= self.base + self.memory_size:
+                raise ArchiveError(f"model {kind.name.lower()} {i} at 0x{addr:x} (+{size}) lies outside the "
+                                   f"feature-map memory 0x{self.base:x} (+{self.memory_size})")
+        ordered = sorted(self.regions, key=lambda r: r[2])
+        for (k1, i1, a1, s1), (k2, i2, a2, _) in zip(ordered, ordered[1:]):
+            if a1 + s1 > a2:
+                raise ArchiveError(f"model {k1.name.lower()} {i1} (0x{a1:x} +{s1}) overlaps model "
+                                   f"{k2.name.lower()} {i2} at 0x{a2:x}; each input and output needs its own memory")
+        # scratch comes first; the inputs and outputs follow it (formats/om/writer.py MemoryPlan)
+        self.work_size = min((addr for _, _, addr, _ in self.regions), default=self.base + self.memory_size) - self.base
+
+    def ref(self, addr: int, where: str, size: int = 0, write: bool = False) -> ArgRef:
+        """What `addr` points at; with size, the whole [addr, addr + size) must lie in it, and a
+        slot that is written (write) may not point into the weights."""
+        for kind, i, off, region in self.regions:
+            if off <= addr < off + max(region, 1):
+                if addr + size > off + region:
+                    raise ArchiveError(f"{where}: {size} bytes at 0x{addr:x} run past the end of model "
+                                       f"{kind.name.lower()} {i} (0x{off:x} +{region}); the OM is corrupt")
+                return ArgRef(kind, i, addr - off)
+        if self.base <= addr < self.base + self.work_size:
+            if addr + size > self.base + self.work_size:
+                raise ArchiveError(f"{where}: {size} bytes at 0x{addr:x} run past the end of the scratch memory "
+                                   f"(0x{self.base:x} +{self.work_size}); the OM is corrupt")
+            return ArgRef(ArgKind.WORKSPACE, 0, addr - self.base)
+        if self.weight_base <= addr <= self.weight_base + self.weight_size:
+            if write:
+                raise ArchiveError(f"{where} writes to 0x{addr:x}, inside the weights (0x{self.weight_base:x} "
+                                   f"+{self.weight_size}), which are read-only; the OM is corrupt")
+            if addr + size > self.weight_base + self.weight_size:
+                raise ArchiveError(f"{where}: {size} bytes at 0x{addr:x} run past the end of the weights "
+                                   f"(0x{self.weight_base:x} +{self.weight_size}); the OM is corrupt")
+            return ArgRef(ArgKind.CONSTANT, 0, addr - self.weight_base)
+        raise ArchiveError(f"{where} holds address 0x{addr:x}, which is neither in the feature-map memory "
+                           f"(0x{self.base:x} +{self.memory_size}) nor in the weights (0x{self.weight_base:x} "
+                           f"+{self.weight_size}); the OM is corrupt")
+
+
+def _io(graph) -> tuple[list, list]:
+    """[(logical address, IoDesc)] of the model inputs (Data ops, by their index attr) and outputs
+    (the NetOutput op's inputs)."""
+    data, outputs = {}, []
+    for op in graph.op:
+        if op.type == "Data":
+            index = int(op.attr["index"].i) if "index" in op.attr else len(data)
+            if index in data or not op.output_desc or not op.output_i:
+                raise ArchiveError(f"Data op {op.name!r} has a repeated index {index} or no output address")
+            data[index] = (int(op.output_i[0]), _io_desc(op.output_desc[0], f"input {op.name!r}"))
+        elif op.type == "NetOutput":
+            if len(op.input_i) != len(op.input_desc):
+                raise ArchiveError(f"NetOutput op {op.name!r} has {len(op.input_desc)} outputs but "
+                                   f"{len(op.input_i)} addresses")
+            outputs = [(int(a), _io_desc(td, f"output {k}")) for k, (a, td) in enumerate(zip(op.input_i,
+                                                                                           op.input_desc))]
+    if sorted(data) != list(range(len(data))):
+        raise ArchiveError(f"the Data ops' index attributes are {sorted(data)}, expected 0..{len(data) - 1}")
+    return [data[i] for i in range(len(data))], outputs
+
+
+def _slots(addresses, amap: _AddressMap, where: str, roles=None, op=None) -> list[ArgRef]:
+    """The slots' ArgRefs. Where the op's tensor descriptions match its slots by role (inputs to
+    "i" slots, outputs to "o" slots), each slot is checked to hold its whole tensor."""
+    roles = roles or ["i"] * len(addresses)
+    sizes = [0] * len(addresses)
+    if op is not None:
+        for role, descs in (("i", op.input_desc), ("o", op.output_desc)):
+            idx = [k for k, r in enumerate(roles) if r == role]
+            if len(idx) == len(descs):
+                for k, td in zip(idx, descs):
+                    omitted = role == "o" and td.dtype == proto.DT_UNDEFINED   # an omitted optional output
+                    sizes[k] = 0 if omitted else _io_desc(td, f"{where}, slot {k}").nbytes
+    return [amap.ref(int(a), f"{where}, slot {k}", sizes[k], roles[k] in ("o", "ws"))
+            for k, a in enumerate(addresses)]
+
+
+def _descs(op, names) -> list[str]:
+    out = []
+    for k, td in enumerate(names):
+        dt = _BY_GE_PROTO.get(td.dtype)
+        out.append(f"{td.name or f'{op.name}:{k}'}: {dt.name if dt else td.dtype}"
+                   f"[{','.join(str(d) for d in td.shape.dim)}]")
+    return out
+
+
+def read(om: OmFile, where: str, stages=None) -> OmModel:
+    """Parses MODEL_DEF, TBE_KERNELS, WEIGHTS_DATA, TASK_INFO, SO_BINS and CUSTOM_OPS of `om`
+    into a Program. `stages(name)` is called after each parsing stage (load-phase timing).
+    Errors are ArchiveErrors that start with `where` (the file)."""
+    try:
+        return _read(om, stages or (lambda name: None))
+    except ArchiveError as e:
+        raise ArchiveError(f"{where}: {e}") from None
+
+
+def _check_labels(program: Program) -> None:
+    """Each label is set by exactly one LABEL_SET task, and every switch/goto jumps forward (om2gen
+    runs branches, not loops: a backward jump could replay forever)."""
+    set_at = {}
+    for i, task in enumerate(program.tasks):
+        if task.task_type == ModelTaskType.MODEL_TASK_LABEL_SET:
+            if task.label_ref in set_at:
+                raise ArchiveError(f"TASK_INFO tasks {set_at[task.label_ref]} and {i} both set label {task.label_ref}")
+            set_at[task.label_ref] = i
+    for i, task in enumerate(program.tasks):
+        if task.task_type in (ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX,
+                              ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO):
+            for label in program.label_lists[task.label_ref]:
+                if label not in set_at:
+                    raise ArchiveError(f"TASK_INFO task {i} jumps to label {label}, which no LABEL_SET task sets")
+                if set_at[label] <= i:
+                    raise ArchiveError(f"TASK_INFO task {i} jumps back to label {label} (set by task "
+                                       f"{set_at[label]}); om2gen runs forward branches only, not loops")
+
+
+def _check_outputs_written(program: Program) -> None:
+    """Every model output is written by some task (a slot of role "o" pointing into it): a model
+    whose TASK_INFO lost the task that writes an output would hand back uninitialised memory."""
+    written = set()
+    for t in program.tasks:
+        roles = t.roles if "o" in t.roles else ["o"] * len(t.args)   # no args_format: any slot may write
+        written |= {r.index for r, role in zip(t.args, roles) if r.kind == ArgKind.OUTPUT and role == "o"}
+    for i, out in enumerate(program.outputs):
+        if i not in written and out.nbytes:
+            raise ArchiveError(f"no task writes model output {i} ({out.name!r}); TASK_INFO is incomplete, the OM is "
+                               "corrupt")
+
+
+def _read(om: OmFile, stage) -> OmModel:
+    md = parse_model_def(om)
+    if len(md.graph) != 1:
+        raise ArchiveError(f"MODEL_DEF holds {len(md.graph)} graphs; om2gen runs single-graph OM files")
+    graph = md.graph[0]
+    stage("parse ModelDef")
+    integrity.check_partitions(md, om, "")
+    stage("check partition digests")
+    mtd = parse_task_def(om)
+    stage("parse TaskDefs")
+    kernels = []
+    index_of = {}
+    for name, binary in kernel_store.load(om.partition(PT.TBE_KERNELS)):
+        index_of[name] = len(kernels)
+        kernels.append(Kernel(entry=name, source="", template="(from the OM's TBE_KERNELS)",
+                              digest=hashlib.sha256(binary).hexdigest(), binary=binary))
+    stage("read kernel binaries")
+    weights = memoryview(om.partition(PT.WEIGHTS_DATA))
+    so_bins = op_so_store.load(om.partition(PT.SO_BINS))
+    custom_items = op_so_store.load_custom_ops(om.partition(PT.CUSTOM_OPS))
+
+    inputs, outputs = _io(graph)
+    for kind, ios in (("input", inputs), ("output", outputs)):
+        names = [d.name for _, d in ios]
+        if len(set(names)) != len(names):
+            raise ArchiveError(f"two model {kind}s share a name ({', '.join(names)}); each needs its own")
+    amap = _AddressMap(md, len(weights), inputs, outputs)
+    program = Program(
+        name=md.name or graph.name, inputs=[d for _, d in inputs], outputs=[d for _, d in outputs],
+        kernels=kernels, tasks=[], constants=[], constants_size=len(weights), work_size=amap.work_size,
+        args_size=0, source_digest=hashlib.sha256(bytes(om.partition(PT.MODEL_DEF))).hexdigest(), opsets={},
+        label_num=_attr_int(md, "label_num", 0), source_format="classic OM (MODEL_DEF partition)")
+    if len(weights):
+        program.constants.append(Constant("WEIGHTS_DATA", np.frombuffer(weights, np.uint8), 0))
+    model = OmModel(program, md, weights, so_bins, custom_items)
+    if program.label_num > len(mtd.task):
+        raise ArchiveError(f"MODEL_DEF says label_num {program.label_num}, but TASK_INFO has only "
+                           f"{len(mtd.task)} tasks to set them")
+    args_offset = 0
+    for t, td in enumerate(mtd.task):
+        task = _task(t, td, graph, amap, program, model, index_of, args_offset)
+        program.tasks.append(task)
+        args_offset += (task.args_size + 7) // 8 * 8
+    program.args_size = args_offset
+    _check_labels(program)
+    _check_outputs_written(program)
+    program.graph_json = _graph_json(graph, program)
+    stage("decode the task args")
+    return model
+
+
+def target_of(model_def, where: str):
+    """The om2gen target (toolchain.targets.Target) an OM was built for: its soc_version."""
+    from ...toolchain import targets
+    a = model_def.attr["soc_version"] if "soc_version" in model_def.attr else None
+    name = a.s.decode("utf-8", "replace") if a is not None and a.WhichOneof("value") == "s" else ""
+    if name not in targets.TARGETS:
+        raise ArchiveError(f"{where}: built for soc_version {name!r}, which is not an om2gen target "
+                           f"({', '.join(targets.TARGETS)}); only OM files written by om2gen can be run or converted")
+    return targets.TARGETS[name]
+
+
+def _op(graph, index: int, where: str):
+    if not 0 <= index < len(graph.op):
+        raise ArchiveError(f"{where} refers to op {index}, the graph has {len(graph.op)} ops")
+    return graph.op[index]
+
+
+def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel, index_of: dict,
+          args_offset: int) -> Task:
+    where = f"TASK_INFO task {t}"
+    try:
+        tt = ModelTaskType(td.type)
+    except ValueError:
+        raise ArchiveError(f"{where} has task type {td.type}, which GE does not define") from None
+    if tt not in _DISPATCH:
+        raise ArchiveError(f"{where} is a {tt.name} task, which om2gen's executor does not run (it runs "
+                           f"{', '.join(x.name for x in _DISPATCH)})")
+    if tt in (ModelTaskType.MODEL_TASK_KERNEL, ModelTaskType.MODEL_TASK_CUSTOM_KERNEL):
+        kd = td.kernel
+        op = _op(graph, kd.context.op_index, where)
+        where = f"{where} (op {op.name!r})"
+        n = kd.context.args_count
+        args = bytes(kd.args)
+        if len(args) != kd.args_size or len(args) < 8 * n:
+            raise ArchiveError(f"{where}: args hold {len(args)} bytes, args_size says {kd.args_size}, and "
+                               f"{n} address slots need {8 * n}")
+        if (len(args) - 8 * n) % 8:
+            raise ArchiveError(f"{where}: {len(args) - 8 * n} tiling bytes after the address slots; tiling data "
+                               "is whole int64 words")
+        if not 0 <= kd.block_dim <= MAX_BLOCK_DIM:
+            raise ArchiveError(f"{where}: block_dim {kd.block_dim}, GE allows 1..{MAX_BLOCK_DIM}")
+        roles = [r for r in kd.context.args_format.replace("{t}", "").strip("{}").split("}{") if r]
+        if roles and len(roles) != n:
+            raise ArchiveError(f"{where}: args_format {kd.context.args_format!r} describes {len(roles)} address slots, "
+                               f"args_count says {n}; the OM is corrupt")
+        if len(roles) != n:
+            roles = ["i"] * n
+        refs = _slots(struct.unpack_from(f"<{n}Q", args), amap, where, roles, op)
+        if tt == ModelTaskType.MODEL_TASK_KERNEL:
+            if kd.kernel_name not in index_of:
+                raise ArchiveError(f"{where} runs kernel {kd.kernel_name!r}, which TBE_KERNELS does not hold")
+            kernel, ref = index_of[kd.kernel_name], -1
+            try:
+                kernel_type = CcKernelType(kd.context.kernel_type)
+            except ValueError:
+                raise ArchiveError(f"{where} has kernel type {kd.context.kernel_type}, which GE does not define") from None
+        else:
+            kernel, kernel_type = -1, CcKernelType.CUSTOMIZED
+            ref = _custom_op(op, kd, refs, roles, model, where)
+        return Task(tt, _DISPATCH[tt], kernel_type, kernel, max(int(kd.block_dim), 1), refs, args[8 * n:],
+                    op.name, op.type, f"k{t:03d}_{op.type}", _descs(op, op.input_desc), _descs(op, op.output_desc),
+                    "", args_offset, roles, ref)
+    if tt == ModelTaskType.MODEL_TASK_LABEL_SET:
+        op = _op(graph, td.label_set.op_index, where)
+        label = int(td.label_set.label_id)
+        if not 0 <= label < program.label_num:
+            raise ArchiveError(f"{where} sets label {label}, the model has {program.label_num} labels")
+        return Task(tt, _DISPATCH[tt], CcKernelType.INVALID, -1, 1, [], b"", op.name, op.type, f"k{t:03d}_LabelSet",
+                    [], [], f"labels L{label}", args_offset, [], label)
+    if tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
+        op = _op(graph, td.label_switch_by_index.op_index, where)
+        labels = list(op.attr["_label_switch_list"].list.i) if "_label_switch_list" in op.attr else []
+        if len(labels) != td.label_switch_by_index.label_max or not labels:
+            raise ArchiveError(f"{where}: op {op.name!r} lists labels {labels}, label_max is "
+                               f"{td.label_switch_by_index.label_max}")
+    else:
+        op = _op(graph, td.label_goto_ex.op_index, where)
+        labels = [int(td.label_goto_ex.label_id)]
+    if any(not 0 <= x < program.label_num for x in labels):
+        raise ArchiveError(f"{where} jumps to labels {labels}, the model has {program.label_num} labels")
+    if len(op.input_i) != 1:
+        raise ArchiveError(f"{where}: op {op.name!r} must have one input address (the branch index), has "
+                           f"{len(op.input_i)}")
+    program.label_lists.append(labels)
+    refs = _slots(op.input_i, amap, f"{where} (op {op.name!r})")
+    return Task(tt, _DISPATCH[tt], CcKernelType.INVALID, -1, 1, refs, b"", op.name, op.type, f"k{t:03d}_{op.type}",
+                [f"{op.name}: uint32[] (branch index)"], [], "labels " + ", ".join(f"L{x}" for x in labels),
+                args_offset, ["i"], len(program.label_lists) - 1)
+
+
+def _custom_op(op, kd, refs, roles, model: OmModel, where: str) -> int:
+    """Registers the custom operator instance of a CUSTOM_KERNEL task; returns its index."""
+    item = int(op.attr["_custom_op_item"].i) if "_custom_op_item" in op.attr else -1
+    if not 0 <= item < len(model.custom_items):
+        raise ArchiveError(f"{where}: custom operator item {item}, CUSTOM_OPS holds {len(model.custom_items)}")
+    kernel = model.custom_items[item]
+    if kernel.op_type != kd.kernel_name:
+        raise ArchiveError(f"{where}: task runs custom op {kd.kernel_name!r}, CUSTOM_OPS item {item} is "
+                           f"{kernel.op_type!r}")
+    n_in = sum(1 for r in roles if r == "i")
+    descs = []
+    for k, td in enumerate(list(op.input_desc)[:n_in] + list(op.output_desc)):
+        if k >= n_in and td.dtype == proto.DT_UNDEFINED:   # an omitted optional output (ops/custom.OMITTED)
+            descs.append((OMITTED, ()))
+            continue
+        dt = _BY_GE_PROTO.get(td.dtype)
+        if dt is None:
+            raise ArchiveError(f"{where}: a tensor of ge.proto data type {td.dtype}")
+        shape = tuple(int(d) for d in td.shape.dim)
+        if len(shape) > MAX_CUSTOM_RANK or any(not 0 <= d <= MAX_DIM for d in shape):
+            raise ArchiveError(f"{where}: custom operator tensor of shape {list(shape)}; custom operators take "
+                               f"static shapes of rank <= {MAX_CUSTOM_RANK}")
+        descs.append((dt, shape))
+    if len(descs) != len(refs):
+        raise ArchiveError(f"{where}: {len(refs)} address slots for {len(descs)} tensor descriptions")
+    digest = hashlib.sha256(kernel.data).hexdigest()[:12]
+    model.program.custom_ops.append({
+        "op_type": kernel.op_type, "bin_name": f"{kernel.op_type}_{digest}_CustomKernel.bin", "blob": kernel.data,
+        "library": None, "input_num": n_in, "output_num": len(descs) - n_in, "descs": descs})
+    model.custom_op_refs.append(kd.so_name)
+    return len(model.program.custom_ops) - 1
+
+
+def _attr_value(a):
+    kind = a.WhichOneof("value")
+    if kind == "list":
+        lv = a.list
+        for name in ("i", "f", "s", "b"):
+            values = list(getattr(lv, name))
+            if values:
+                return [v.decode("utf-8", "replace") for v in values] if name == "s" else values
+        return []
+    if kind == "s":
+        return a.s.decode("utf-8", "replace")
+    return getattr(a, kind) if kind in ("i", "f", "b") else None
+
+
+def _graph_json(graph, program: Program) -> dict:
+    """The graph summary an OM2 archive carries (op_attr.json, debug/ge_model.json)."""
+    nodes = []
+    for op in graph.op:
+        if op.type in ("Data", "Const", "NetOutput", "LabelSet", "LabelSwitchByIndex", "LabelGotoEx"):
+            continue
+        attrs = {k: v for k, v in sorted((k, _attr_value(a)) for k, a in op.attr.items())
+                 if v is not None and not k.startswith("_") and k not in ("tvm_magic", "tvm_blockdim")}
+        nodes.append({"name": op.name, "op_type": op.type, "attrs": attrs})
+    io = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
+    return {"name": graph.name or program.name, "inputs": [io(d) for d in program.inputs],
+            "outputs": [io(d) for d in program.outputs], "nodes": nodes}

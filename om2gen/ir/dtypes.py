@@ -1,0 +1,68 @@
+"""One table of data types: ONNX id, GE proto id, ge::DataType / aclDataType id, numpy, C.
+
+GE has three numberings (GE_FACTS 2.6); aclDataType equals ge::DataType for every type ACL
+exposes. Everything in om2gen reads dtypes from this table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto
+
+from ..errors import UnsupportedOpError
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str          # om2gen's name, also numpy's
+    onnx: int          # TensorProto.DataType
+    ge_proto: int      # ge.proto.DataType (ge_ir.proto)
+    acl: int           # ge::DataType == aclDataType
+    ge_string: str     # TypeUtils::DataTypeToSerialString
+    c_type: str
+    itemsize: int
+
+    @property
+    def np(self) -> np.dtype:
+        return np.dtype(self.name)
+
+
+_TABLE = [
+    DType("float32", TensorProto.FLOAT, 1, 0, "DT_FLOAT", "float", 4),
+    DType("float16", TensorProto.FLOAT16, 2, 1, "DT_FLOAT16", "uint16_t", 2),
+    DType("int8", TensorProto.INT8, 3, 2, "DT_INT8", "int8_t", 1),
+    DType("uint8", TensorProto.UINT8, 4, 4, "DT_UINT8", "uint8_t", 1),
+    DType("int16", TensorProto.INT16, 5, 6, "DT_INT16", "int16_t", 2),
+    DType("uint16", TensorProto.UINT16, 6, 7, "DT_UINT16", "uint16_t", 2),
+    DType("int32", TensorProto.INT32, 7, 3, "DT_INT32", "int32_t", 4),
+    DType("int64", TensorProto.INT64, 8, 9, "DT_INT64", "int64_t", 8),
+    DType("uint32", TensorProto.UINT32, 9, 8, "DT_UINT32", "uint32_t", 4),
+    DType("uint64", TensorProto.UINT64, 10, 10, "DT_UINT64", "uint64_t", 8),
+    DType("bool", TensorProto.BOOL, 11, 12, "DT_BOOL", "uint8_t", 1),
+    DType("float64", TensorProto.DOUBLE, 12, 11, "DT_DOUBLE", "double", 8),
+]
+
+BY_NAME = {d.name: d for d in _TABLE}
+BY_ONNX = {d.onnx: d for d in _TABLE}
+BY_ACL = {d.acl: d for d in _TABLE}
+
+FLOAT32 = BY_NAME["float32"]
+INT64 = BY_NAME["int64"]
+
+
+def from_onnx(elem_type: int, where: str = "") -> DType:
+    try:
+        return BY_ONNX[elem_type]
+    except KeyError:
+        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+        raise UnsupportedOpError(f"{where}: data type {name} is not supported by om2gen "
+                                 f"(supported: {', '.join(sorted(BY_NAME))})") from None
+
+
+def from_numpy(dtype) -> DType:
+    name = np.dtype(dtype).name
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise UnsupportedOpError(f"numpy dtype {name} is not supported by om2gen") from None

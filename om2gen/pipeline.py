@@ -1,0 +1,309 @@
+"""om2gen.compile: ONNX model → .om2 archive (frontend, passes, lowering, codegen, toolchain, archive)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .codegen import model_cpp
+from .codegen.literals import c_identifier
+from .errors import ModelError, Om2Error
+from .formats.om2 import layout, writer
+from .formats.om2.writer import Entry, json_bytes
+from .frontend import advice
+from .frontend.onnx_import import import_onnx
+from .ir import dtypes
+from .lower.lowering import LowerContext, lower_graph
+from .lower.program import Program
+from .passes import dce, optimize
+from .so_in_om import custom_libraries, info, providers
+from .so_in_om.op_so_store import SoBinType
+from .toolchain import compiler, launch_note, targets
+from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
+
+
+@dataclass
+class Options:
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    input_values: dict[str, object] = field(default_factory=dict)
+    custom_op_libs: list = field(default_factory=list)
+    target: str | None = None
+    debug: bool = False
+    jobs: int | None = None
+    progress: bool = False
+
+
+FORMATS = ("om2", "om")
+EXTENSIONS = {".om2": "om2", ".om": "om"}
+
+
+def output_format(out: Path, format: str | None) -> str:
+    """The format to write: `format` if given, else the one the file name's extension names
+    (.om2, .om), else om2. A format the extension contradicts is refused."""
+    if format is not None and format not in FORMATS:
+        raise Om2Error(f"unknown output format {format!r}; choose one of: {', '.join(FORMATS)}")
+    by_ext = EXTENSIONS.get(out.suffix.lower())
+    if format is None:
+        return by_ext or "om2"
+    if by_ext is not None and by_ext != format:
+        kind = {"om2": "an OM2 archive", "om": "a classic OM file"}
+        raise Om2Error(f"{advice.format_option(format)} asks for {kind[format]}, but the output {out.name} has the "
+                       f"extension of {kind[by_ext]}; name the file {out.stem}.{format}, or leave "
+                       f"{advice.format_option()} out to write {by_ext}")
+    return format
+
+
+def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
+            jobs=None, progress=False, format=None, frontend=None) -> Path:
+    """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
+    (format="om2") or a classic Ascend GE OM file (format="om", docs/om-format.md). Without
+    `format`, the output's extension decides (.om: om; .om2 and anything else: om2); a format the
+    extension contradicts (format="om" to x.om2) is refused.
+
+    input_shapes: {input name: static shape} for inputs with dynamic or missing dims.
+    input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
+    that shape computations and branches depending on them fold at compile time.
+    custom_op_libs: paths of custom-op shared libraries (om2/custom_op.h); the directory named by
+    $OM2GEN_CUSTOM_OP_PATH adds more.
+    frontend: "onnx", "ge" (a GE IR graph: serialized ge.proto.ModelDef, binary or text) or None
+    (by file extension / content, see _import_graph)."""
+    opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
+                   jobs, progress)
+    out = Path(output)
+    format = output_format(out, format)
+    if out.is_dir():
+        raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
+    if not out.parent.is_dir():
+        raise Om2Error(f"output directory {out.parent} does not exist")
+    tgt = targets.get_target(opts.target)
+    report = _Progress(opts.progress)
+
+    # custom-op libraries run here (InferShape, Compile, Serialize): when cross-compiling they are
+    # the host's builds, and the target's builds are packed from $OM2GEN_OPP_PATH (so_providers)
+    host = tgt if tgt.arch == targets.host_arch() else targets.default_target()
+    libraries = [custom_libraries.load_library(p, host) for p in custom_libraries.find_libraries(opts.custom_op_libs)]
+    with custom_libraries.activated(libraries):
+        graph = _import_graph(model, opts, frontend)
+        graph.verify("import")
+        dce.run(graph)
+        graph.verify("dead-code removal")
+        op_types = providers.graph_op_types(graph)   # what the model is made of, before fusion
+        optimize.run(graph, tgt)   # fusion: om2gen/passes/optimize.py
+        report.stage(f"imported {len(graph.nodes)} nodes")
+        program = lower_graph(graph, LowerContext(tgt, GENERATOR))
+    report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
+
+    builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
+    notes = launch_note.of_program(program)   # what each kernel is launched with: checked at load
+    for i, (k, b) in enumerate(zip(program.kernels, builds)):
+        k.binary = launch_note.attach(b.binary, notes[i])
+
+    if format == "om":
+        from .formats.om import writer as om_writer
+        om_writer.write(out, program, program.graph_json, tgt, so_pack=so_pack)
+        report.stage(f"wrote {out}")
+        return out
+
+    commands = {k.entry: b.commands[0] for k, b in zip(program.kernels, builds)}
+    return write_archive(out, program, tgt, opts, commands, so_pack, graph.producer, report)
+
+
+def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_commands: dict, so_pack, producer: str,
+                  report) -> Path:
+    """The OM2 archive of a program whose kernel binaries are built: generate and build the model
+    library, then write every entry. kernel_commands: {kernel entry: its build command, or a note
+    saying where the binary came from}."""
+    stem = f"{c_identifier(program.name)}_{_model_hash(program)}"
+    sources = model_cpp.render_sources(program, stem, tgt.arch, producer)
+    lib = compiler.build_model_library(sources, tgt)
+    report.stage("built the model library")
+
+    entries = _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack)
+    writer.write(out, [_manifest(entries, program, tgt, opts, so_pack)] + entries)
+    report.stage(f"wrote {out}")
+    return out
+
+
+# --- frontend selection (ONNX or GE IR graph) -------------------------------------------------
+FRONTENDS = ("onnx", "ge")
+GE_SUFFIXES = (".pb", ".pbtxt", ".txt", ".prototxt", ".ge")
+
+
+def _import_graph(model, opts: Options, frontend=None):
+    """frontend None: a ge.proto.ModelDef object or a .pb/.pbtxt/.txt/.prototxt/.ge file is a GE
+    graph; anything else is read as ONNX, and a file ONNX cannot read is tried as a GE graph."""
+    from .formats.om import proto as ge_proto
+    from .frontend import ge_import
+    if frontend not in (None, *FRONTENDS):
+        raise Om2Error(f"unknown frontend {frontend!r}; choose one of: {', '.join(FRONTENDS)}")
+    if frontend is None and isinstance(model, ge_proto.ModelDef):
+        frontend = "ge"
+    if frontend is None and isinstance(model, (str, Path)) and Path(model).suffix.lower() in GE_SUFFIXES:
+        try:  # an ONNX model saved as model.pb still compiles
+            ge_import.load_model_def(model)
+        except ModelError as ge_error:
+            try:
+                return import_onnx(model, opts.input_shapes, opts.input_values)
+            except ModelError:
+                raise ge_error from None
+        frontend = "ge"
+    if frontend == "ge":
+        return ge_import.import_ge(model, opts.input_shapes, opts.input_values)
+    if frontend is None and isinstance(model, (str, Path)) and Path(model).is_file():
+        try:
+            return import_onnx(model, opts.input_shapes, opts.input_values)
+        except ModelError as onnx_error:
+            try:
+                ge_import.load_model_def(model)
+            except ModelError:
+                raise onnx_error from None
+        return ge_import.import_ge(model, opts.input_shapes, opts.input_values)
+    return import_onnx(model, opts.input_shapes, opts.input_values)
+
+
+def _model_hash(program: Program) -> str:
+    h = hashlib.sha256()
+    for k in program.kernels:
+        h.update(k.digest.encode())
+    h.update(json.dumps(program.graph_json, sort_keys=True).encode())
+    return h.hexdigest()[:12]
+
+
+def _io_json(d, index):
+    dt = dtypes.BY_NAME[d.dtype]
+    return {"name": d.name, "index": index, "shape": list(d.shape), "data_type": dt.acl,
+            "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
+
+
+def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -> list[Entry]:
+    idx = 0
+    lib_name = layout.model_library(idx, stem)
+    meta = {
+        "name": program.name,
+        "root_graph_name": program.name,
+        "inputs": [_io_json(d, i) for i, d in enumerate(program.inputs)],
+        "outputs": [_io_json(d, i) for i, d in enumerate(program.outputs)],
+        "work_size": program.work_size,
+        "zero_copy_size": 0,
+        "args_size": program.args_size,
+        "abi_version": MODEL_ABI_VERSION,
+        "library": lib_name,
+        "entry_symbols": list(compiler.MODEL_EXPORTS),
+        "kernels": [layout.kernel_binary(tgt.arch, k.file_name) for k in program.kernels],
+        "constants_config": layout.constants_config(idx),
+        "custom_ops": {
+            "shared_libs": sorted(layout.custom_op_library(b.name) for b in so_pack.of_type(SoBinType.kCustomOp)),
+            "binaries": sorted({layout.custom_op_binary(tgt.arch, c["bin_name"]) for c in program.custom_ops}),
+            "op_types": sorted({c["op_type"] for c in program.custom_ops}),
+        },
+        "stats": {"tasks": len(program.tasks), "kernels": len(program.kernels),
+                  "constants_bytes": program.constants_size},
+    }
+    if so_pack.bins:
+        meta["so_bins"] = _so_bins_json(so_pack)
+    consts = {
+        "internal_weight_size": program.constants_size,
+        "consts": {c.name: {"index": i, "type": "INTERNAL", "file_name": layout.constants_blob(idx).rsplit("/", 1)[1],
+                            "offset": c.offset, "size": c.nbytes, "op_name": c.name,
+                            "dtype": c.array.dtype.name, "shape": list(c.array.shape)}
+                   for i, c in enumerate(program.constants)},
+    }
+    blob = bytearray(program.constants_size)
+    for c in program.constants:
+        blob[c.offset:c.offset + c.nbytes] = c.array.tobytes()
+    build_cmds = {"model_library": {"sources": sorted(sources), "commands": lib.commands},
+                  "kernels": kernel_commands,
+                  "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}
+    op_attr = {n["name"]: n["attrs"] for n in program.graph_json["nodes"] if n["attrs"]}
+    entries = [
+        Entry(layout.model_meta(idx), json_bytes(meta)),
+        Entry(layout.op_attr(idx), json_bytes(op_attr)),
+        *(Entry(layout.csrc_dir(idx) + name, text.encode()) for name, text in sorted(sources.items())),
+        Entry(layout.csrc_dir(idx) + "build_commands.json", json_bytes(build_cmds)),
+        Entry(lib_name, lib.binary),
+    ]
+    for k in program.kernels:
+        if k.source:   # kernels converted from an OM file come without their source
+            entries.append(Entry(layout.kernel_source(idx, k.entry), k.source.encode()))
+        entries.append(Entry(layout.kernel_binary(tgt.arch, k.file_name), k.binary))
+    for b in so_pack.of_type(SoBinType.kCustomOp):   # the target's builds (the same bytes as in the store)
+        entries.append(Entry(layout.custom_op_library(b.name), b.data))
+    if so_pack.bins:
+        entries.append(Entry(layout.SO_STORE, so_pack.store))
+    for c in {c["bin_name"]: c for c in program.custom_ops}.values():
+        entries.append(Entry(layout.custom_op_binary(tgt.arch, c["bin_name"]), c["blob"]))
+    entries.append(Entry(layout.constants_config(idx), json_bytes(consts)))
+    entries.append(Entry(layout.constants_blob(idx), bytes(blob)))
+    if opts.debug:
+        entries.append(Entry(layout.ge_model_json(idx), json_bytes(program.graph_json)))
+        entries.append(Entry(layout.task_info_json(idx), json_bytes(task_info(program))))
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _so_bins_json(so_pack) -> dict:
+    """model_meta.so_bins: where the OpSoStore is, its flag, and what it holds (for inspect)."""
+    return {"store": layout.SO_STORE, "so_in_om_flag": so_pack.flag,
+            "items": [{"name": b.name, "vendor": b.vendor, "type": b.bin_type.name, "size": len(b.data),
+                       "sha256": hashlib.sha256(b.data).hexdigest()} for b in so_pack.bins]}
+
+
+def task_info(program: Program) -> dict:
+    return {"tasks": [{
+        "id": i, "label": t.label, "type": t.task_type.name, "type_id": int(t.task_type),
+        "dispatch_type": t.dispatch_type.name, "kernel_type": t.kernel_type.name,
+        "kernel": program.kernels[t.kernel].entry if t.kernel >= 0 else None,
+        "label_ref": t.label_ref if t.kernel < 0 else None, "block_dim": t.block_dim, "op_name": t.op_name,
+        "op_type": t.op_type, "args_format": t.args_format, "args_offset": t.args_offset, "args_size": t.args_size,
+        "args": [a.to_json() for a in t.args], "tiling": t.tiling.hex(), "inputs": t.inputs_desc,
+        "outputs": t.outputs_desc, "attrs": t.attrs_desc} for i, t in enumerate(program.tasks)],
+        "work_size": program.work_size, "args_size": program.args_size}
+
+
+def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pack) -> Entry:
+    features = {}
+    if any(b.bin_type != SoBinType.kCustomOp for b in so_pack.bins):
+        features[layout.SO_IN_OM_FEATURE] = layout.SO_IN_OM_EXECUTOR_VERSION
+    manifest = {
+        "format": layout.FORMAT,
+        "format_version": layout.FORMAT_VERSION,
+        "generator": GENERATOR,
+        "model_num": 1,
+        "compatibility": {"compiler_version": layout.FORMAT_VERSION,
+                          "required_executor_version": max(features.values(), key=lambda v: tuple(map(int, v.split("."))),
+                                                         default=layout.BASE_EXECUTOR_VERSION),
+                          "used_features": features},
+        "so_in_om_info": info.info(tgt).to_json(),
+        "abi_version": MODEL_ABI_VERSION,
+        "kernel_abi_version": KERNEL_ABI_VERSION,
+        "target": {"name": tgt.name, "arch": tgt.arch, "isa_features": list(tgt.isa_features)},
+        "compiler": {"c": compiler.compiler_identity(False, tgt), "cxx": compiler.compiler_identity(True, tgt)},
+        "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
+                    "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
+                    "target": tgt.name, "debug": opts.debug,
+                    "custom_op_libs": sorted(Path(p).name for p in opts.custom_op_libs)},
+        "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
+        "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256, "blake3": e.blake3,
+                     "compression": "stored" if e.stored else "deflate"} for e in entries],
+    }
+    return Entry(layout.MANIFEST, json_bytes(manifest))
+
+
+class _Progress:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def stage(self, text: str) -> None:
+        if self.enabled:
+            print(f"[{time.monotonic() - self.t0:6.2f}s] {text}", file=sys.stderr, flush=True)
+
+    def kernels(self, done: int, total: int) -> None:
+        if self.enabled:
+            end = "\n" if done == total else ""
+            print(f"\r[{time.monotonic() - self.t0:6.2f}s] kernels {done}/{total}", end=end, file=sys.stderr, flush=True)

@@ -1,0 +1,107 @@
+"""Loads a classic OM file the way GE does, onto om2gen's CPU runtime.
+
+GE's sequence (ModelHelper::LoadModel, DavinciModel::Init): read the file → check the header and
+walk the partition table → parse MODEL_DEF → take the kernels out of TBE_KERNELS → parse TASK_INFO
+→ place WEIGHTS_DATA in device memory → build each task's args → capture the tasks. The parsing
+is formats/om/reader.py; here the weights go to device memory (aclrtMalloc + aclrtMemcpy: OM partitions
+are packed back to back, unaligned, so unlike an OM2 archive they cannot be used in place), the
+task tables are built in memory (runtime/tables.py), and om2gen's native module — the same
+load-and-run code every OM2 model library carries — registers, captures and runs them.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from ..errors import ArchiveError, RuntimeFailure
+from ..formats import integrity
+from ..formats.om import reader, signature
+from ..formats.om.container import read_om
+from ..native import ffi, lib, string
+from ..so_in_om import info
+from .tables import Tables
+
+
+class OmResources:
+    """What a loaded OM keeps until its model is unloaded: the file's private copy
+    (formats/image.py), the weights in device memory and the task tables."""
+
+    def __init__(self, image):
+        self.image = image
+        self.weights = None
+        self.tables = None
+
+    def close(self) -> None:
+        if self.weights is not None:
+            lib.aclrtFree(self.weights)
+            self.weights = None
+        self.tables = None
+        if self.image is not None:
+            self.image.close()
+            self.image = None
+
+
+def _target(om_model, where: str) -> None:
+    """The OM's soc_version names the om2gen target it was built for; it must run here."""
+    target = reader.target_of(om_model.model_def, where)
+    from .model import check_target
+    check_target(where, target.name, target.arch, target.isa_features)
+
+
+def load_om(model, image, clock, trusted_keys=None) -> None:
+    """Fills `model` (executor.model.Model) from an OM file's private copy (formats/image.py),
+    which it takes over. trusted_keys: as for an OM2 archive (formats/om2/signing.py)."""
+    res = model._om = OmResources(image)
+    where = model.path
+    data = image.view
+    try:
+        om = read_om(data, copy=False)
+    except ArchiveError as e:
+        raise ArchiveError(str(e).replace("OM data", where, 1)) from None
+    clock("parse the partition table")
+    if trusted_keys is not None:   # before MODEL_DEF is parsed, anything is placed or any code mapped
+        model.signed_by = signature.check(om, trusted_keys, where)
+        clock("check the signature")
+    parsed = reader.read(om, where, clock)
+    info.check(info.from_model_def(parsed.model_def, where), where, model.allow_platform_mismatch)
+    _target(parsed, where)
+    program = parsed.program
+    model._meta = {"name": program.name, "format": "om"}
+    model._set_io([{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs],
+                  [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.outputs])
+
+    # SO_BINS before the model captures (the seed's order): each packed SO to its consumer;
+    # custom-op libraries register into registries of their own (so_loader)
+    info.check_flag(parsed.so_bins, parsed.model_def, where)
+    integrity.check_so_bins(parsed.model_def, parsed.so_bins, where)
+    model._sos = info.load_packed(parsed.so_bins, where)
+    libraries = model._sos.custom_by_name
+    for c, so_name in zip(program.custom_ops, parsed.custom_op_refs):
+        if so_name not in libraries:
+            raise ArchiveError(f"{where}: custom operator {c['op_type']} needs {so_name!r}, which SO_BINS does not hold")
+        c["library"] = libraries[so_name]
+    if parsed.so_bins:
+        clock("load packed shared objects")
+
+    # WEIGHTS_DATA → device memory
+    size = max(len(parsed.weights), 64)
+    dev = ffi.new("void **")
+    if lib.aclrtMalloc(dev, size, lib.ACL_MEM_MALLOC_HUGE_FIRST) != 0:
+        raise RuntimeFailure(f"{where}: aclrtMalloc of {size} bytes for the weights failed: "
+                             f"{string(lib.aclGetRecentErrMsg())}")
+    res.weights = dev[0]
+    if len(parsed.weights) and lib.aclrtMemcpy(res.weights, size, ffi.from_buffer(parsed.weights),
+                                               len(parsed.weights), lib.ACL_MEMCPY_HOST_TO_DEVICE) != 0:
+        raise RuntimeFailure(f"{where}: copying the weights to device memory failed: "
+                             f"{string(lib.aclGetRecentErrMsg())}")
+    clock("place weights")
+
+    res.tables = Tables(program)
+    model._ep = ffi.new("Om2xEntryPoints *")
+    lib.om2x_tables_entry_points(model._ep)
+    bins = [(k.file_name, k.binary, hashlib.sha256(k.binary).hexdigest()) for k in program.kernels]
+    bins += list({c["bin_name"]: (c["bin_name"], c["blob"], hashlib.sha256(c["blob"]).hexdigest())
+                  for c in program.custom_ops}.values())
+    clock("build the model tables")
+    tables = res.tables.ptr
+    model._native_load(lambda cfg, out: lib.om2x_tables_model_load(tables, cfg, out), bins, res.weights, clock,
+                       model._sos.custom_libraries)
