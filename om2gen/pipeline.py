@@ -10,19 +10,20 @@ from pathlib import Path
 
 import numpy as np
 
+from . import advice
+from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp
 from .codegen.literals import c_identifier
 from .errors import ModelError, Om2Error
 from .formats.om2 import layout, writer
 from .formats.om2.writer import Entry, json_bytes
-from .frontend import advice
+from .formats.op_so_store import SoBinType
 from .frontend.onnx_import import import_onnx
 from .ir import dtypes
-from .lower.lowering import LowerContext, lower_graph
-from .lower.program import Program
+from .ir.program import LowerContext, Program
+from .lower.lowering import lower_graph
 from .passes import dce, optimize
 from .so_in_om import custom_libraries, info, providers
-from .so_in_om.op_so_store import SoBinType
 from .toolchain import compiler, launch_note, targets
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 
@@ -95,7 +96,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         op_types = providers.graph_op_types(graph)   # what the model is made of, before fusion
         optimize.run(graph, tgt)   # fusion: om2gen/passes/optimize.py
         report.stage(f"imported {len(graph.nodes)} nodes")
-        program = lower_graph(graph, LowerContext(tgt, GENERATOR))
+        program = lower_graph(graph, LowerContext(tgt, GENERATOR, kernel_codegen.render))
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
@@ -106,7 +107,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
 
     if format == "om":
         from .formats.om import writer as om_writer
-        om_writer.write(out, program, program.graph_json, tgt, so_pack=so_pack)
+        om_writer.write(out, program, program.graph_json, tgt, so_pack, info.info(tgt))
         report.stage(f"wrote {out}")
         return out
 

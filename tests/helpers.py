@@ -98,7 +98,7 @@ def refresh_digests(manifest: dict, entries: dict) -> dict:
 def refresh_om_digests(parts: list) -> list:
     """`parts` with MODEL_DEF's partition digests recomputed: the edit looks genuine, so what
     the loader checks after the digests is what the test reaches."""
-    from om2gen.formats import integrity
+    from om2gen.formats.om import integrity
     from om2gen.formats.om import proto
     from om2gen.formats.om.container import Partition
     from om2gen.formats.om.layout import ModelPartitionType as PT

@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import Om2Error
-from ..formats import integrity
-from ..formats.om import reader
+from ..formats.om import integrity, model_def_attrs, reader
 from ..formats.om.container import read_om
 from ..pipeline import Options, _Progress, write_archive
 from ..so_in_om import info
@@ -44,7 +43,7 @@ def convert(source, output, *, progress: bool = False, trusted_keys=None) -> Pat
     tgt = reader.target_of(md, where)
     program = parsed.program
     report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
-    flag = info.flag_from_model_def(md, where)
+    flag = model_def_attrs.flag_from_model_def(md, where)
     info.check_flag(parsed.so_bins, flag, where)
     integrity.check_so_bins(md, parsed.so_bins, where)   # the archive would give altered SOs fresh digests
     so_pack = SoPack(tuple(parsed.so_bins), flag, {})

@@ -18,7 +18,7 @@ def _input_arg(text: str) -> tuple[str, str]:
 
 
 def cmd_compile(args) -> int:
-    from ..frontend.advice import cli_words
+    from ..advice import cli_words
     from ..pipeline import compile as om2_compile
     shapes = parsing.merged(args.input_shape, "--input-shape")
     values = parsing.merged(args.input_value, "--input-value")
@@ -34,7 +34,7 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from .. import load
-    from ..frontend.advice import cli_words
+    from ..advice import cli_words
     with cli_words(), load(args.model, threads=args.threads, allow_platform_mismatch=args.allow_platform_mismatch,
                            trusted_keys=args.trusted_key) as model:
         feeds = {}
@@ -78,7 +78,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_sign(args) -> int:
-    from ..formats.om2.signing import sign
+    from ..formats.sign import sign
     out = sign(args.model, args.key, args.output)
     print(f"signed {out}")
     return 0
@@ -205,7 +205,7 @@ def _verbose_after_subcommands(sub) -> None:
 
 
 def cmd_compile_op(args) -> int:
-    from ..frontend.advice import cli_words
+    from ..advice import cli_words
     from .single_op import run_cli
     with cli_words():
         return run_cli(args)

@@ -1,11 +1,9 @@
 """om2gen inspect: what an archive holds, read without loading or running anything."""
 from __future__ import annotations
 
+from ..formats import OM_MAGIC
 from ..formats.om2 import layout
 from ..formats.om2.reader import Archive
-
-ZIP_MAGIC = b"PK\x03\x04"
-OM_MAGIC = b"IMOD"     # 0x444F4D49 little-endian
 
 
 def inspect_archive(path) -> dict:

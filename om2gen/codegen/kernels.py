@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..lower.program import Kernel, KernelCall
+from ..ir.program import Kernel, KernelCall
 from ..toolchain import compiler
 from ..version import GENERATOR
 from . import render as jinja

@@ -4,8 +4,8 @@ from __future__ import annotations
 import struct
 
 from ..ir.dtypes import BY_NAME
+from ..ir.program import Program
 from ..ir.tasks import ArgKind
-from ..lower.program import Program
 from ..version import GENERATOR
 from . import render as jinja
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..advice import shape_option
 from ..errors import ModelError, ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, Value
 from . import limits
 from . import pins as pins_mod
-from .advice import shape_option
 from .onnx_import import _infer_nodes
 
 OPSET = 17

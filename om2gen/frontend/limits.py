@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import os
 
+from ..advice import shape_option
 from ..errors import ShapeError
-from .advice import shape_option
 
 MAX_TENSOR_ELEMENTS = (1 << 31) - 1
 ENV = "OM2GEN_MAX_TENSOR_ELEMENTS"

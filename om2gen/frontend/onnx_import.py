@@ -13,15 +13,16 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..advice import shape_option, value_option
 from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
 from ..ir import dtypes
+from ..ir.attributes import attribute_value
 from ..ir.graph import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
 from . import limits
 from . import pins as pins_mod
 from . import support
-from .advice import shape_option, value_option
 
 
 def load_model(model) -> tuple[onnx.ModelProto, bytes]:
@@ -42,17 +43,6 @@ def load_model(model) -> tuple[onnx.ModelProto, bytes]:
     if proto.graph.initializer and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(proto, str(path.parent))
     return proto, data
-
-
-def _attr_value(attr: onnx.AttributeProto):
-    value = onnx.helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, onnx.TensorProto):
-        return numpy_helper.to_array(value)
-    if isinstance(value, list):
-        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
-    return value
 
 
 def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]], dtype) -> tuple[int, ...]:
@@ -174,7 +164,7 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
         used_names.add(name)
         domain = n.domain if n.domain not in ("ai.onnx",) else ""
         node = Node(name, n.op_type, list(n.input), list(n.output),
-                    {a.name: _attr_value(a) for a in n.attribute}, domain, opsets.get(domain, 1))
+                    {a.name: attribute_value(a) for a in n.attribute}, domain, opsets.get(domain, 1))
         nodes.append(node)
 
     graph = Graph(g.name or "model", values, nodes, inputs, [o.name for o in g.output], opsets,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import difflib
 import operator
 
+from ..advice import shape_option, value_option
 from ..errors import ShapeError
-from .advice import shape_option, value_option
 
 
 def shapes(input_shapes) -> dict[str, tuple[int, ...]]:

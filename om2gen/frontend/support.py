@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import onnx
 
+from ..advice import custom_lib_option
 from ..errors import UnsupportedOpError
 from ..ir.graph import Node
 from ..ops import registry
 from ..so_in_om import custom_libraries
-from .advice import custom_lib_option
 
 
 def _walk(graph: onnx.GraphProto, known):

@@ -66,3 +66,17 @@ def from_numpy(dtype) -> DType:
         return BY_NAME[name]
     except KeyError:
         raise UnsupportedOpError(f"numpy dtype {name} is not supported by om2gen") from None
+
+
+class _Omitted:
+    """The dtype of an omitted optional output position (ONNX's "" output name): described to the
+    runtime as ACL_DT_UNDEFINED, which om2/custom_op.h's hooks see as a null desc / tensor."""
+    acl = -1
+    name = "omitted"
+    acl_name = "ACL_DT_UNDEFINED"
+
+    def __repr__(self):
+        return "OMITTED"
+
+
+OMITTED = _Omitted()

@@ -12,6 +12,10 @@ import numpy as np
 
 from .dtypes import DType
 
+# node.attrs key of a control-flow node's regions (ops/control.py): {"then": (nodes, output
+# names), "else": (...)}
+REGIONS = "_regions"
+
 
 @dataclass
 class Value:

@@ -2,26 +2,19 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
-from ..codegen import kernels as kernel_codegen
 from ..ir import dtypes
 from ..ir.graph import Graph, Value
+from ..ir.program import (Alias, ArgRef, Constant, Control, CustomCall, IoDesc, Kernel, KernelCall, LowerContext,
+                          Program, Task)
 from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from ..ops import registry
-from ..ops.control import REGIONS
+from ..ir.graph import REGIONS
 from ..ops.elementwise import copy_call
 from . import memplan
-from .program import Alias, ArgRef, Constant, Control, CustomCall, IoDesc, Kernel, KernelCall, Program, Task
-
-
-@dataclass
-class LowerContext:
-    target: object          # toolchain.targets.Target
-    generator: str
 
 
 def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
@@ -189,7 +182,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             args_offset += memplan.align(task.args_size, 8)
             tasks.append(task)
             continue
-        kernel = kernel_codegen.render(call, ctx)
+        kernel = ctx.render_kernel(call, ctx)
         if kernel.entry not in kernel_index:
             kernel_index[kernel.entry] = len(kernels)
             kernels.append(kernel)
@@ -223,7 +216,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
 
 def _custom_task(call: CustomCall, node, t: int, customs: list[dict], ref, args_offset: int, graph) -> Task:
     """An omitted output position ("") keeps its place: desc OMITTED, a slot nobody reads."""
-    from ..ops.custom import OMITTED
+    from ..ir.dtypes import OMITTED
     names = call.inputs + call.outputs
     customs.append({"op_type": call.op_type, "bin_name": call.bin_name, "blob": call.blob, "library": call.library,
                     "input_num": len(call.inputs), "output_num": len(call.outputs),

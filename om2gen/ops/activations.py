@@ -6,7 +6,7 @@ import math
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.graph import Value
-from ..lower.program import Alias
+from ..ir.program import Alias
 from . import common
 from .elementwise import elementwise_call
 from .math import FLOATS, INTS, UNSIGNED, Arith, c_double, float_call, require_dtype, require_same_dtype

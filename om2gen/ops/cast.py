@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir import dtypes
 from ..ir.dtypes import DType
-from ..lower.program import Alias
+from ..ir.program import Alias
 from . import common
 from .elementwise import elementwise_call
 from .math import FLOATS, f16_to_f32, f32_to_f16, f64_to_f16

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..advice import value_option
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
-from ..frontend.advice import value_option
 from ..ir.dtypes import DType
 from ..ir.graph import Node, Value
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from .. import advice
 from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
-from ..frontend import advice
-from ..ir.graph import Node, Value
+from ..ir.attributes import attribute_value
+from ..ir.graph import REGIONS, Node, Value
 from .registry import Op, register
-
-REGIONS = "_regions"   # node.attrs key: {"then": (nodes, output names), "else": (...)}
 
 
 @register("If", since=1)
@@ -87,7 +86,6 @@ def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: 
     the enclosing graph (through `outer`, the renames of enclosing inlined subgraphs). Its
     outputs are copied to `outputs` with Identity nodes. Nodes with subgraphs of their own carry
     the combined renames, so their subgraphs resolve names the same way when they are inlined."""
-    from ..frontend.onnx_import import _attr_value  # the frontend's attribute decoding
 
     defined = {i.name for i in g.initializer} | {o for n in g.node for o in n.output if o}
     defined |= {i.name for i in g.input}
@@ -103,7 +101,7 @@ def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: 
                           {"value": onnx.numpy_helper.to_array(t)}, "", opset))
     for i, n in enumerate(g.node):
         domain = n.domain if n.domain != "ai.onnx" else ""
-        attrs = {a.name: _attr_value(a) for a in n.attribute}
+        attrs = {a.name: attribute_value(a) for a in n.attribute}
         if any(isinstance(v, onnx.GraphProto) for v in attrs.values()):
             attrs[SCOPE] = scope
         nodes.append(Node(prefix + (n.name or f"{n.op_type}_{i}"), n.op_type, [rename(x) if x else "" for x in n.input],

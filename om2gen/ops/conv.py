@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common, gemm_pack, winograd
 from .registry import Op, register
 

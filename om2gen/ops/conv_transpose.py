@@ -9,7 +9,7 @@ ever write the same output element. Every rank is lowered as 3-D with leading si
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedOpError
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .conv import MAX_UNROLLED_COLS, as3, explicit_pads, kernel_columns, kernel_of, spatial_ints, spatial_rank
 from .registry import Op, register

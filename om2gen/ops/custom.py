@@ -13,27 +13,15 @@ import numpy as np
 from ..errors import CompileError, UnsupportedOpError
 from ..formats.om2 import layout
 from ..ir import dtypes
+from ..ir.dtypes import OMITTED
 from ..ir.graph import Value
-from ..lower.program import CustomCall
+from ..ir.program import CustomCall
 from ..so_in_om import custom_libraries
-from .registry import Op
+from .registry import Op, register_custom
 
 CUSTOM = "_custom"      # node.attrs key: {"op_type", "blob", "library"}
 _KINDS = {int: 0, float: 1, str: 2}
 
-
-class _Omitted:
-    """The dtype of an omitted optional output position (ONNX's "" output name): described to the
-    runtime as ACL_DT_UNDEFINED, which om2/custom_op.h's hooks see as a null desc / tensor."""
-    acl = -1
-    name = "omitted"
-    acl_name = "ACL_DT_UNDEFINED"
-
-    def __repr__(self):
-        return "OMITTED"
-
-
-OMITTED = _Omitted()
 
 
 class CustomOp(Op):
@@ -128,3 +116,6 @@ def _fill_attr(node, attr, name: str, value, keep: list) -> None:
     else:
         raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): attribute {name!r} of type "
                                  f"{type(value).__name__} cannot be passed to a custom operator")
+
+
+register_custom(CustomOp)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..advice import value_option
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..frontend.advice import value_option
 from ..ir import dtypes
 from ..ir.graph import Node, Value
-from ..lower.program import Alias, KernelCall
+from ..ir.program import Alias, KernelCall
 from . import common
 from .registry import Op, register
 

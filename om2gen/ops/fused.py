@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import dtypes
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .registry import Op, register
 

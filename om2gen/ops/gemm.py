@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen.literals import c_float
-from ..lower.program import KernelCall
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir.program import KernelCall
 from . import common, gemm_pack
 from .conv import activation
 from .registry import Op, register

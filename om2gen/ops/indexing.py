@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.graph import Node, Value
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .elementwise import copy_call
 from .movement import contiguous_strides, strided_copy

@@ -15,7 +15,7 @@ from ..codegen.literals import c_float
 from ..errors import UnsupportedOpError
 from ..ir.dtypes import DType
 from ..ir.graph import Node, Value
-from ..lower.program import Alias
+from ..ir.program import Alias
 from . import common
 from .elementwise import elementwise_call
 from .registry import Op, register

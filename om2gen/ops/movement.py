@@ -16,7 +16,7 @@ from ..codegen.literals import c_float, c_int
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.dtypes import DType
 from ..ir.graph import Node, Value
-from ..lower.program import Alias, KernelCall
+from ..ir.program import Alias, KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
 

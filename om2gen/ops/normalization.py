@@ -14,7 +14,7 @@ from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.graph import Node, Value
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .reduce import axis_layout, chunk_len, chunking, dim_groups, template_dims
 from .registry import REQUIRED, Op, register

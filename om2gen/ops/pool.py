@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.dtypes import INT64
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common, conv
 from .conv import as3, out_size, spatial_ints, spatial_pads, spatial_rank
 from .registry import REQUIRED, Op, register

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .registry import Op, register
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.graph import Node, Value
-from ..lower.program import Alias, KernelCall
+from ..ir.program import Alias, KernelCall
 from . import common
 from .registry import Op, register
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from .. import advice
 from ..errors import ModelError, UnsupportedOpError
-from ..frontend import advice
 from ..ir.graph import Node, Value
 
 _REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
@@ -57,6 +57,19 @@ class _Required:
 REQUIRED = _Required()
 
 
+def _no_custom_ops(op_type: str) -> "Op":
+    raise AssertionError("ops/custom.py registers the custom-op class when it is imported")
+
+
+_custom_op = _no_custom_ops   # op type -> the Op for a custom-op library's operator (ops/custom.py)
+
+
+def register_custom(factory) -> None:
+    """ops/custom.py: how lookup() makes the Op of an op type a custom-op library registers."""
+    global _custom_op
+    _custom_op = factory
+
+
 def register(*op_types: str, since: int = 1, domain: str = ""):
     """Class decorator: registers the class for each op type, valid from opset `since`."""
     def wrap(cls):
@@ -91,8 +104,7 @@ def lookup(node: Node) -> Op:
     if not versions:
         from ..so_in_om import custom_libraries
         if custom_libraries.library_for(node.op_type) is not None:
-            from .custom import CustomOp
-            return CustomOp(node.op_type)
+            return _custom_op(node.op_type)
         where = f"{node.domain}." if node.domain else ""
         searched = custom_libraries.searched()
         if searched:   # libraries were given: say which, and what they do provide
@@ -128,5 +140,5 @@ def _load_all() -> None:
 
         from .. import ops
         for info in pkgutil.iter_modules(ops.__path__):
-            if info.name not in ("registry", "common", "custom"):
+            if info.name not in ("registry", "common"):
                 importlib.import_module(f"{ops.__name__}.{info.name}")

@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
+from ..advice import value_option
 from ..codegen.literals import c_float
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
-from ..frontend.advice import value_option
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
 

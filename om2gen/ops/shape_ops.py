@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..lower.program import Alias, KernelCall
+from ..ir.program import Alias, KernelCall
 from . import common
 from .registry import Op, register
 

@@ -15,7 +15,7 @@ from ..codegen.literals import c_int
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.graph import Value
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .movement import c_value
 from .registry import Op, register

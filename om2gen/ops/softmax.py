@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common, gemm_pack
 from .registry import Op, register
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from . import common
 from .registry import Op, register
 

@@ -6,7 +6,6 @@ semantics, so folded values equal what the operator defines.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -55,7 +54,3 @@ def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     if sum(a.nbytes for a in arrays) > _MAX_FOLDED_BYTES:
         return None
     return arrays
-
-
-def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
-    return np.asarray(numpy_helper.to_array(t), order="C")

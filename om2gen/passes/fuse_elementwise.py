@@ -26,9 +26,9 @@ import numpy as np
 
 from ..errors import Om2Error
 from ..ir.graph import Graph, Node
-from ..lower.program import Alias
+from ..ir.program import Alias
 from ..ops import registry
-from ..ops.control import REGIONS
+from ..ir.graph import REGIONS
 from ..ops.fused import DOMAIN, OP_TYPE, SPEC, FusedSpec, Operand, Step
 from ..ops.movement import c_value
 from . import pointwise, rewrite, views

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ..ir.graph import Graph
-from ..lower.lowering import LowerContext
+from ..ir.program import LowerContext
 from ..version import GENERATOR
 from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
 

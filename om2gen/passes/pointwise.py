@@ -17,9 +17,9 @@ import numpy as np
 
 from ..errors import Om2Error
 from ..ir.graph import Graph, Node, Value
-from ..lower.program import KernelCall
+from ..ir.program import KernelCall
 from ..ops import common, registry
-from ..ops.control import REGIONS
+from ..ir.graph import REGIONS
 
 ELEMENTWISE_TEMPLATE = "kernels/elementwise.c.j2"
 # The op families that lower through elementwise_call. Only their nodes are lowered to look (the

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..lower.program import Alias, KernelCall
+from ..ir.program import Alias, KernelCall
 
 
 @dataclass(frozen=True)

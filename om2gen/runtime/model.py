@@ -29,23 +29,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import advice
 from ..errors import AbiError, ArchiveError, InputError, ModelClosedError, RuntimeFailure
+from ..formats import OM2_MAGIC, OM_MAGIC
 from ..formats import image as image_mod
-from ..formats import integrity
-from ..formats.om2 import layout, schema, signing
-from ..formats.om2.reader import ZIP_MAGIC, Archive
-from ..frontend import advice
+from ..formats.om2 import integrity, layout, schema, signing
+from ..formats.om2.reader import Archive
 from ..ir import dtypes
 from ..native import ffi, lib, recent_runtime_error, string
 from ..so_in_om import custom_libraries as custom_ops
 from ..so_in_om import info as so_in_om
+from ..so_in_om import loading as so_loading
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 from . import libraries as model_libraries
 from .om_loader import load_om
 
 _ERR_LEN = 1024
-OM_MAGIC = b"IMOD"
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _gert_tensors(infos: list[TensorInfo]):
 
 def format_of(head: bytes, where: str) -> str:
     """"om2" or "om", from a model file's first four bytes."""
-    if head == ZIP_MAGIC:
+    if head == OM2_MAGIC:
         return "om2"
     if head == OM_MAGIC:
         return "om"
@@ -279,7 +279,7 @@ class Model:
         packed = so_in_om.bins_from_archive(a, meta)
         libraries = ()
         if packed:
-            self._sos = so_in_om.load_packed(packed, self.path)
+            self._sos = so_loading.load_packed(packed, self.path)
             libraries = self._sos.custom_libraries
             clock("load packed shared objects")
 
@@ -509,7 +509,7 @@ def _check_manifest(a: Archive, where: str, allow_platform_mismatch: bool) -> di
     target = m["target"]
     if "so_in_om_info" in m:   # archives before format 1.1 record none
         so_in_om.check(so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], where), where, allow_platform_mismatch)
-    check_target(where, target["name"], target["arch"], target["isa_features"])
+    targets.check_runs_here(where, target["name"], target["arch"], target["isa_features"])
     models = m["models"]
     if len(models) != 1:
         raise ArchiveError(f"{where}: holds {len(models)} models; om2gen.load runs single-model archives")
@@ -575,14 +575,6 @@ def _check_threads(threads) -> int | None:
     if not 1 <= threads <= lib.OM2RT_MAX_THREADS:
         raise InputError(f"threads must be between 1 and {lib.OM2RT_MAX_THREADS}, got {threads}")
     return int(threads)
-
-
-def check_target(where: str, name, arch: str, isa_features) -> None:
-    """The model's target CPU must be this one (or a subset of its ISA)."""
-    missing = targets.missing_features(arch, isa_features)
-    if missing:
-        raise AbiError(f"{where}: built for target {name}, but this CPU lacks {', '.join(missing)}; recompile with "
-                       "--target matching this machine")
 
 
 def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False, trusted_keys=None) -> Model:

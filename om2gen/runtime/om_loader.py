@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import ArchiveError, RuntimeFailure
-from ..formats import integrity
-from ..formats.om import reader, signature
+from ..formats.om import integrity, reader, signature
 from ..formats.om.container import read_om
 from ..native import ffi, lib, string
-from ..so_in_om import info
+from ..so_in_om import info, loading
+from ..toolchain import targets
 from .tables import Tables
 
 
@@ -43,8 +43,7 @@ class OmResources:
 def _target(om_model, where: str) -> None:
     """The OM's soc_version names the om2gen target it was built for; it must run here."""
     target = reader.target_of(om_model.model_def, where)
-    from .model import check_target
-    check_target(where, target.name, target.arch, target.isa_features)
+    targets.check_runs_here(where, target.name, target.arch, target.isa_features)
 
 
 def load_om(model, image, clock, trusted_keys=None) -> None:
@@ -73,7 +72,7 @@ def load_om(model, image, clock, trusted_keys=None) -> None:
     # custom-op libraries register into registries of their own (so_loader)
     info.check_flag(parsed.so_bins, parsed.model_def, where)
     integrity.check_so_bins(parsed.model_def, parsed.so_bins, where)
-    model._sos = info.load_packed(parsed.so_bins, where)
+    model._sos = loading.load_packed(parsed.so_bins, where)
     libraries = model._sos.custom_by_name
     for c, so_name in zip(program.custom_ops, parsed.custom_op_refs):
         if so_name not in libraries:

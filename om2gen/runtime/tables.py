@@ -10,8 +10,8 @@ from __future__ import annotations
 import struct
 
 from ..ir import dtypes
+from ..ir.program import Program
 from ..ir.tasks import ArgKind
-from ..lower.program import Program
 from ..native import ffi
 
 _KIND = {ArgKind.INPUT: 0, ArgKind.OUTPUT: 1, ArgKind.WORKSPACE: 2, ArgKind.CONSTANT: 7}

@@ -11,8 +11,8 @@ kinds of packed SO, and the load-side entry points.
 - ``KINDS``: one row per SoBinType -- the op-package directory it is collected from, the
   exported symbol prefixes through which such a .so declares the op types it serves, and its
   load-time consumer (om2gen/so_in_om/providers.py collects, om2gen/so_in_om/loading.py consumes).
-- ``load_packed(bins, where)``: hands packed SOs to their consumers; ``bins_from_archive`` and
-  ``bins_from_model_def`` read them from an OM2 archive or an OM file.
+- ``bins_from_archive`` and ``bins_from_model_def`` read the packed SOs from an OM2 archive or
+  an OM file; so_in_om/loading.py ``load_packed`` hands them to their consumers.
 """
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ import platform
 from dataclasses import asdict, dataclass
 
 from ..errors import AbiError, ArchiveError
-from ..formats import integrity
+from ..formats import op_so_store
+from ..formats.om2 import integrity
+from ..formats.om.model_def_attrs import flag_from_model_def, model_def_attr
+from ..formats.op_so_store import OpSoBin, SoBinType
 from ..version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION, __version__
-from . import op_so_store
-from .op_so_store import OpSoBin, SoBinType
 
 OVERRIDE_PY = "allow_platform_mismatch=True"
 OVERRIDE_CLI = "--allow-platform-mismatch"
@@ -44,6 +45,10 @@ class SoInOmInfo:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def model_def_attrs(self) -> dict[str, str]:
+        """The MODEL_DEF attrs a classic .om records it in (MODEL_DEF_ATTRS)."""
+        return {key: getattr(self, field) for field, key in MODEL_DEF_ATTRS.items()}
 
     @classmethod
     def from_json(cls, value, where: str) -> SoInOmInfo:
@@ -116,36 +121,6 @@ def check(recorded: SoInOmInfo | None, where: str, allow_mismatch: bool = False)
     return diffs
 
 
-# ge.proto.AttrDef's value kinds (its oneof "value"), as error messages name them
-_ATTR_KINDS = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "bt": "bytes", "list": "a list",
-               "func": "a function", "td": "a tensor description", "t": "a tensor", "g": "a graph",
-               "list_list_int": "a list of int lists", "list_list_float": "a list of float lists",
-               "dt": "a data type", "expression": "an expression"}
-
-
-def attr_kind(attr) -> str:
-    """What a ge.proto.AttrDef holds, for messages: "a string (s)", "empty (no value)"."""
-    which = attr.WhichOneof("value")
-    return f"{_ATTR_KINDS.get(which, 'a ' + str(which))} ({which})" if which else "empty (no value)"
-
-
-def model_def_attr(model_def, key: str, kind: str, where: str):
-    """The value of MODEL_DEF attr `key` (present), which must be of `kind` ("s", "i"): any other
-    kind is a corrupt model, an ArchiveError naming the attr and what it holds."""
-    a = model_def.attr[key]
-    if a.WhichOneof("value") != kind:
-        raise ArchiveError(f"{where}: MODEL_DEF attr {key} is {attr_kind(a)}, not {_ATTR_KINDS[kind]} ({kind}); "
-                           f"the model is corrupt")
-    return getattr(a, kind)
-
-
-def flag_from_model_def(model_def, where: str) -> int:
-    """MODEL_DEF's so_in_om_flag: 0 if absent, else it must be an int attr (types_of checks its bits)."""
-    if "so_in_om_flag" not in model_def.attr:
-        return 0
-    return model_def_attr(model_def, "so_in_om_flag", "i", where)
-
-
 def from_model_def(model_def, where: str) -> SoInOmInfo | None:
     """The SoInOmInfo in a ge.proto.ModelDef's attrs; None if it records none (a GE-written OM
     without SOs, for example). Partially present or non-string attrs are corrupt."""
@@ -181,7 +156,6 @@ KINDS = {k.bin_type: k for k in (
            "the model's custom-op registry (REG_AUTO_MAPPING_OP registrations of the library)"),
 )}
 GUARD_CHECK = "guard_check.so"       # GE's name for the autofuse guard-check library
-GUARD_CHECK_SYMBOL = "Om2GuardCheck"
 
 
 def served_op_types(bin_type: SoBinType, exported) -> set[str]:
@@ -196,14 +170,6 @@ def host_library_suffix(os_name: str, arch: str) -> str:
 
 
 # --- load side ----------------------------------------------------------------------------------
-
-def load_packed(bins: list[OpSoBin], where: str):
-    """ELF-checks every packed SO against this machine and hands each to its consumer (memfd
-    loads, never from disk). Returns a so_loader.PackedSos: use ``.activated()`` around the
-    model's load (its custom-op scope) and ``.close()`` with the model."""
-    from . import loading
-    return loading.load_packed(bins, where)
-
 
 def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
     """The SOs an OM2 archive packs: the OpSoStore in data/so_bins/ (digest-checked), whose

@@ -32,9 +32,9 @@ import threading
 from dataclasses import dataclass, field
 
 from ..errors import AbiError, RuntimeFailure
+from ..formats.op_so_store import OpSoBin, SoBinType
 from . import elf_checks
 from .info import GUARD_CHECK, host_library_suffix, host_os, served_op_types
-from .op_so_store import OpSoBin, SoBinType
 
 BUILT_IN_MARK = "built-in"
 

@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CompileError
-from . import elf_checks, op_so_store
+from ..formats import op_so_store
+from ..formats.op_so_store import OpSoBin, SoBinType
+from . import elf_checks
 from .custom_libraries import REGISTER_SYMBOL, unique
 from .info import GUARD_CHECK, KINDS, host_library_suffix, served_op_types
-from .op_so_store import OpSoBin, SoBinType
 
 ENV_OPP = "OM2GEN_OPP_PATH"
 BUILT_IN = "built-in"
@@ -99,7 +100,7 @@ def provider(cls):
 def graph_op_types(graph) -> frozenset[str]:
     """Every op type of an ir.Graph, If/Loop regions included: what the model is made of, taken
     before fusion passes replace groups of nodes by om2gen's own fused op types."""
-    from ..ops.control import REGIONS
+    from ..ir.graph import REGIONS
     found, todo = set(), list(graph.nodes)
     while todo:
         node = todo.pop()

@@ -75,3 +75,11 @@ def missing_features(arch: str, features) -> list[str]:
     if arch != host_arch():
         return [f"arch {arch} (this machine is {host_arch()})"]
     return sorted(set(features) - host_features())
+
+
+def check_runs_here(where: str, name, arch: str, isa_features) -> None:
+    """A model's target CPU must be this one (or a subset of its ISA); else an AbiError."""
+    missing = missing_features(arch, isa_features)
+    if missing:
+        raise AbiError(f"{where}: built for target {name}, but this CPU lacks {', '.join(missing)}; recompile with "
+                       "--target matching this machine")

@@ -437,7 +437,7 @@ def test_an_om_digest_attr_renamed_by_one_byte_is_refused(mlp, tmp_path):
     """Fuzz case om-7224 (seed 2): one of eight flipped bytes made `_om2gen_partition_blake3`
     `[om2gen_partition_blake3`; with no digests recorded the loader skipped the check, and the
     flips in WEIGHTS_DATA and TBE_KERNELS ran (a wrong result). The digests are required now."""
-    from om2gen.formats import integrity
+    from om2gen.formats.om import integrity
     data = bytearray(mlp["om"].read_bytes())
     data[data.index(integrity.PARTITION_BLAKE3.encode())] = ord("[")
     weights = read_om(bytes(data)).partition(PT.WEIGHTS_DATA)

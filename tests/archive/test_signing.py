@@ -13,6 +13,7 @@ from onnx import helper
 import om2gen
 from om2gen.cli.entry import main
 from om2gen.formats.om2 import layout, signing
+from om2gen.formats.sign import sign
 
 FEEDS = {"x": rand(2, 8, seed=4)}
 
@@ -93,19 +94,19 @@ def test_a_change_after_signing_is_refused_before_any_code_is_mapped(signed, tmp
     assert verified == []
     # the tamperer's own signature added: the trusted signer's still does not match
     resigned = tmp_path / "resigned.om2"
-    signing.sign(bad, signed["mallory_private"], resigned)
+    sign(bad, signed["mallory_private"], resigned)
     with pytest.raises(om2gen.ArchiveError, match="by trusted key .* does not match the manifest"):
         om2gen.load(resigned, trusted_keys=[signed["alice"]])
     # ... or in place of it: signed by an untrusted key only
     del e[layout.SIGNATURE]
-    signing.sign(_write(tmp_path / "stripped.om2", e), signed["mallory_private"], resigned)
+    sign(_write(tmp_path / "stripped.om2", e), signed["mallory_private"], resigned)
     with pytest.raises(om2gen.ArchiveError, match="none of them trusted"):
         om2gen.load(resigned, trusted_keys=[signed["alice"]])
 
 
 def test_two_signers(signed, tmp_path):
     both = tmp_path / "both.om2"
-    signing.sign(signed["signed"], signed["mallory_private"], both)
+    sign(signed["signed"], signed["mallory_private"], both)
     for key in ("alice", "mallory"):
         with om2gen.load(both, trusted_keys=[signed[key]]) as m:
             assert m.signed_by == signing.key_id(signing.public_key_bytes(signed[key]))
@@ -191,7 +192,7 @@ def test_signing_an_om_appends_to_model_def_only_and_is_deterministic(signed, om
     assert main(["sign", str(om["plain"]), "--key", str(signed["alice_private"]), "-o", str(again)]) == 0
     assert again.read_bytes() == om["signed"].read_bytes()
     # alice signing again replaces her signature: the same bytes
-    signing.sign(om["signed"], signed["alice_private"], again)
+    sign(om["signed"], signed["alice_private"], again)
     assert again.read_bytes() == om["signed"].read_bytes()
 
 
@@ -203,7 +204,7 @@ def test_an_om_unsigned_or_signed_by_an_untrusted_key_is_refused(signed, om):
 
 
 def test_two_signers_of_an_om(signed, om, tmp_path):
-    both = signing.sign(om["signed"], signed["mallory_private"], tmp_path / "both.om")
+    both = sign(om["signed"], signed["mallory_private"], tmp_path / "both.om")
     for key in ("alice", "mallory"):
         with om2gen.load(both, trusted_keys=[signed[key]]) as m:
             assert m.signed_by == signing.key_id(signing.public_key_bytes(signed[key]))

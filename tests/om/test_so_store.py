@@ -6,8 +6,8 @@ import struct
 import pytest
 
 from om2gen.errors import ArchiveError
-from om2gen.so_in_om import op_so_store
-from om2gen.so_in_om.op_so_store import CustomOpKernel, OpSoBin, SoBinType
+from om2gen.formats import op_so_store
+from om2gen.formats.op_so_store import CustomOpKernel, OpSoBin, SoBinType
 
 T = SoBinType
 

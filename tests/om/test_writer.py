@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 import om2gen
+from om2gen.formats import op_so_store
 from om2gen.formats.om import kernel_store, proto
 from om2gen.formats.om2 import layout as om2_layout
 from om2gen.formats.om.container import read_om
 from om2gen.formats.om.layout import ModelPartitionType as PT
 from om2gen.ir.tasks import ModelTaskType
-from om2gen.so_in_om import op_so_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"

@@ -1,4 +1,4 @@
-"""Integrity at load (om2gen/formats/integrity.py): the size and hash in entry names are checked against
+"""Integrity at load (om2gen/formats/om2/integrity.py): the size and hash in entry names are checked against
 the bytes (a renamed entry, or bytes replaced with the manifest digest recomputed but not the
 name, is an ArchiveError naming the entry), and a classic .om's SO_BINS items against the sha256
 MODEL_DEF records for each, before any is loaded. A packed library's ELF check runs once per
@@ -17,14 +17,13 @@ from sobuild import archive_bytes, archive_json, model, rewrite_archive, twin_so
 import om2gen
 from om2gen.cli.convert import convert
 from om2gen.errors import AbiError, ArchiveError
-from om2gen.formats import integrity
-from om2gen.formats.om import proto
+from om2gen.formats import op_so_store
+from om2gen.formats.om import integrity, proto
 from om2gen.formats.om2 import layout
 from om2gen.formats.om.container import Partition, read_om, write_om
 from om2gen.formats.om.layout import ModelPartitionType as PT
 from om2gen.so_in_om import custom_libraries, elf_checks
 from om2gen.so_in_om import loading as so_loader
-from om2gen.so_in_om import op_so_store
 
 pytestmark = pytest.mark.needs_cc
 META = "data/model_0/model_meta.json"

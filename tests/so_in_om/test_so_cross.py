@@ -12,12 +12,13 @@ from sobuild import CROSS_CC, CROSS_CXX, HOST, archive_bytes, archive_json, kind
 
 import om2gen
 from om2gen.errors import AbiError, CompileError
+from om2gen.formats import op_so_store
 from om2gen.formats.om import proto
 from om2gen.formats.om2 import layout
 from om2gen.formats.om.container import read_om
 from om2gen.formats.om.layout import ModelPartitionType as PT
-from om2gen.so_in_om import op_so_store, providers
-from om2gen.so_in_om.op_so_store import SoBinType as T
+from om2gen.formats.op_so_store import SoBinType as T
+from om2gen.so_in_om import providers
 
 pytestmark = [pytest.mark.needs_cc, pytest.mark.skipif(HOST == "aarch64", reason="this machine is aarch64")]
 

@@ -11,13 +11,13 @@ from sobuild import HOST, call_int, model, registering_so, rewrite_archive, twin
 
 import om2gen
 from om2gen.errors import RuntimeFailure
-from om2gen.formats import integrity
-from om2gen.formats.om import proto
+from om2gen.formats import op_so_store
+from om2gen.formats.om import integrity, proto
 from om2gen.formats.om.container import Partition, read_om, write_om
 from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.formats.op_so_store import OpSoBin, SoBinType
 from om2gen.native import ffi, lib
-from om2gen.so_in_om import custom_libraries, info, op_so_store
-from om2gen.so_in_om.op_so_store import OpSoBin, SoBinType
+from om2gen.so_in_om import custom_libraries, info, loading
 
 pytestmark = pytest.mark.needs_cc
 
@@ -73,7 +73,7 @@ def test_other_packed_sos_register_only_into_a_registry_of_their_own(registering
     registry, never in the process one, and go with it when it is released (before, they stayed
     in the process registry and pointed into unloaded code)."""
     suffix = info.host_library_suffix(info.host_os(), HOST)
-    packed = info.load_packed([
+    packed = loading.load_packed([
         OpSoBin(f"libreg{suffix}", "vendors/acme", SoBinType.kSpaceRegistry, registering["space"]),
         OpSoBin("libreg_master.so", "vendors/acme", SoBinType.kOpMasterDevice, registering["master"]),
         OpSoBin("libreg_fused.so", "vendors/acme", SoBinType.kAutofuse, registering["fused"])], "m.om")

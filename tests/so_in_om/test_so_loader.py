@@ -7,8 +7,9 @@ import pytest
 from sobuild import HOST, call_int, kind_so, mapping_of, twin_so
 
 from om2gen.errors import AbiError, ArchiveError
-from om2gen.so_in_om import info, loading, op_so_store
-from om2gen.so_in_om.op_so_store import OpSoBin, SoBinType
+from om2gen.formats import op_so_store
+from om2gen.formats.op_so_store import OpSoBin, SoBinType
+from om2gen.so_in_om import info, loading
 
 pytestmark = pytest.mark.needs_cc
 SUFFIX = info.host_library_suffix(info.host_os(), HOST)
@@ -46,7 +47,7 @@ def nothing_leaks():
 
 
 def test_each_type_reaches_its_consumer_from_a_memfd(libs):
-    packed = info.load_packed(all_four(libs), "model.om2")
+    packed = loading.load_packed(all_four(libs), "model.om2")
     try:
         # kSpaceRegistry: host infer-shape/tiling functions by op type; its constructor ran
         tiling = packed.space_registry.function("Relu")
@@ -77,10 +78,10 @@ def test_each_type_reaches_its_consumer_from_a_memfd(libs):
 
 
 def test_op_master_dedup_built_in_by_name_custom_by_content(libs):
-    first = info.load_packed([
+    first = loading.load_packed([
         OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master"]),
         OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice, libs["master"])], "a.om")
-    second = info.load_packed([
+    second = loading.load_packed([
         # same built-in name, other bytes: the first loaded wins (GE: name + version identify it)
         OpSoBin("Ascend-V1-libopmaster.so", "built-in", SoBinType.kOpMasterDevice, libs["master2"]),
         # other vendor and name, same bytes: reuses the loaded one
@@ -94,7 +95,7 @@ def test_op_master_dedup_built_in_by_name_custom_by_content(libs):
         first.close()
         assert loading.op_master_loaded()["built-in"] == ["Ascend-V1-libopmaster.so"]   # still leased by b
         # different content under a custom vendor: a second library
-        third = info.load_packed([OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice,
+        third = loading.load_packed([OpSoBin("libcust_master.so", "vendors/cust-0", SoBinType.kOpMasterDevice,
                                               libs["master2"])], "c.om")
         assert len(loading.op_master_loaded()["custom"]) == 2
         third.close()
@@ -107,7 +108,7 @@ def test_custom_op_master_unique_names_never_collide_after_a_release(libs):
     """GE's <n>_vendors_<vendor>_<so>: n counts every SO ever loaded, so a release cannot make a
     new SO reuse the name of a live one (n from the live count did: B and C both got 1_...)."""
     def load(data, where):
-        return info.load_packed([OpSoBin("libtiling.so", "vendors/acme", SoBinType.kOpMasterDevice, data)], where)
+        return loading.load_packed([OpSoBin("libtiling.so", "vendors/acme", SoBinType.kOpMasterDevice, data)], where)
     a = load(libs["master"], "a.om")
     b = load(libs["master2"], "b.om")
     a.close()
@@ -126,8 +127,8 @@ def test_custom_op_master_unique_names_never_collide_after_a_release(libs):
 
 def test_space_registry_shared_by_content_and_released_with_the_last_model(libs):
     bins = [OpSoBin(f"libophost{SUFFIX}", "built-in", SoBinType.kSpaceRegistry, libs["space"])]
-    a = info.load_packed(bins, "a.om2")
-    b = info.load_packed(bins, "b.om2")
+    a = loading.load_packed(bins, "a.om2")
+    b = loading.load_packed(bins, "b.om2")
     assert a.space_registry.libraries[0] is b.space_registry.libraries[0]
     assert a.space_registry.libraries[0].refs == 2
     a.close()
@@ -141,7 +142,7 @@ def test_space_registry_for_another_platform_is_refused(libs):
     bins = [OpSoBin(f"libophost_{other}.so", "built-in", SoBinType.kSpaceRegistry, libs["space"])]
     with pytest.raises(AbiError, match=f"libophost_{other}.so is host code for another platform; this machine "
                                        f"needs \\*{SUFFIX}"):
-        info.load_packed(bins, "m.om")
+        loading.load_packed(bins, "m.om")
 
 
 def test_wrong_sos_are_typed_errors_and_release_what_was_loaded(libs):
@@ -154,11 +155,11 @@ def test_wrong_sos_are_typed_errors_and_release_what_was_loaded(libs):
     ]
     for bad, error, pattern in cases:
         with pytest.raises(error, match=f"m.om: packed kAutofuse built-in/lib.*{pattern}"):
-            info.load_packed(good + [bad], "m.om")
+            loading.load_packed(good + [bad], "m.om")
         assert loading.op_master_loaded()["built-in"] == []   # checked before anything loads
     # a consumer failing half-way releases the earlier leases
     with pytest.raises(AbiError, match="host code for another platform"):
-        info.load_packed(good + [OpSoBin("libophost.so", "", SoBinType.kSpaceRegistry, libs["space"])], "m.om")
+        loading.load_packed(good + [OpSoBin("libophost.so", "", SoBinType.kSpaceRegistry, libs["space"])], "m.om")
 
 
 def test_unknown_so_bin_type_in_a_store_is_an_archive_error(libs):

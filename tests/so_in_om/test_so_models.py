@@ -15,15 +15,15 @@ from sobuild import HOST, archive_bytes, archive_json, call_int, kind_so, model,
 import om2gen
 from om2gen.cli.inspect import inspect_archive, render_text
 from om2gen.errors import AbiError, ArchiveError, CompileError
+from om2gen.formats import op_so_store as so_store
 from om2gen.formats.om import proto
 from om2gen.formats.om2 import layout
 from om2gen.formats.om.container import read_om
 from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.formats.op_so_store import SoBinType as T
 from om2gen.so_in_om import info
 from om2gen.so_in_om import loading as so_loader
-from om2gen.so_in_om import op_so_store as so_store
 from om2gen.so_in_om import providers
-from om2gen.so_in_om.op_so_store import SoBinType as T
 from om2gen.toolchain import targets
 
 pytestmark = pytest.mark.needs_cc

@@ -12,7 +12,7 @@ from sobuild import HOST, archive_json, edit_manifest, model
 import om2gen
 from om2gen.cli import main
 from om2gen.errors import AbiError, ArchiveError
-from om2gen.formats.om import proto
+from om2gen.formats.om import model_def_attrs, proto
 from om2gen.formats.om.container import Partition, read_om, write_om
 from om2gen.formats.om.layout import ModelPartitionType as PT
 from om2gen.so_in_om import info as so_in_om
@@ -87,7 +87,7 @@ KINDS = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "bt": "b
 def test_so_in_om_flag_of_another_kind_is_an_archive_error(kind):
     """Not read as 0 (which hid the packed SOs' declaration): a corrupt model naming the attr and its kind."""
     md = proto.ModelDef()
-    assert so_in_om.flag_from_model_def(md, "m.om") == 0
+    assert model_def_attrs.flag_from_model_def(md, "m.om") == 0
     set_kind(md.attr["so_in_om_flag"], kind)
     with pytest.raises(ArchiveError, match=f"m.om: MODEL_DEF attr so_in_om_flag is {KINDS[kind]} .{kind}., not an "
                                            f"int .i.; the model is corrupt"):

@@ -9,13 +9,13 @@ from google.protobuf.message import DecodeError
 from ...errors import ArchiveError
 from ...ir import dtypes
 from ...ir.tasks import CcKernelType, ModelTaskType
-from ...so_in_om import op_so_store
-from ...so_in_om.info import flag_from_model_def
+from .. import op_so_store
 from . import kernel_store, proto
 from .container import read_om
 from .layout import HEADER_FIELDS
 from .layout import ModelPartitionType as PT
 from .layout import table_size
+from .model_def_attrs import flag_from_model_def
 
 _GE_PROTO_NAMES = {d.ge_proto: d.name for d in dtypes.BY_NAME.values()}
 

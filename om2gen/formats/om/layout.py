@@ -148,11 +148,3 @@ class ModelPartitionType(IntEnum):
     BUNDLE_MODEL_INFO = (24, False, "bundle sub-OM")
     BUNDLE_MODEL_VAR_INFO = (25, False, "bundle variable size (uint64)")
     CUSTOM_OPS = (26, True, "CustomKernelItemHeader items (KCSK)")
-
-
-def partition_type_name(value: int) -> str:
-    """The GE name of a partition type number, or "unknown type <n>"."""
-    try:
-        return ModelPartitionType(value).name
-    except ValueError:
-        return f"unknown type {value}"

@@ -25,12 +25,11 @@ import numpy as np
 
 from ...errors import ArchiveError
 from ...ir import dtypes
+from ...ir.dtypes import OMITTED
+from ...ir.program import ArgRef, Constant, IoDesc, Kernel, Program, Task
 from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
-from ...lower.program import ArgRef, Constant, IoDesc, Kernel, Program, Task
-from ...ops.custom import OMITTED
-from ...so_in_om import op_so_store
-from .. import integrity
-from . import kernel_store, proto
+from .. import op_so_store
+from . import integrity, kernel_store, proto
 from .container import OmFile
 from .layout import ModelPartitionType as PT
 

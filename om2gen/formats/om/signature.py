@@ -34,9 +34,8 @@ import json
 from pathlib import Path
 
 from ...errors import ArchiveError
-from .. import integrity
 from ..om2 import signing
-from . import proto
+from . import integrity, proto
 from .container import OmFile, Partition, read_om, write_om
 from .layout import ModelPartitionType as PT
 

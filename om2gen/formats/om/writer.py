@@ -18,10 +18,9 @@ from pathlib import Path
 
 from ...ir import dtypes
 from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType
-from ...so_in_om import info, op_so_store
 from ...version import GENERATOR
-from .. import integrity
-from . import kernel_store, proto
+from .. import op_so_store
+from . import integrity, kernel_store, proto
 from .container import Partition, write_om
 from .layout import ModelPartitionType as PT
 
@@ -259,12 +258,10 @@ def _fill_addresses(op, task, mem: MemoryPlan) -> None:
 # ---------------------------------------------------------------------------------------------
 # the OM
 
-def om_partitions(program, graph_json: dict, target, so_pack=None) -> tuple[list[Partition], dict]:
+def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple[list[Partition], dict]:
     """The partitions (in table order) and the header fields of the OM of `program`. `so_pack`
-    (so_providers.SoPack): the shared objects the model packs; None asks the SO providers."""
-    if so_pack is None:
-        from ...so_in_om.providers import pack
-        so_pack = pack(program, target)
+    (so_in_om.providers.SoPack): the shared objects the model packs; `platform`: the
+    so_in_om.info.SoInOmInfo to record (MODEL_DEF attrs host_env_cpu, host_env_os, ...)."""
     mem = MemoryPlan(program)
     gb = _GraphBuilder(program, graph_json, mem)
     gb.build()
@@ -341,8 +338,8 @@ def om_partitions(program, graph_json: dict, target, so_pack=None) -> tuple[list
     for k, v in attrs.items():
         md.attr[k].CopyFrom(_a_i(v))
     md.attr["soc_version"].CopyFrom(_a_s(target.name))
-    for field, key in info.MODEL_DEF_ATTRS.items():   # SoInOmInfo (compiler_version = GENERATOR)
-        md.attr[key].CopyFrom(_a_s(getattr(info.info(target), field)))
+    for key, value in platform.model_def_attrs().items():   # SoInOmInfo (compiler_version = GENERATOR)
+        md.attr[key].CopyFrom(_a_s(value))
     md.attr["om_info_list"].CopyFrom(_a_list_i([len(weights), len(tbe), 0, len(task_info), len(so_bins)]))
     if so_flag:
         md.attr["so_in_om_flag"].CopyFrom(_a_i(so_flag))
@@ -363,13 +360,7 @@ def om_partitions(program, graph_json: dict, target, so_pack=None) -> tuple[list
     return [p for p in parts if p.data], header
 
 
-def om_bytes(program, graph_json: dict, target, so_pack=None) -> bytes:
-    """The classic OM file of a compiled program (kernel binaries filled in)."""
-    parts, header = om_partitions(program, graph_json, target, so_pack)
-    return write_om(None, parts, **header)
-
-
-def write(path, program, graph_json: dict, target, so_pack=None) -> bytes:
+def write(path, program, graph_json: dict, target, so_pack, platform) -> bytes:
     """Write the OM atomically (container.write_om) and return its bytes."""
-    parts, header = om_partitions(program, graph_json, target, so_pack)
+    parts, header = om_partitions(program, graph_json, target, so_pack, platform)
     return write_om(Path(path), parts, **header)

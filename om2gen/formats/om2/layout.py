@@ -32,7 +32,7 @@ DATA = "data/"
 CONSTANTS_DIR = "data/constants/"
 CUSTOM_OPS_DIR = "data/custom_ops/"
 SO_BINS_DIR = "data/so_bins/"
-# The OpSoStore of every shared object the model packs (om2gen/so_in_om/op_so_store.py): byte-identical
+# The OpSoStore of every shared object the model packs (om2gen/formats/op_so_store.py): byte-identical
 # to the classic OM's SO_BINS partition. Written only when the model packs SOs.
 SO_STORE = f"{SO_BINS_DIR}op_so_store.bin"
 
@@ -148,11 +148,6 @@ def is_mapped(name: str) -> bool:
 def is_stored(name: str) -> bool:
     return (is_mapped(name) or name in (MANIFEST, SIGNATURE) or name.endswith("/model_meta.json")
             or (name.startswith(CONSTANTS_DIR) and name.endswith("_constants_config.json")))
-
-
-# Entries the executor hashes before it trusts them (code it will dlopen or execute).
-def is_code(name: str) -> bool:
-    return name.endswith((".so", ".o")) or name.startswith(SO_BINS_DIR)
 
 
 # --- entry names ------------------------------------------------------------------------------

@@ -24,10 +24,10 @@ from pathlib import Path
 import blake3
 
 from ...errors import ArchiveError
+from .. import OM2_MAGIC, OM_MAGIC
 from .. import image as image_mod
 from . import layout, schema, zipdir
 
-ZIP_MAGIC = b"PK\x03\x04"
 MAX_JSON = 64 << 20         # manifest.json / model_meta.json larger than this are refused
 MAX_INFLATED = 1 << 30      # a DEFLATED entry read through read() inflates to at most this
 _PARALLEL_DIGEST = 1 << 20  # entries from this size on are hashed on several threads
@@ -118,9 +118,8 @@ class Archive:
         head = bytes(self._map[:4])
         if len(head) < 4:
             raise ArchiveError(f"{self.path}: {len(head)} bytes is too short to be an OM2 archive")
-        if head != ZIP_MAGIC:
-            from ..om import layout as om_layout
-            if head == om_layout.MAGIC.to_bytes(4, "little"):
+        if head != OM2_MAGIC:
+            if head == OM_MAGIC:
                 raise ArchiveError(f"{self.path}: a classic OM file, not an OM2 archive; om2gen.load and "
                                    "`om2gen run` take either (they decide by content), `om2gen convert` turns it "
                                    "into an OM2 archive")

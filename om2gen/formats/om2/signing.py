@@ -20,7 +20,6 @@ Classic .om files are signed with the same keys, documents and checks (`_verify`
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -163,7 +162,7 @@ def check(archive, keys: list[bytes]) -> str:
     return _verify(doc, FORMAT, bytes(archive.view(layout.MANIFEST)), keys, where, "the manifest", "archive")
 
 
-def _private_key(path):
+def private_key(path):
     serialization, ed25519 = _ed25519()
     try:
         data = Path(path).read_bytes()
@@ -179,30 +178,18 @@ def _private_key(path):
     return key
 
 
-def sign(path, key_path, output=None) -> Path:
-    """Adds a signature by the private key at `key_path` to the .om2 archive or classic .om file
-    at `path` (written to `output`, default in place, atomically). Signing twice with one key
-    keeps one signature."""
+def sign_archive(path: Path, key, output: Path) -> Path:
+    """Adds a signature by `key` (private_key()) to the .om2 archive at `path`, written to
+    `output` atomically. Signing twice with one key keeps one signature."""
     from . import writer
     from .reader import Archive
-    path = Path(path)
-    key = _private_key(key_path)
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror})") from None
-    if magic == b"IMOD":   # a classic .om (formats/om/signature.py)
-        from ..om import signature
-        return signature.sign(path, key, Path(output) if output else path)
     with Archive(path) as a:
         manifest = bytes(a.view(layout.MANIFEST))
         old = a.read_json(layout.SIGNATURE) if layout.SIGNATURE in a.names() else None
         entries = [writer.Entry(n, a.read(n)) for n in a.names() if n != layout.SIGNATURE]
     entries.append(writer.Entry(layout.SIGNATURE, writer.json_bytes(_signed_doc(old, key, manifest, FORMAT))))
-    out = Path(output) if output else path
-    writer.write(out, entries)
-    return out
+    writer.write(output, entries)
+    return output
 
 
 def keygen(path) -> tuple[Path, Path]:

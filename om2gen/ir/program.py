@@ -6,10 +6,11 @@ render it only arrange text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+from .tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 
 
 @dataclass
@@ -145,3 +146,13 @@ class Program:
     label_lists: list[list[int]] = field(default_factory=list)
     custom_ops: list = field(default_factory=list)        # [{op_type, bin_name, blob, library, descs}]
     source_format: str = "ONNX"                            # what source_digest is the digest of
+
+
+@dataclass
+class LowerContext:
+    """What lowering (and the passes that ask an op how it would lower) know besides the graph.
+    render_kernel turns a KernelCall into its Kernel (codegen.kernels.render, which the pipeline
+    passes in: lowering decides what to run, code generation writes it)."""
+    target: object          # toolchain.targets.Target
+    generator: str
+    render_kernel: Callable[["KernelCall", "LowerContext"], "Kernel"] | None = None
