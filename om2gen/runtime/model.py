@@ -43,7 +43,7 @@ from ..so_in_om import loading as so_loading
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 from . import libraries as model_libraries
-from .om_loader import load_om
+from . import om_loader
 
 _ERR_LEN = 1024
 
@@ -211,7 +211,7 @@ class Model:
                 if self.format == "om2":
                     self._load_om2(source, clock, given, keys)
                 else:
-                    load_om(self, given, clock, keys)
+                    self._load_om(given, clock, keys)
             finally:
                 lib.om2rtSetIssueThreadCount(previous)
             self._prepare_run()
@@ -297,6 +297,16 @@ class Model:
         self._keep.append(blob_buf)   # the constants must outlive the model
         self._native_load(lambda cfg, out: lib.om2x_model_load(self._ep, cfg, out), bins, blob_buf, clock, libraries)
         memo[key] = checked
+
+    # ---- loading a classic OM file (runtime/om_loader.py reads and places it) ----
+    def _load_om(self, image, clock, trusted_keys=None):
+        om = self._om = om_loader.read(image, self.path, clock, trusted_keys, self.allow_platform_mismatch)
+        self.signed_by = om.signed_by
+        self._meta = {"name": om.name, "format": "om"}
+        self._set_io(om.inputs, om.outputs)
+        self._ep = om.entry_points
+        self._sos, om.sos = om.sos, None   # the model's packed shared objects, as for an OM2 archive
+        self._native_load(om.load, om.bins, om.weights, clock, om.custom_libraries)
 
     # ---- the native half, common to both formats ----
     def _native_load(self, load, bins, constants_ptr, clock, custom_libraries=()):

@@ -11,6 +11,7 @@ load-and-run code every OM2 model library carries — registers, captures and ru
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from ..errors import ArchiveError, RuntimeFailure
 from ..formats.om import integrity, reader, signature
@@ -21,20 +22,35 @@ from ..toolchain import targets
 from .tables import Tables
 
 
-class OmResources:
-    """What a loaded OM keeps until its model is unloaded: the file's private copy
-    (formats/image.py), the weights in device memory and the task tables."""
+@dataclass
+class LoadedOm:
+    """An OM file read and placed, ready for GertModelLoad: what the Model takes over. close()
+    releases, after the model is unloaded, the weights in device memory, the task tables, the
+    packed shared objects and the file's private copy (formats/image.py)."""
+    name: str
+    inputs: list[dict]             # {"name", "dtype", "shape"}, as model_meta.json describes them
+    outputs: list[dict]
+    signed_by: str | None          # the key id of the trusted signature a signed load checked
+    bins: list[tuple]              # (file name, bytes, sha256) of the kernels, then the custom-op blobs
+    entry_points: object           # Om2xEntryPoints * of the table-driven load-and-run code
+    image: object = None
+    weights: object = None         # device memory (aclrtMalloc)
+    tables: Tables | None = None
+    sos: object = None             # so_in_om.loading.PackedSos
+    custom_libraries: tuple = ()
 
-    def __init__(self, image):
-        self.image = image
-        self.weights = None
-        self.tables = None
+    def load(self, config, handle) -> int:
+        """GertModelLoad of the table-driven model."""
+        return lib.om2x_tables_model_load(self.tables.ptr, config, handle)
 
     def close(self) -> None:
         if self.weights is not None:
             lib.aclrtFree(self.weights)
             self.weights = None
         self.tables = None
+        if self.sos is not None:   # after the unload: its instances used the packed SOs
+            self.sos.close()
+            self.sos = None
         if self.image is not None:
             self.image.close()
             self.image = None
@@ -46,38 +62,47 @@ def _target(om_model, where: str) -> None:
     targets.check_runs_here(where, target.name, target.arch, target.isa_features)
 
 
-def load_om(model, image, clock, trusted_keys=None) -> None:
-    """Fills `model` (executor.model.Model) from an OM file's private copy (formats/image.py),
-    which it takes over. trusted_keys: as for an OM2 archive (formats/om2/signing.py)."""
-    res = model._om = OmResources(image)
-    where = model.path
-    data = image.view
+def read(image, where: str, clock, trusted_keys=None, allow_platform_mismatch: bool = False) -> LoadedOm:
+    """An OM file's private copy (formats/image.py, which this takes over), checked, parsed and
+    placed. trusted_keys: as for an OM2 archive (formats/om2/signing.py). On an error, everything
+    made so far is released."""
+    om_model = LoadedOm("", [], [], None, [], ffi.new("Om2xEntryPoints *"), image=image)
     try:
-        om = read_om(data, copy=False)
+        _read(om_model, where, clock, trusted_keys, allow_platform_mismatch)
+    except BaseException:
+        om_model.close()
+        raise
+    return om_model
+
+
+def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatch: bool) -> None:
+    try:
+        om = read_om(res.image.view, copy=False)
     except ArchiveError as e:
         raise ArchiveError(str(e).replace("OM data", where, 1)) from None
     clock("parse the partition table")
     if trusted_keys is not None:   # before MODEL_DEF is parsed, anything is placed or any code mapped
-        model.signed_by = signature.check(om, trusted_keys, where)
+        res.signed_by = signature.check(om, trusted_keys, where)
         clock("check the signature")
     parsed = reader.read(om, where, clock)
-    info.check(info.from_model_def(parsed.model_def, where), where, model.allow_platform_mismatch)
+    info.check(info.from_model_def(parsed.model_def, where), where, allow_platform_mismatch)
     _target(parsed, where)
     program = parsed.program
-    model._meta = {"name": program.name, "format": "om"}
-    model._set_io([{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs],
-                  [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.outputs])
+    res.name = program.name
+    res.inputs = [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs]
+    res.outputs = [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.outputs]
 
     # SO_BINS before the model captures (the seed's order): each packed SO to its consumer;
-    # custom-op libraries register into registries of their own (so_loader)
+    # custom-op libraries register into registries of their own (so_in_om/loading.py)
     info.check_flag(parsed.so_bins, parsed.model_def, where)
     integrity.check_so_bins(parsed.model_def, parsed.so_bins, where)
-    model._sos = loading.load_packed(parsed.so_bins, where)
-    libraries = model._sos.custom_by_name
+    res.sos = loading.load_packed(parsed.so_bins, where)
+    libraries = res.sos.custom_by_name
     for c, so_name in zip(program.custom_ops, parsed.custom_op_refs):
         if so_name not in libraries:
             raise ArchiveError(f"{where}: custom operator {c['op_type']} needs {so_name!r}, which SO_BINS does not hold")
         c["library"] = libraries[so_name]
+    res.custom_libraries = tuple(res.sos.custom_libraries)
     if parsed.so_bins:
         clock("load packed shared objects")
 
@@ -95,12 +120,8 @@ def load_om(model, image, clock, trusted_keys=None) -> None:
     clock("place weights")
 
     res.tables = Tables(program)
-    model._ep = ffi.new("Om2xEntryPoints *")
-    lib.om2x_tables_entry_points(model._ep)
-    bins = [(k.file_name, k.binary, hashlib.sha256(k.binary).hexdigest()) for k in program.kernels]
-    bins += list({c["bin_name"]: (c["bin_name"], c["blob"], hashlib.sha256(c["blob"]).hexdigest())
-                  for c in program.custom_ops}.values())
+    lib.om2x_tables_entry_points(res.entry_points)
+    res.bins = [(k.file_name, k.binary, hashlib.sha256(k.binary).hexdigest()) for k in program.kernels]
+    res.bins += list({c["bin_name"]: (c["bin_name"], c["blob"], hashlib.sha256(c["blob"]).hexdigest())
+                      for c in program.custom_ops}.values())
     clock("build the model tables")
-    tables = res.tables.ptr
-    model._native_load(lambda cfg, out: lib.om2x_tables_model_load(tables, cfg, out), bins, res.weights, clock,
-                       model._sos.custom_libraries)
