@@ -5,8 +5,9 @@ import struct
 
 from ..ir.dtypes import BY_NAME
 from ..ir.program import Program
-from ..ir.tasks import ArgKind
+from ..ir.tasks import ArgKind, OpDispatchType
 from ..version import GENERATOR
+from . import literals
 from . import render as jinja
 
 _SLOT_KIND = {ArgKind.INPUT: "OM2_ARG_INPUT", ArgKind.OUTPUT: "OM2_ARG_OUTPUT",
@@ -17,6 +18,13 @@ _ACL_NAMES = {0: "ACL_FLOAT", 1: "ACL_FLOAT16", 2: "ACL_INT8", 3: "ACL_INT32", 4
 
 
 LOAD_AND_RUN = "om2_load_and_run.cpp"
+
+# Om2OpDef's fields in declaration order (runtime_abi/include/om2/om2_model_tables.h; a unit test
+# checks the two agree). The model library is C++17, where designated initializers are an
+# extension (-Wpedantic and clang's default warnings reject them), so each kOpDefs entry is a
+# block with every value named in a comment instead.
+OP_DEF_FIELDS = ("dispatch_type", "task_type", "kernel_type", "kernel", "block_dim", "args_offset", "args_size",
+                 "first_slot", "slot_num", "first_tiling", "tiling_num", "op_name", "op_type")
 
 
 def render_sources(program: Program, stem: str, arch: str, producer: str = "") -> dict[str, str]:
@@ -33,6 +41,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
                 "rank": len(d.shape), "dims_or_zero": ", ".join(map(str, d.shape)) or "0",
                 "comment": f"{d.name}: {d.dtype}[{','.join(map(str, d.shape))}] ({d.nbytes} bytes)"}
 
+    width = max(map(len, OP_DEF_FIELDS))
     tasks = []
     first_slot = first_tiling = 0
     io_slots = 0
@@ -44,14 +53,17 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
                           "offset": a.offset, "comment": name.split(": ")[0]})
             io_slots += a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
         words = list(struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling))
+        kernel_note = _kernel_note(program, t)
+        values = (f"OM2_DISPATCH_{t.dispatch_type.name}", t.task_type.name, f"CC_KERNEL_{t.kernel_type.name}",
+                  t.kernel if t.kernel >= 0 else t.label_ref, t.block_dim, t.args_offset, t.args_size,
+                  first_slot, len(t.args), first_tiling, len(words), literals.c_string(t.op_name),
+                  literals.c_string(t.op_type))
+        fields = [{"name": f"{name:<{width}}", "value": v, "note": kernel_note if name == "kernel" else ""}
+                  for name, v in zip(OP_DEF_FIELDS, values)]
         tasks.append({
-            "label": t.label, "op_name": t.op_name, "op_type": t.op_type,
+            "label": t.label, "fields": fields, "op_name": t.op_name, "op_type": t.op_type,
             "kernel_entry": program.kernels[t.kernel].entry if t.kernel >= 0 else "-",
-            "kernel": t.kernel if t.kernel >= 0 else t.label_ref, "block_dim": t.block_dim,
-            "dispatch": f"OM2_DISPATCH_{t.dispatch_type.name}",
-            "task_type": t.task_type.name, "kernel_type": f"CC_KERNEL_{t.kernel_type.name}",
-            "args_offset": t.args_offset, "args_size": t.args_size,
-            "first_slot": first_slot, "slot_num": len(t.args), "first_tiling": first_tiling, "tiling_num": len(words),
+            "block_dim": t.block_dim,
             "tiling_words": "".join(f"{w}, " for w in words) or "/* none */",
             "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
         })
@@ -72,6 +84,16 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "custom_ops": _custom_ops(program),
     }
     return jinja.render("model/tables.cpp.j2", m=m)
+
+
+def _kernel_note(program: Program, t) -> str:
+    """What an Om2OpDef's `kernel` field indexes, by dispatch type (om2_model_tables.h)."""
+    if t.kernel >= 0:
+        return program.kernels[t.kernel].entry
+    return {OpDispatchType.CUSTOM_KERNEL: f"kCustomOps[{t.label_ref}]",
+            OpDispatchType.LABEL_SET: f"label L{t.label_ref}",
+            OpDispatchType.LABEL_SWITCH_BY_INDEX: f"kLabelLists[{t.label_ref}]",
+            OpDispatchType.LABEL_GOTO_EX: f"kLabelLists[{t.label_ref}]"}.get(t.dispatch_type, "")
 
 
 def _custom_ops(program: Program) -> list[dict]:

@@ -100,9 +100,7 @@ static const int64_t kTilingData[] = {
     0,  /* end (keeps the table non-empty) */
 };
 
-/* ---- the dispatch table: one task per entry, in execution order ----
- * {dispatch type, task type, kernel type, kernel binary, block_dim, args offset, args size,
- *  first slot, slot count, first tiling word, tiling word count, node name, op type} */
+/* ---- the dispatch table: one task per entry, in execution order (Om2OpDef, every field named) ---- */
 
 static const Om2OpDef kOpDefs[7] = {
     /* k000_Conv: node "conv1" (Conv), kernel Conv_ae3ead489aa4, block_dim 4
@@ -112,23 +110,62 @@ static const Om2OpDef kOpDefs[7] = {
      *   out r1: float32[1,16,32,32]
      *   attrs nodes=['conv1', 'bn1', 'relu1'] pads=[1, 1, 1, 1]
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 0, 4, 0, 240, 0, 5, 0, 25,
-     "conv1", "Conv"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 0,  /* Conv_ae3ead489aa4 */
+        /* block_dim     */ 4,
+        /* args_offset   */ 0,
+        /* args_size     */ 240,
+        /* first_slot    */ 0,
+        /* slot_num      */ 5,
+        /* first_tiling  */ 0,
+        /* tiling_num    */ 25,
+        /* op_name       */ "conv1",
+        /* op_type       */ "Conv",
+    },
     /* k001_MaxPool: node "pool1" (MaxPool), kernel MaxPool_f8e226c3828f, block_dim 1
      *   in  r1: float32[1,16,32,32]
      *   out p1: float32[1,16,16,16]
      *   attrs kernel_shape=[2, 2] strides=[2, 2]
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 1, 1, 240, 24, 5, 2, 25, 1,
-     "pool1", "MaxPool"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 1,  /* MaxPool_f8e226c3828f */
+        /* block_dim     */ 1,
+        /* args_offset   */ 240,
+        /* args_size     */ 24,
+        /* first_slot    */ 5,
+        /* slot_num      */ 2,
+        /* first_tiling  */ 25,
+        /* tiling_num    */ 1,
+        /* op_name       */ "pool1",
+        /* op_type       */ "MaxPool",
+    },
     /* k002_Conv: node "dwconv" (Conv), kernel Conv_22d833a4fcb9, block_dim 1
      *   in  p1: float32[1,16,16,16]
      *   in  dw_w: float32[16,1,3,3] (const)
      *   out d1: float32[1,16,8,8]
      *   attrs auto_pad=SAME_UPPER group=16 kernel_shape=[3, 3] strides=[2, 2]
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 2, 1, 264, 136, 7, 4, 26, 13,
-     "dwconv", "Conv"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 2,  /* Conv_22d833a4fcb9 */
+        /* block_dim     */ 1,
+        /* args_offset   */ 264,
+        /* args_size     */ 136,
+        /* first_slot    */ 7,
+        /* slot_num      */ 4,
+        /* first_tiling  */ 26,
+        /* tiling_num    */ 13,
+        /* op_name       */ "dwconv",
+        /* op_type       */ "Conv",
+    },
     /* k003_Conv: node "pwconv" (Conv), kernel Conv_a4351b97a225, block_dim 1
      *   in  d1: float32[1,16,8,8]
      *   in  pwconv.packed_input1: float32[1,6,16,6] (const)
@@ -136,14 +173,40 @@ static const Om2OpDef kOpDefs[7] = {
      *   out r2: float32[1,32,8,8]
      *   attrs nodes=['pwconv', 'relu6']
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 3, 1, 400, 328, 11, 5, 39, 36,
-     "pwconv", "Conv"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 3,  /* Conv_a4351b97a225 */
+        /* block_dim     */ 1,
+        /* args_offset   */ 400,
+        /* args_size     */ 328,
+        /* first_slot    */ 11,
+        /* slot_num      */ 5,
+        /* first_tiling  */ 39,
+        /* tiling_num    */ 36,
+        /* op_name       */ "pwconv",
+        /* op_type       */ "Conv",
+    },
     /* k004_GlobalAveragePool: node "gap" (GlobalAveragePool), kernel GlobalAveragePool_f6efde8a3d41, block_dim 1
      *   in  r2: float32[1,32,8,8]
      *   out g: float32[1,32,1,1]
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 4, 1, 728, 24, 16, 2, 75, 1,
-     "gap", "GlobalAveragePool"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 4,  /* GlobalAveragePool_f6efde8a3d41 */
+        /* block_dim     */ 1,
+        /* args_offset   */ 728,
+        /* args_size     */ 24,
+        /* first_slot    */ 16,
+        /* slot_num      */ 2,
+        /* first_tiling  */ 75,
+        /* tiling_num    */ 1,
+        /* op_name       */ "gap",
+        /* op_type       */ "GlobalAveragePool",
+    },
     /* k005_Gemm: node "fc" (Gemm), kernel Gemm_cbb9c81189a0, block_dim 1
      *   in  f: float32[1,32]
      *   in  fc.packed_input1: float32[1,32,16] (const)
@@ -151,15 +214,41 @@ static const Om2OpDef kOpDefs[7] = {
      *   out logits: float32[1,10]
      *   attrs transB=1
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 5, 1, 752, 152, 18, 4, 76, 15,
-     "fc", "Gemm"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 5,  /* Gemm_cbb9c81189a0 */
+        /* block_dim     */ 1,
+        /* args_offset   */ 752,
+        /* args_size     */ 152,
+        /* first_slot    */ 18,
+        /* slot_num      */ 4,
+        /* first_tiling  */ 76,
+        /* tiling_num    */ 15,
+        /* op_name       */ "fc",
+        /* op_type       */ "Gemm",
+    },
     /* k006_Softmax: node "softmax" (Softmax), kernel Softmax_037eccfc6e7a, block_dim 1
      *   in  logits: float32[1,10]
      *   out probs: float32[1,10]
      *   attrs axis=1
      */
-    {OM2_DISPATCH_AICORE, MODEL_TASK_KERNEL, CC_KERNEL_TE, 6, 1, 904, 24, 22, 2, 91, 1,
-     "softmax", "Softmax"},
+    {
+        /* dispatch_type */ OM2_DISPATCH_AICORE,
+        /* task_type     */ MODEL_TASK_KERNEL,
+        /* kernel_type   */ CC_KERNEL_TE,
+        /* kernel        */ 6,  /* Softmax_037eccfc6e7a */
+        /* block_dim     */ 1,
+        /* args_offset   */ 904,
+        /* args_size     */ 24,
+        /* first_slot    */ 22,
+        /* slot_num      */ 2,
+        /* first_tiling  */ 91,
+        /* tiling_num    */ 1,
+        /* op_name       */ "softmax",
+        /* op_type       */ "Softmax",
+    },
 };
 
 /* Label lists of the switch/goto tasks (If branches): {first entry, count}. */
