@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -261,9 +262,15 @@ def task_info(program: Program) -> dict:
         "kernel": program.kernels[t.kernel].entry if t.kernel >= 0 else None,
         "label_ref": t.label_ref if t.kernel < 0 else None, "block_dim": t.block_dim, "op_name": t.op_name,
         "op_type": t.op_type, "args_format": t.args_format, "args_offset": t.args_offset, "args_size": t.args_size,
-        "args": [a.to_json() for a in t.args], "tiling": t.tiling.hex(), "inputs": t.inputs_desc,
+        "args": [a.to_json() for a in t.args], "tiling": _tiling_json(t), "inputs": t.inputs_desc,
         "outputs": t.outputs_desc, "attrs": t.attrs_desc} for i, t in enumerate(program.tasks)],
         "work_size": program.work_size, "args_size": program.args_size}
+
+
+def _tiling_json(t) -> list:
+    """A task's tiling words as [name, value] pairs, in order (the names of its kernel's TilingData)."""
+    words = struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling)
+    return [[n, w] for n, w in zip(model_cpp.tiling_names(t), words)]
 
 
 def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pack) -> Entry:

@@ -18,6 +18,15 @@ def pytest_configure(config):
     os.environ["OM2GEN_CACHE_DIR"] = str(cache)
 
 
+@pytest.fixture(scope="session")
+def sample_cnn_debug(tmp_path_factory):
+    """samples/cnn compiled once per session with --debug (read it, never change it)."""
+    import om2gen
+    path = tmp_path_factory.mktemp("sample_cnn") / "sample_cnn.om2"
+    om2gen.compile(ROOT / "samples" / "cnn" / "model.onnx", path, input_shapes={"image": (1, 3, 32, 32)}, debug=True)
+    return path
+
+
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """An empty kernel cache for tests that must see real compiles."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from ..ir.program import Kernel, KernelCall
 from ..toolchain import compiler
@@ -12,6 +13,15 @@ from . import render as jinja
 
 def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+_TILING_STRUCT = re.compile(r"typedef struct \{([^}]*)\} TilingData;")
+
+
+def tiling_fields(source: str) -> list[str]:
+    """The field names of a kernel source's TilingData (none: the kernel reads no tiling)."""
+    m = _TILING_STRUCT.search(source)
+    return re.findall(r"int64_t (\w+);", m.group(1)) if m else []
 
 
 def render(call: KernelCall, ctx) -> Kernel:
@@ -30,5 +40,8 @@ def render(call: KernelCall, ctx) -> Kernel:
     k.update(entry=entry, template=call.template, generator=GENERATOR.split()[-1])
     k.setdefault("notes", [])
     source = jinja.render(call.template, k=k)
+    fields = tiling_fields(source)
+    assert fields == list(call.tiling), \
+        f"{call.template}: TilingData declares {fields}, but the lowering of {call.name} gives {list(call.tiling)}"
     return Kernel(entry=entry, source=source, template=call.template,
                   digest=hashlib.sha256(source.encode()).hexdigest())

@@ -64,7 +64,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
             "label": t.label, "fields": fields, "op_name": t.op_name, "op_type": t.op_type,
             "kernel_entry": program.kernels[t.kernel].entry if t.kernel >= 0 else "-",
             "block_dim": t.block_dim,
-            "tiling_words": "".join(f"{w}, " for w in words) or "/* none */",
+            "tiling_rows": _tiling_rows(words, tiling_names(t)),
             "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
         })
         first_slot += len(t.args)
@@ -84,6 +84,29 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "custom_ops": _custom_ops(program),
     }
     return jinja.render("model/tables.cpp.j2", m=m)
+
+
+TILING_WORDS_PER_ROW = 6
+
+
+def tiling_names(t) -> list[str]:
+    """The names of a task's tiling words: its kernel's TilingData fields, or word<i> when the
+    task came without them (read from an OM file)."""
+    words = len(t.tiling) // 8
+    return list(t.tiling_fields) if len(t.tiling_fields) == words else [f"word{i}" for i in range(words)]
+
+
+def _tiling_rows(words: list[int], fields: list[str]) -> list[dict]:
+    """A task's tiling words, a few per row, each row with the names of its words beside it."""
+    rows = []
+    for i in range(0, len(words), TILING_WORDS_PER_ROW):
+        chunk = list(zip(fields, words))[i:i + TILING_WORDS_PER_ROW]
+        rows.append({"words": "".join(f"{w}, " for _, w in chunk),
+                     "names": " ".join(f"{n}={w}" for n, w in chunk)})
+    width = max((len(r["words"]) for r in rows), default=0)
+    for r in rows:
+        r["words"] = f"{r['words']:<{width}}"
+    return rows
 
 
 def _kernel_note(program: Program, t) -> str:

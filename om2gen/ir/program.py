@@ -22,7 +22,9 @@ class KernelCall:
     inputs: list                        # value names, or np.ndarray for constants derived at compile time
     outputs: list[str]
     block_dim: int = 1
-    tiling: list[int] = field(default_factory=list)   # int64 fields, after the address slots
+    # the int64 words after the address slots, by the names of the kernel's TilingData fields (in
+    # order): the one place those names are decided; the template's struct is checked against them
+    tiling: dict[str, int] = field(default_factory=dict)
     workspace: int = 0                  # scratch bytes the kernel needs (one region per task)
 
 
@@ -98,6 +100,8 @@ class Task:
     roles: list[str] = field(default_factory=list)   # per address slot: "i", "o" or "ws" (args_format)
     label_ref: int = -1         # LABEL_SET: the label; switch/goto: index of its label list
     slot_bytes: list[int] = field(default_factory=list)   # per address slot: bytes the kernel may touch there
+    tiling_fields: list[str] = field(default_factory=list)   # the names of the tiling words (empty: unknown,
+                                                              # e.g. a task read from an OM file)
 
     @property
     def args_size(self) -> int:

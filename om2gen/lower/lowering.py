@@ -193,13 +193,13 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             args.append(ArgRef(ArgKind.WORKSPACE, 0, offsets[f"::scratch{t}"]))
             roles.append("ws")
             slot_bytes.append(call.workspace)
-        tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling)
+        tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling.values())
         task = Task(ModelTaskType.MODEL_TASK_KERNEL, OpDispatchType.AICORE, CcKernelType.TE,
                     kernel_index[kernel.entry], call.block_dim, args, tiling, node.name, node.op_type,
                     f"k{t:03d}_{call.name}",
                     [_describe(graph, n) for n in call.inputs if n],
                     [_describe(graph, n) for n in call.outputs],
-                    _attrs_desc(node), args_offset, roles, slot_bytes=slot_bytes)
+                    _attrs_desc(node), args_offset, roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling))
         args_offset += memplan.align(task.args_size, 8)
         tasks.append(task)
 

@@ -245,7 +245,7 @@ class Conv(Op):
         work = g["OW"] * g["CG"] * g["KD"] * g["KH"] * g["KW"]
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
         return KernelCall("kernels/conv2d.c.j2", "Conv", params, inputs, [outs[0].name],
-                          block_dim=common.block_dim_for(rows, work), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})
 
     def lower_gemm(self, node, ins, outs, ctx, g, bias):
         bl = gemm_pack.blocking(ctx.target)
@@ -313,7 +313,7 @@ class Conv(Op):
                       fields=list(tiling), act=activation(node))
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
-                          tiling=list(tiling.values()), workspace=block_dim * ws * 4)
+                          tiling=tiling, workspace=block_dim * ws * 4)
 
     def lower_winograd(self, node, ins, outs, g, bias, plan, bl):
         """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now."""
@@ -330,7 +330,7 @@ class Conv(Op):
                       act=activation(node))
         block_dim = gemm_pack.block_dim(g["N"] * plan.tile_blocks * plan.k_ranges)
         return KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
-                          tiling=list(tiling.values()), workspace=block_dim * plan.ws_floats * 4)
+                          tiling=tiling, workspace=block_dim * plan.ws_floats * 4)
 
     def lower_depthwise(self, node, ins, outs, g, bias, ctx):
         """One input and one output channel per group, 2-D or 1-D (templates/kernels/dwconv.c.j2):
@@ -368,7 +368,7 @@ class Conv(Op):
         items = g["N"] * g["C"] * chunks
         block_dim = common.block_dim_for(items, rows * wq * g["KH"] * g["KW"])
         return KernelCall("kernels/dwconv.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
-                          tiling=list(tiling.values()), workspace=block_dim * ws * 4)
+                          tiling=tiling, workspace=block_dim * ws * 4)
 
     def lower_depthwise_direct(self, node, ins, outs, g, bias):
         """Depthwise on AVX-512 (templates/kernels/dwconv_direct.c.j2)."""
@@ -417,4 +417,4 @@ def direct_window_call(op_type: str, inputs: list, output: str, g: dict, *, bias
     # from one shared counter spend a good part of on the claim
     block_dim = common.block_dim_for(items, rows * g["OW"] * g["KH"] * g["KW"] // DIRECT_WINDOW_BLOCK_WORK)
     return KernelCall("kernels/dwconv_direct.c.j2", op_type, params, inputs, [output], block_dim=block_dim,
-                      tiling=list(tiling.values()))
+                      tiling=tiling)

@@ -87,4 +87,4 @@ class ConvTranspose(Op):
         work = g["W"] * g["CG"] * g["KD"] * g["KH"] * g["KW"] // max(1, g["SD"] * g["SH"]) + g["OW"]
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
         return KernelCall("kernels/conv_transpose.c.j2", "ConvTranspose", params, inputs, [outs[0].name],
-                          block_dim=common.block_dim_for(rows, work), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})

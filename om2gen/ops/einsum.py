@@ -143,4 +143,4 @@ class Einsum(Op):
             "outer": list(reversed(outer)), "red": list(reversed(red_dims)),
         }
         return KernelCall("kernels/einsum.c.j2", "Einsum", params, [v.name for v in ins], [outs[0].name],
-                          block_dim=common.block_dim_for(items, reduce * inner["size"]), tiling=[items])
+                          block_dim=common.block_dim_for(items, reduce * inner["size"]), tiling={"items": items})

@@ -56,7 +56,7 @@ def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: 
         "chunk_len": chunk_len,
     }
     return KernelCall("kernels/elementwise.c.j2", name, params, [v.name for v in ins], [out.name],
-                      block_dim=common.block_dim_for(items, max(1, out.size // max(items, 1))), tiling=[items])
+                      block_dim=common.block_dim_for(items, max(1, out.size // max(items, 1))), tiling={"items": items})
 
 
 @register("Add", "Sub", "Mul", "Div", since=7)

@@ -112,4 +112,4 @@ class FusedElementwise(Op):
         }
         work = max(1, size // max(items, 1)) * len(spec.steps)
         return KernelCall("kernels/fused_elementwise.c.j2", kernel_name, params, [o.name for o in spec.operands],
-                          [v.name for v in outs], block_dim=common.block_dim_for(items, work), tiling=[items])
+                          [v.name for v in outs], block_dim=common.block_dim_for(items, work), tiling={"items": items})

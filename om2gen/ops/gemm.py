@@ -77,7 +77,7 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
     items = batch_count * tiles.tiles_m * tiles.tiles_n
     block_dim = gemm_pack.block_dim(items)
     return KernelCall("kernels/matmul.c.j2", name, params, inputs, [y.name], block_dim=block_dim,
-                      tiling=list(tiling.values()), workspace=block_dim * ws * 4)
+                      tiling=tiling, workspace=block_dim * ws * 4)
 
 
 @register("Gemm", since=7)

@@ -89,7 +89,7 @@ class Gather(Op):
             "outer": outer, "n": n, "inner": inner, "positions": indices.size,
         }
         return KernelCall("kernels/gather.c.j2", "Gather", params, [data.name, indices.name], [dst.name],
-                          block_dim=common.block_dim_for(items, inner), tiling=[items])
+                          block_dim=common.block_dim_for(items, inner), tiling={"items": items})
 
 
 @register("GatherElements", since=11)
@@ -119,7 +119,7 @@ class GatherElements(Op):
             "rows": rows, "inner": inner, "inner_stride": walk[-1], "n": data.shape[a], "axis_stride": ds[a],
         }
         return KernelCall("kernels/gather_elements.c.j2", "GatherElements", params, [data.name, indices.name],
-                          [dst.name], block_dim=common.block_dim_for(rows, inner), tiling=[rows])
+                          [dst.name], block_dim=common.block_dim_for(rows, inner), tiling={"rows": rows})
 
 
 @register("GatherND", since=11)
@@ -163,7 +163,7 @@ class GatherND(Op):
             "comps": [{"dim": data.shape[b + i], "stride": ds[b + i]} for i in range(m)],
         }
         return KernelCall("kernels/gather_nd.c.j2", "GatherND", params, [data.name, indices.name], [dst.name],
-                          block_dim=common.block_dim_for(items, inner), tiling=[items])
+                          block_dim=common.block_dim_for(items, inner), tiling={"items": items})
 
 
 # The update each reduction applies to *p (the output element) with u (the update).
@@ -218,7 +218,7 @@ class ScatterElements(Op):
             "len": indices.shape[a], "n": data.shape[a], "index_axis_stride": qs[a], "out_axis_stride": ds[a],
         }
         scatter = KernelCall("kernels/scatter_elements.c.j2", node.op_type, params, [indices.name, updates.name],
-                             [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling=[lines])
+                             [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling={"lines": lines})
         return [copy, scatter]
 
 

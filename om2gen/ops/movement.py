@@ -79,7 +79,7 @@ def strided_copy(node: Node, src: Value, dst: Value, dims, strides, offset: int 
         "layout": " , ".join(f"{d} x {s}" for d, s in zip(dims, strides)),
     }
     return KernelCall("kernels/strided_copy.c.j2", node.op_type, params, [src.name], [dst.name],
-                      block_dim=common.block_dim_for(items, max(1, dst.size // items)), tiling=[items])
+                      block_dim=common.block_dim_for(items, max(1, dst.size // items)), tiling={"items": items})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ class DepthToSpace(_BlockRearrange):
                   "ctype": y.dtype.c_type, "mode": self.mode(node), "B": b, "C": c, "CB": cb, "H": h, "W": w,
                   "OH": h * b}
         return KernelCall("kernels/depth_to_space.c.j2", node.op_type, params, [x.name], [y.name],
-                          block_dim=common.block_dim_for(rows, w * b), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, w * b), tiling={"rows": rows})
 
     def view(self, node, x):
         n, c, h, w, b = self.blocks(node, x)
@@ -479,7 +479,7 @@ class Pad(Op):
             "layout": " , ".join(f"{g[0]}{'' if g[1] == g[2] == 0 else f' pad ({g[1]}, {g[2]})'}" for g in groups),
         }
         return KernelCall("kernels/pad.c.j2", "Pad", params, inputs, [dst.name],
-                          block_dim=common.block_dim_for(rows, inner), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, inner), tiling={"rows": rows})
 
     @staticmethod
     def scalar(value) -> object:
@@ -538,4 +538,4 @@ class Trilu(Op):
             "ctype": dst.dtype.c_type, "upper": upper, "n": n, "m": m, "k_expr": k_expr, "out_slot": len(inputs),
         }
         return KernelCall("kernels/trilu.c.j2", "Trilu", params, inputs, [dst.name],
-                          block_dim=common.block_dim_for(rows, m), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, m), tiling={"rows": rows})

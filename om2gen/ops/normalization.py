@@ -37,7 +37,7 @@ def _along_axis_call(node: Node, x: Value, y: Value, layout: tuple[int, int, int
               "chunk": chunk, "chunks": chunks, "n": chunk_len(inner, chunk), **extra}
     items = outer * chunks
     return KernelCall(template, node.op_type, params, [x.name], [y.name],
-                      block_dim=common.block_dim_for(items, length * chunk), tiling=[items])
+                      block_dim=common.block_dim_for(items, length * chunk), tiling={"items": items})
 
 
 @register("LogSoftmax", "Hardmax", since=1)
@@ -106,7 +106,7 @@ def _rows_call(node: Node, x: Value, ins: list[Value | None], outs: list[Value],
     params = {"summary": f"{node.op_type} rows={rows} len={length}: {x.describe()} -> {outs[0].describe()}",
               "len": length, "epsilon": c_float(eps), "slots": slots, **affine}
     return KernelCall("kernels/normalize_rows.c.j2", node.op_type, params, inputs, [v.name for v in outs],
-                      block_dim=common.block_dim_for(rows, 3 * length), tiling=[rows])
+                      block_dim=common.block_dim_for(rows, 3 * length), tiling={"rows": rows})
 
 
 def _element_affine(node: Node, v: Value | None, norm_shape: tuple[int, ...], what: str):
@@ -279,4 +279,4 @@ class MeanVarianceNormalization(Op):
                   "router": int(np.prod([n for n, _ in reduced], dtype=np.int64)), "run": run,
                   "at": f"off + l * {run_stride}"}
         return KernelCall("kernels/mvn.c.j2", node.op_type, params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, 3 * count), tiling=[items])
+                          block_dim=common.block_dim_for(items, 3 * count), tiling={"items": items})

@@ -84,7 +84,7 @@ class Pool(Op):
         rows = g["N"] * g["C"] * d["OUT"] * h["OUT"]
         work = w["OUT"] * d["K"] * h["K"] * w["K"]
         return KernelCall("kernels/pool2d.c.j2", node.op_type, params, [x.name], [o.name for o in outs],
-                          block_dim=common.block_dim_for(rows, work), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})
 
 
 def interior_columns(g) -> dict | None:
@@ -227,4 +227,4 @@ class GlobalAveragePool(Op):
         spatial = x.size // max(rows, 1)
         params = {"summary": f"GlobalAveragePool: {x.describe()} -> {outs[0].describe()}", "len": spatial}
         return KernelCall("kernels/global_avgpool.c.j2", "GlobalAveragePool", params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(rows, spatial), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, spatial), tiling={"planes": rows})

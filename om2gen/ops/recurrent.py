@@ -227,7 +227,7 @@ class _Recurrent(Op):
         }
         items = d * batch
         return KernelCall("kernels/recurrent.c.j2", node.op_type, params, inputs, outputs,
-                          block_dim=common.block_dim_for(items, seq * g * (size + h)), tiling=[items],
+                          block_dim=common.block_dim_for(items, seq * g * (size + h)), tiling={"items": items},
                           workspace=items * ws_item * 4)
 
 

@@ -106,7 +106,7 @@ def reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction)
     }
     if count == 0:  # every output is the identity; the (empty) input is never read and may have no buffer
         return KernelCall("kernels/reduce.c.j2", node.op_type, params, [], [y.name],
-                          block_dim=common.block_dim_for(y.size), tiling=[y.size])
+                          block_dim=common.block_dim_for(y.size), tiling={"items": y.size})
 
     groups = dim_groups(x.shape, set(axes))
     kept = [(n, s) for n, s, r in groups if not r]
@@ -133,7 +133,7 @@ def reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction)
         params.update(vector_inner=False, kept=template_dims(kept))
         items = y.size
     return KernelCall("kernels/reduce.c.j2", node.op_type, params, [x.name], [y.name],
-                      block_dim=common.block_dim_for(items, work), tiling=[items])
+                      block_dim=common.block_dim_for(items, work), tiling={"items": items})
 
 
 def _check_dtype(node: Node, x: Value, red: Reduction) -> None:
@@ -297,7 +297,7 @@ class ArgReduce(Op):
                   "chunk": chunk, "chunks": chunks, "n": chunk_len(inner, chunk)}
         items = outer * chunks
         return KernelCall("kernels/argreduce.c.j2", node.op_type, params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, length * chunk), tiling=[items])
+                          block_dim=common.block_dim_for(items, length * chunk), tiling={"items": items})
 
 
 @register("ArgMax", "ArgMin", since=12)
@@ -336,4 +336,4 @@ class CumSum(Op):
                   "n": chunk_len(inner, chunk)}
         items = outer * chunks
         return KernelCall("kernels/cumsum.c.j2", "CumSum", params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, length * chunk), tiling=[items])
+                          block_dim=common.block_dim_for(items, length * chunk), tiling={"items": items})

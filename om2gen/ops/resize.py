@@ -296,7 +296,7 @@ class ResizeBase(Op):
         rows = int(np.prod(p["out_shape"][:-1], dtype=np.int64))
         work = axes[-1]["out"] * int(np.prod([ax["taps"] for ax in axes]))
         return KernelCall("kernels/resize.c.j2", node.op_type, params, inputs, [outs[0].name],
-                          block_dim=common.block_dim_for(rows, work), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})
 
 
 _RESIZE11_ATTRS = {"coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75, "exclude_outside": 0,

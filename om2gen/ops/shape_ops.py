@@ -149,7 +149,7 @@ class Transpose(Op):
             "ctype": src.dtype.c_type, "outer": outer, "inner": inner_size, "inner_stride": inner_stride,
         }
         return KernelCall("kernels/transpose.c.j2", "Transpose", params, [src.name], [outs[0].name],
-                          block_dim=common.block_dim_for(rows, inner_size), tiling=[rows])
+                          block_dim=common.block_dim_for(rows, inner_size), tiling={"rows": rows})
 
 
 @register("Concat", since=4)
@@ -187,4 +187,4 @@ class Concat(Op):
             "ctype": outs[0].dtype.c_type, "parts": parts, "row": offset, "itemsize": outs[0].dtype.itemsize,
         }
         return KernelCall("kernels/concat.c.j2", "Concat", params, [v.name for v in present], [outs[0].name],
-                          block_dim=common.block_dim_for(outer, offset), tiling=[outer])
+                          block_dim=common.block_dim_for(outer, offset), tiling={"rows": outer})

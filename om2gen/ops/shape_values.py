@@ -25,7 +25,7 @@ def _generate(node, dst: Value, expr: str, detail: str) -> KernelCall:
     params = {"summary": f"{node.op_type} {detail}-> {dst.describe()}", "ctype": dst.dtype.c_type, "expr": expr,
               "count": dst.size}
     return KernelCall("kernels/generate.c.j2", node.op_type, params, [], [dst.name],
-                      block_dim=common.block_dim_for(dst.size), tiling=[dst.size])
+                      block_dim=common.block_dim_for(dst.size), tiling={"count": dst.size})
 
 
 @register("Shape", since=1)

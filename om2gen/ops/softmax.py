@@ -28,7 +28,7 @@ class Softmax(Op):
                   "len": length, "inner": inner, "gemm": gemm_pack.blocking(ctx.target).defines()}
         items = outer * inner
         return KernelCall("kernels/softmax.c.j2", "Softmax", params, [ins[0].name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, length), tiling=[items])
+                          block_dim=common.block_dim_for(items, length), tiling={"items": items})
 
 
 @register("Softmax", since=13)

@@ -71,7 +71,7 @@ class TopK(Op):
             "idx_offset": idx_offset, "ws_stride": ws_stride,
         }
         return KernelCall("kernels/topk.c.j2", "TopK", params, [x.name], [v.name for v in outs], block_dim=block_dim,
-                          tiling=[items], workspace=block_dim * ws_stride)
+                          tiling={"items": items}, workspace=block_dim * ws_stride)
 
 
 @register("TopK", since=10)

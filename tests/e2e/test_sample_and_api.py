@@ -17,10 +17,8 @@ SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
 
 
 @pytest.fixture(scope="module")
-def sample_om2(tmp_path_factory):
-    path = tmp_path_factory.mktemp("sample") / "sample.om2"
-    om2gen.compile(SAMPLE, path, input_shapes={"image": (1, 3, 32, 32)}, debug=True)
-    return path
+def sample_om2(sample_cnn_debug):
+    return sample_cnn_debug
 
 
 def test_sample_matches_onnxruntime(sample_om2):

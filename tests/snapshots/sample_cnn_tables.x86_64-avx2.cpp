@@ -88,15 +88,36 @@ static const Om2ArgSlot kArgSlots[] = {
     {912, OM2_ARG_OUTPUT, 0, 0},  /* probs */
 };
 
-/* Tiling words (int64) that follow each task's address slots. */
+/* Tiling words (int64) that follow each task's address slots, named after the fields of its
+ * kernel's TilingData. */
 static const int64_t kTilingData[] = {
-    1, 3, 16, 32, 32, 32, 32, 1, 1, 8, 8, 16, 4, 18, 1, 16, 112, 16, 1728, 5184, 5216, 5344, 6688, 7072, 7104,   /* k000_Conv */
-    256,   /* k001_MaxPool */
-    1, 16, 16, 16, 8, 8, 0, 0, 8, 1, 9, 144, 688,   /* k002_Conv */
-    1, 1, 1, 1, 16, 16, 32, 32, 16, 64, 1, 8, 8, 1, 1, 1, 1, 8, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 36, 64, 1, 1, 576, 16384, 1, 0,   /* k003_Conv */
-    32,   /* k004_GlobalAveragePool */
-    1, 1, 10, 32, 32, 1, 0, 0, 1, 16, 1, 1, 0, 10, 1,   /* k005_Gemm */
-    1,   /* k006_Softmax */
+    /* k000_Conv */
+    1, 3, 16, 32, 32, 32,                /* N=1 C=3 M=16 H=32 W=32 OH=32 */
+    32, 1, 1, 8, 8, 16,                  /* OW=32 PT=1 PL=1 TH=8 TW=8 tile_block=16 */
+    4, 18, 1, 16, 112, 16,               /* tile_blocks=4 k_range=18 k_ranges=1 tbp=16 rs=112 ers=16 */
+    1728, 5184, 5216, 5344, 6688, 7072,  /* mb=1728 zero=5184 rowbuf=5216 rv=5344 ext=6688 tab=7072 */
+    7104,                                /* ws_floats=7104 */
+    /* k001_MaxPool */
+    256,  /* rows=256 */
+    /* k002_Conv */
+    1, 16, 16, 16, 8, 8,  /* N=1 C=16 H=16 W=16 OH=8 OW=8 */
+    0, 0, 8, 1, 9, 144,   /* PT=0 PL=0 R=8 chunks=1 Wq=9 buf_floats=144 */
+    688,                  /* ws_floats=688 */
+    /* k003_Conv */
+    1, 1, 1, 1, 16, 16,      /* N=1 NI=1 RB=1 G=1 C=16 CG=16 */
+    32, 32, 16, 64, 1, 8,    /* M=32 MG=32 K=16 P=64 D=1 H=8 */
+    8, 1, 1, 1, 1, 8,        /* W=8 KD=1 KH=1 KW=1 OD=1 OH=8 */
+    8, 1, 1, 1, 1, 1,        /* OW=8 SD=1 SH=1 SW=1 DD=1 DH=1 */
+    1, 0, 0, 0, 36, 64,      /* DW=1 PF=0 PT=0 PL=0 tile_m=36 tile_n=64 */
+    1, 1, 576, 16384, 1, 0,  /* tiles_m=1 tiles_n=1 w_group_stride=576 ws_floats=16384 pointwise=1 planes=0 */
+    /* k004_GlobalAveragePool */
+    32,  /* planes=32 */
+    /* k005_Gemm */
+    1, 1, 10, 32, 32, 1,  /* batch=1 M=1 N=10 K=32 a_rs=32 a_cs=1 */
+    0, 0, 1, 16, 1, 1,    /* b_rs=0 b_cs=0 tile_m=1 tile_n=16 tiles_m=1 tiles_n=1 */
+    0, 10, 1,             /* ws_floats=0 c_rs=10 c_cs=1 */
+    /* k006_Softmax */
+    1,  /* items=1 */
     0,  /* end (keeps the table non-empty) */
 };
 
