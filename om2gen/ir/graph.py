@@ -64,6 +64,18 @@ class Graph:
     opsets: dict[str, int]
     source_digest: str = ""
     producer: str = ""
+    # op type of every node as imported, by name: a fused node's `nodes` attribute (passes/rewrite.py)
+    # lists the source nodes it computes, and its task label names their op types
+    source_ops: dict[str, str] = field(default_factory=dict)
+
+    def note_source_ops(self) -> None:
+        """Records the op type of every node (If branches' too) before the passes rewrite them."""
+        def walk(nodes):
+            for n in nodes:
+                self.source_ops.setdefault(n.name, n.op_type)
+                for region_nodes, _ in n.attrs.get(REGIONS, {}).values():
+                    walk(region_nodes)
+        walk(self.nodes)
 
     def value(self, name: str) -> Value:
         return self.values[name]

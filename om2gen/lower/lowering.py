@@ -1,6 +1,7 @@
 """Graph → Program: kernel calls per node, output binding, constants, memory plan, args layout."""
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -196,7 +197,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling.values())
         task = Task(ModelTaskType.MODEL_TASK_KERNEL, OpDispatchType.AICORE, CcKernelType.TE,
                     kernel_index[kernel.entry], call.block_dim, args, tiling, node.name, node.op_type,
-                    f"k{t:03d}_{call.name}",
+                    f"k{t:03d}_{task_name(node, call.name, graph)}",
                     [_describe(graph, n) for n in call.inputs if n],
                     [_describe(graph, n) for n in call.outputs],
                     _attrs_desc(node), args_offset, roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling))
@@ -212,6 +213,23 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         kernels=kernels, tasks=tasks, constants=list(constants.values()), constants_size=blob_end,
         work_size=work_size, args_size=args_offset, source_digest=graph.source_digest, opsets=graph.opsets,
         graph_json=_graph_json(graph), label_num=labels[0], label_lists=label_lists, custom_ops=customs)
+
+
+_FUSED_PREFIX = {"FusedElementwise": "Fused"}
+
+
+def task_name(node, name: str, graph: Graph) -> str:
+    """What a task's label calls it: the kernel call's name, then the op type of every source node
+    a fusion folded into the node (its `nodes` attribute), in order: k005_Conv_BatchNormalization_
+    Add_Relu. A node standing for the ones it covers (an element-wise group, a LayerNormalization
+    pattern) is named by its kind and all of their op types."""
+    covered = list(getattr(node, "attrs", {}).get("nodes") or [])
+    if len(covered) < 2 and (not covered or covered[0] == node.name):
+        return name
+    ops = [re.sub(r"\W", "_", graph.source_ops.get(n, "")) or "_" for n in covered]
+    if covered[0] == node.name:
+        return "_".join([name] + ops[1:])
+    return "_".join([_FUSED_PREFIX.get(node.op_type, node.op_type)] + ops)
 
 
 def _custom_task(call: CustomCall, node, t: int, customs: list[dict], ref, args_offset: int, graph) -> Task:

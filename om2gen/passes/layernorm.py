@@ -105,7 +105,8 @@ class _Matcher:
             if out in self.outputs or any(id(u) not in inner for u in self.users.get(out, [])):
                 return 0
         norm_shape = x.shape[axis:]
-        covered = [rm1, sub1, sub2, sq, rm2, add_eps, sqrt, div]
+        # sub1 is sub2 when the model computes x - mean once and reads it twice: list it once
+        covered = list({id(n): n for n in (rm1, sub1, sub2, sq, rm2, add_eps, sqrt, div)}.values())
         gamma, beta = None, None
         mul = self.only_user(div.outputs[0])
         if mul is not None and mul.op_type == "Mul" and not mul.domain:

@@ -35,6 +35,7 @@ def run(graph: Graph, target) -> dict[str, int]:
     """Runs every pass on the graph (in place); returns {pass: rewrites made}."""
     if not enabled():
         return {}
+    graph.note_source_ops()
     ctx = LowerContext(target, GENERATOR)
     stats = {}
     for name, fn in PASSES:

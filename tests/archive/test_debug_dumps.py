@@ -39,3 +39,9 @@ def test_tables_print_each_tiling_word_with_its_name(entries):
         names = " ".join(line.split("/* ", 1)[1].removesuffix(" */") for line in section.splitlines())
         assert names == shown, (t["label"], names)
 
+
+def test_task_labels_name_the_fused_ops(entries):
+    labels = [t["label"] for t in _json(entries, layout.task_info_json(0))["tasks"]]
+    assert labels[0] == "k000_Conv_BatchNormalization_Relu"      # conv1 + bn1 + relu1
+    assert "k000_Conv_BatchNormalization_Relu: node \"conv1\"" in _tables(entries)
+

@@ -55,7 +55,7 @@ static const Om2KernelBin kKernelBins[7] = {
 /* ---- the args table: every address slot, per task ---- */
 
 static const Om2ArgSlot kArgSlots[] = {
-    /* k000_Conv */
+    /* k000_Conv_BatchNormalization_Relu */
     {0, OM2_ARG_INPUT, 0, 0},  /* image */
     {8, OM2_ARG_CONSTANT, 0, 0},  /* conv1.packed_input1 */
     {16, OM2_ARG_CONSTANT, 0, 6912},  /* conv1::bn_folded_bias */
@@ -68,7 +68,7 @@ static const Om2ArgSlot kArgSlots[] = {
     {336, OM2_ARG_WORKSPACE, 0, 0},  /* p1 */
     {344, OM2_ARG_CONSTANT, 0, 6976},  /* dw_w */
     {352, OM2_ARG_WORKSPACE, 0, 16384},  /* d1 */
-    /* k003_Conv */
+    /* k003_Conv_Clip */
     {440, OM2_ARG_WORKSPACE, 0, 16384},  /* d1 */
     {448, OM2_ARG_CONSTANT, 0, 7552},  /* pwconv.packed_input1 */
     {456, OM2_ARG_CONSTANT, 0, 9600},  /* pw_b */
@@ -90,7 +90,7 @@ static const Om2ArgSlot kArgSlots[] = {
 /* Tiling words (int64) that follow each task's address slots, named after the fields of its
  * kernel's TilingData. */
 static const int64_t kTilingData[] = {
-    /* k000_Conv */
+    /* k000_Conv_BatchNormalization_Relu */
     1, 3, 16, 32, 32, 32,                     /* N=1 C=3 M=16 H=32 W=32 OH=32 */
     32, 1, 1, 8, 8, 16,                       /* OW=32 PT=1 PL=1 TH=8 TW=8 tile_block=16 */
     4, 16, 1, 16, 128, 32,                    /* tile_blocks=4 k_range=16 k_ranges=1 tbp=16 rs=128 ers=32 */
@@ -102,7 +102,7 @@ static const int64_t kTilingData[] = {
     /* k002_Conv */
     1, 16, 16, 16, 8, 8,  /* N=1 C=16 H=16 W=16 OH=8 OW=8 */
     0, 0, 8, 1,           /* PT=0 PL=0 R=8 chunks=1 */
-    /* k003_Conv */
+    /* k003_Conv_Clip */
     1, 1, 1, 1, 16, 16,      /* N=1 NI=1 RB=1 G=1 C=16 CG=16 */
     32, 32, 16, 64, 1, 8,    /* M=32 MG=32 K=16 P=64 D=1 H=8 */
     8, 1, 1, 1, 1, 8,        /* W=8 KD=1 KH=1 KW=1 OD=1 OH=8 */
@@ -123,7 +123,7 @@ static const int64_t kTilingData[] = {
 /* ---- the dispatch table: one task per entry, in execution order (Om2OpDef, every field named) ---- */
 
 static const Om2OpDef kOpDefs[7] = {
-    /* k000_Conv: node "conv1" (Conv), kernel Conv_c3deeda7b80f, block_dim 4
+    /* k000_Conv_BatchNormalization_Relu: node "conv1" (Conv), kernel Conv_c3deeda7b80f, block_dim 4
      *   in  image: float32[1,3,32,32]
      *   in  conv1.packed_input1: float32[1,36,3,16] (const)
      *   in  conv1::bn_folded_bias: float32[16] (const)
@@ -186,7 +186,7 @@ static const Om2OpDef kOpDefs[7] = {
         /* op_name       */ "dwconv",
         /* op_type       */ "Conv",
     },
-    /* k003_Conv: node "pwconv" (Conv), kernel Conv_1a98b8706bb8, block_dim 1
+    /* k003_Conv_Clip: node "pwconv" (Conv), kernel Conv_1a98b8706bb8, block_dim 1
      *   in  d1: float32[1,16,8,8]
      *   in  pwconv.packed_input1: float32[1,2,16,16] (const)
      *   in  pw_b: float32[32] (const)

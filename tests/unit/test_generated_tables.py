@@ -27,3 +27,62 @@ def test_tiling_fields_are_read_from_the_kernel_source():
     assert tiling_fields("typedef struct {\n    int64_t N;\n    int64_t tile_m;\n} TilingData;") == ["N", "tile_m"]
     assert tiling_fields("/* no tiling */") == []
 
+
+def _graph_with(*nodes):
+    from om2gen.ir.graph import Graph
+    g = Graph("g", {}, list(nodes), [], [], {"": 17})
+    g.note_source_ops()
+    return g
+
+
+def test_task_names_list_every_fused_op():
+    from om2gen.ir.graph import Node
+    from om2gen.lower.lowering import task_name
+    conv, bn, add, relu = (Node("c", "Conv", [], []), Node("bn", "BatchNormalization", [], []),
+                           Node("a", "Add", [], []), Node("r", "Relu", [], []))
+    g = _graph_with(conv, bn, add, relu)
+    assert task_name(Node("c", "Conv", [], []), "Conv", g) == "Conv"      # nothing fused
+    conv.attrs["nodes"] = ["c", "bn", "a", "r"]                            # what passes/rewrite.py records
+    assert task_name(conv, "Conv", g) == "Conv_BatchNormalization_Add_Relu"
+    group = Node("r::fused2", "FusedElementwise", [], [], {"nodes": ["a", "r"]}, "om2gen")
+    assert task_name(group, "Fused_Add_Relu", g) == "Fused_Add_Relu"
+    ln = Node("r::layernorm", "LayerNormalization", [], [], {"nodes": ["a", "bn", "r"]})
+    assert task_name(ln, "LayerNormalization", g) == "LayerNormalization_Add_BatchNormalization_Relu"
+
+
+def _lowered(nodes, inits):
+    """The program of a small float32[1,8,16] -> [1,8,16] model, lowered (no compiler needed)."""
+    from onnx import TensorProto, helper
+
+    from om2gen.codegen import kernels
+    from om2gen.frontend.onnx_import import import_onnx
+    from om2gen.ir.program import LowerContext
+    from om2gen.lower.lowering import lower_graph
+    from om2gen.passes import optimize
+    from om2gen.toolchain import targets
+    from om2gen.version import GENERATOR
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8, 16]) for n in ("x", "y")]
+    model = helper.make_model(helper.make_graph(nodes, "g", io[:1], io[1:], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    graph = import_onnx(model)
+    target = targets.default_target()
+    optimize.run(graph, target)
+    return lower_graph(graph, LowerContext(target, GENERATOR, kernels.render))
+
+
+def test_fused_groups_and_patterns_are_labelled_with_every_op():
+    import numpy as np
+    from onnx import TensorProto, helper
+    mk = helper.make_node
+    nodes = [mk("Mul", ["x", "c"], ["a"], name="mul"), mk("Add", ["a", "x"], ["b"], name="add"),
+             mk("Relu", ["b"], ["r"], name="relu"),
+             # a LayerNormalization written out, x - mean computed once and read twice
+             mk("ReduceMean", ["r"], ["m"], axes=[-1], name="rm"), mk("Sub", ["r", "m"], ["d"], name="sub"),
+             mk("Mul", ["d", "d"], ["d2"], name="sq"), mk("ReduceMean", ["d2"], ["v"], axes=[-1], name="rm2"),
+             mk("Add", ["v", "eps"], ["ve"], name="add_eps"), mk("Sqrt", ["ve"], ["s"], name="sqrt"),
+             mk("Div", ["d", "s"], ["y"], name="div")]
+    inits = [helper.make_tensor("c", TensorProto.FLOAT, [16], np.ones(16, np.float32)),
+             helper.make_tensor("eps", TensorProto.FLOAT, [], [1e-5])]
+    labels = [t.label for t in _lowered(nodes, inits).tasks]
+    assert labels == ["k000_Fused_Mul_Add_Relu",
+                      "k001_LayerNormalization_ReduceMean_Sub_Mul_ReduceMean_Add_Sqrt_Div"]
