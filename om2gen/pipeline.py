@@ -22,6 +22,7 @@ from .formats.op_so_store import SoBinType
 from .frontend.onnx_import import import_onnx
 from .ir import dtypes
 from .ir.program import LowerContext, Program
+from .lower import memplan
 from .lower.lowering import lower_graph
 from .passes import dce, optimize
 from .so_in_om import custom_libraries, info, providers
@@ -245,6 +246,7 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
     if opts.debug:
         entries.append(Entry(layout.ge_model_json(idx), json_bytes(program.graph_json)))
         entries.append(Entry(layout.task_info_json(idx), json_bytes(task_info(program))))
+        entries.append(Entry(layout.memory_plan_json(idx), json_bytes(memory_plan(program))))
     return sorted(entries, key=lambda e: e.name)
 
 
@@ -265,6 +267,20 @@ def task_info(program: Program) -> dict:
         "args": [a.to_json() for a in t.args], "tiling": _tiling_json(t), "inputs": t.inputs_desc,
         "outputs": t.outputs_desc, "attrs": t.attrs_desc} for i, t in enumerate(program.tasks)],
         "work_size": program.work_size, "args_size": program.args_size}
+
+
+def memory_plan(program: Program) -> dict:
+    """debug/memory_plan.json: every workspace region with the tasks it lives between, and the
+    views (values that are another's bytes) with what they are views of."""
+    label = [t.label for t in program.tasks]
+    buffers = [{"name": b.name, "offset": b.offset, "size": b.size, "end": b.offset + b.size,
+                "first_task": b.first_task, "last_task": b.last_task,
+                "written_by": label[b.first_task], "last_read_by": label[b.last_task]} for b in program.buffers]
+    largest = max(program.buffers, key=lambda b: (b.size, -b.offset), default=None)
+    return {"work_size": program.work_size, "alignment": memplan.ALIGN, "buffers": buffers,
+            "largest": largest.name if largest else None,
+            "views": [{"name": v.name, "view_of": v.source, "alias_of": v.root, "made_by": v.node,
+                       "place": v.place.to_json() if v.place else None} for v in program.views]}
 
 
 def _tiling_json(t) -> list:

@@ -82,11 +82,26 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
                          "labels": ", ".join(f"L{x}" for x in ls)} for i, ls in enumerate(program.label_lists)],
         "label_list_entries": [x for ls in program.label_lists for x in ls],
         "custom_ops": _custom_ops(program),
+        "memory_summary": _memory_summary(program),
     }
     return jinja.render("model/tables.cpp.j2", m=m)
 
 
 TILING_WORDS_PER_ROW = 6
+
+
+def _memory_summary(program: Program) -> list[str]:
+    """The memory plan in a few comment lines (the whole plan: debug/memory_plan.json)."""
+    scratch = sum(b.name.startswith("::scratch") for b in program.buffers)
+    lines = [f"Workspace {program.work_size} bytes: {len(program.buffers)} buffers ({scratch} of them task scratch "
+             f"regions); {len(program.views)} {'value is a view' if len(program.views) == 1 else 'values are views'} of "
+             "another's bytes."]
+    if program.buffers:
+        b = max(program.buffers, key=lambda b: (b.size, -b.offset))
+        label = program.tasks[b.first_task].label
+        lines.append(f"Largest: {b.name}, {b.size} bytes at offset {b.offset}, written by {label}"
+                     + (f", last read by {program.tasks[b.last_task].label}." if b.last_task != b.first_task else "."))
+    return lines
 
 
 def tiling_names(t) -> list[str]:

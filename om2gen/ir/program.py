@@ -133,6 +133,27 @@ class IoDesc:
 
 
 @dataclass
+class PlannedBuffer:
+    """A workspace region of the memory plan (lower/memplan.py): a tensor kernels produce, or a
+    task's scratch region ("::scratch<task>")."""
+    name: str
+    offset: int
+    size: int           # bytes it holds (its region is that, aligned)
+    first_task: int     # the task that writes it
+    last_task: int      # the last task that reads it
+
+
+@dataclass
+class View:
+    """A value that is another's bytes (a Reshape's output): no region of its own."""
+    name: str
+    source: str         # the value it was made from
+    root: str           # the value that owns the bytes (source, or what source is a view of)
+    node: str           # the node that made it
+    place: ArgRef | None = None   # where its bytes are (None: nothing reads them)
+
+
+@dataclass
 class Program:
     name: str
     inputs: list[IoDesc]
@@ -150,6 +171,8 @@ class Program:
     label_lists: list[list[int]] = field(default_factory=list)
     custom_ops: list = field(default_factory=list)        # [{op_type, bin_name, blob, library, descs}]
     source_format: str = "ONNX"                            # what source_digest is the digest of
+    buffers: list[PlannedBuffer] = field(default_factory=list)   # the workspace plan, by offset
+    views: list[View] = field(default_factory=list)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import onnx
 from ..ir import dtypes
 from ..ir.graph import Graph, Value
 from ..ir.program import (Alias, ArgRef, Constant, Control, CustomCall, IoDesc, Kernel, KernelCall, LowerContext,
-                          Program, Task)
+                          PlannedBuffer, Program, Task, View)
 from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from ..ops import registry
 from ..ir.graph import REGIONS
@@ -21,6 +21,7 @@ from . import memplan
 def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     calls: list[tuple[object, KernelCall | Control]] = []
     alias: dict[str, str] = {}
+    alias_node: dict[str, str] = {}
     labels = [0]   # next label id
 
     def new_label() -> int:
@@ -40,6 +41,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             result = op.lower(node, ins, outs, ctx)
             if isinstance(result, Alias):
                 alias[node.outputs[0]] = result.source
+                alias_node[node.outputs[0]] = node.name
             elif isinstance(result, CustomCall):
                 emit_custom(node, result)
             else:
@@ -155,6 +157,8 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         if isinstance(call, KernelCall) and call.workspace:
             buffers.append(memplan.Buffer(f"::scratch{t}", call.workspace, t, t))
     offsets, work_size = memplan.plan(buffers)
+    planned = sorted((PlannedBuffer(b.key, offsets[b.key], b.size, b.first, b.last) for b in buffers),
+                     key=lambda b: (b.offset, b.first_task, b.name))
 
     def ref(name: str) -> ArgRef:
         r = root(name)
@@ -165,6 +169,10 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         if r in constants:
             return ArgRef(ArgKind.CONSTANT, 0, constants[r].offset)
         return ArgRef(ArgKind.WORKSPACE, 0, offsets[r])
+
+    def placed(name: str) -> ArgRef | None:
+        r = root(name)
+        return ref(r) if r in inputs or r in output_of or r in constants or r in offsets else None
 
     kernels: list[Kernel] = []
     kernel_index: dict[str, int] = {}
@@ -212,7 +220,8 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
         name=graph.name, inputs=[io(n) for n in graph.inputs], outputs=[io(n) for n in graph.outputs],
         kernels=kernels, tasks=tasks, constants=list(constants.values()), constants_size=blob_end,
         work_size=work_size, args_size=args_offset, source_digest=graph.source_digest, opsets=graph.opsets,
-        graph_json=_graph_json(graph), label_num=labels[0], label_lists=label_lists, custom_ops=customs)
+        graph_json=_graph_json(graph), label_num=labels[0], label_lists=label_lists, custom_ops=customs,
+        buffers=planned, views=[View(v, src, root(v), alias_node[v], placed(v)) for v, src in sorted(alias.items())])
 
 
 _FUSED_PREFIX = {"FusedElementwise": "Fused"}

@@ -10,6 +10,11 @@
  * 7 tasks over 7 kernel binaries; workspace 179200 bytes;
  * constants 12992 bytes; args table 928 bytes.
  *
+ * The memory plan (per buffer, with its first and last task: debug/memory_plan.json, written
+ * with --debug):
+ * Workspace 179200 bytes: 9 buffers (3 of them task scratch regions); 1 value is a view of another's bytes.
+ * Largest: ::scratch0, 113664 bytes at offset 0, written by k000_Conv_BatchNormalization_Relu.
+ *
  * This file holds the model: its tables. om2_load_and_run.cpp (the same for every model) reads
  * them through kModelTables. What the library does (the OM2 contract, om2/om2_model_api.h):
  *   GertModelLoad  creates the runtime resources, registers the kernel binaries, fills the

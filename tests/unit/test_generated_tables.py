@@ -86,3 +86,24 @@ def test_fused_groups_and_patterns_are_labelled_with_every_op():
     labels = [t.label for t in _lowered(nodes, inits).tasks]
     assert labels == ["k000_Fused_Mul_Add_Relu",
                       "k001_LayerNormalization_ReduceMean_Sub_Mul_ReduceMean_Add_Sqrt_Div"]
+
+
+def test_memory_plan_of_a_lowered_program():
+    import numpy as np
+    from onnx import TensorProto, helper
+    mk = helper.make_node
+    nodes = [mk("Relu", ["x"], ["a"], name="relu"), mk("Reshape", ["a", "shape"], ["v"], name="reshape"),
+             mk("Softmax", ["v"], ["s"], axis=-1, name="softmax"), mk("Reshape", ["s", "back"], ["w"], name="back"),
+             mk("Sigmoid", ["w"], ["y"], name="sigmoid")]
+    inits = [helper.make_tensor("shape", TensorProto.INT64, [2], np.array([8, 16])),
+             helper.make_tensor("back", TensorProto.INT64, [3], np.array([1, 8, 16]))]
+    p = _lowered(nodes, inits)
+    assert [(v.name, v.source, v.root, v.node) for v in p.views] == [("v", "a", "a", "reshape"), ("w", "s", "s", "back")]
+    by_name = {b.name: b for b in p.buffers}
+    assert {v.place.offset for v in p.views} == {by_name["a"].offset, by_name["s"].offset}
+    for i, a in enumerate(p.buffers):
+        assert 0 <= a.offset and a.offset + a.size <= p.work_size and a.first_task <= a.last_task < len(p.tasks)
+        for b in p.buffers[i + 1:]:
+            live = a.first_task <= b.last_task and b.first_task <= a.last_task
+            assert not (live and a.offset < b.offset + b.size and b.offset < a.offset + a.size), (a, b)
+    assert "1 value is a view" not in model_cpp._memory_summary(p)[0] and "2 values are views" in model_cpp._memory_summary(p)[0]

@@ -73,6 +73,10 @@ def task_info_json(index: int) -> str:
     return f"{debug_dir(index)}task_info.json"
 
 
+def memory_plan_json(index: int) -> str:
+    return f"{debug_dir(index)}memory_plan.json"
+
+
 def kernels_dir(arch: str) -> str:
     return f"data/kernels_{arch}/"
 
