@@ -32,21 +32,21 @@ import catalog  # noqa: E402
 import om2gen  # noqa: E402
 from om2gen.cli import bench  # noqa: E402
 from om2gen.formats.om2 import layout  # noqa: E402
-from om2gen.passes import optimize  # noqa: E402
+from om2gen import pipeline  # noqa: E402
 
 
 def compile_variant(model, path: Path, fused: bool) -> dict:
-    old = os.environ.get(optimize.ENV)
-    os.environ[optimize.ENV] = "1" if fused else "0"
+    old = os.environ.get(pipeline.FUSION_ENV)
+    os.environ[pipeline.FUSION_ENV] = "1" if fused else "0"
     try:
         t0 = time.perf_counter()
         om2gen.compile(catalog.fetch(model), path, input_shapes=model.input_shapes, input_values=model.input_values)
         seconds = time.perf_counter() - t0
     finally:
         if old is None:
-            os.environ.pop(optimize.ENV, None)
+            os.environ.pop(pipeline.FUSION_ENV, None)
         else:
-            os.environ[optimize.ENV] = old
+            os.environ[pipeline.FUSION_ENV] = old
     with zipfile.ZipFile(path) as z:
         stats = json.loads(z.read(layout.model_meta(0)))["stats"]
     return {"tasks": stats["tasks"], "kernels": stats["kernels"], "compile_s": seconds}

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "samples" / "real_models"))
 import om2gen  # noqa: E402
 from om2gen.ir import dtypes  # noqa: E402
 from om2gen.formats.om2 import layout  # noqa: E402
-from om2gen.passes import optimize  # noqa: E402
+from om2gen import pipeline  # noqa: E402
 
 ALIGN = 64
 
@@ -43,7 +43,7 @@ def _buffer(nbytes: int) -> np.ndarray:
 
 def compile_debug(source: str, out: Path, fused: bool) -> tuple[Path, dict]:
     """(archive, feeds) of an .onnx file or a real-model name (samples/real_models/catalog.py)."""
-    os.environ[optimize.ENV] = "1" if fused else "0"
+    os.environ[pipeline.FUSION_ENV] = "1" if fused else "0"
     if Path(source).is_file():
         om2gen.compile(source, out, debug=True)
         return out, {}

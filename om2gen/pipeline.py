@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 import sys
 import time
@@ -15,7 +16,7 @@ from . import advice
 from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp
 from .codegen.literals import c_identifier
-from .errors import ModelError, Om2Error
+from .errors import CompileError, ModelError, Om2Error
 from .formats.om2 import layout, writer
 from .formats.om2.writer import Entry, json_bytes
 from .formats.op_so_store import SoBinType
@@ -39,6 +40,46 @@ class Options:
     debug: bool = False
     jobs: int | None = None
     progress: bool = False
+    fusion: bool = True                 # the graph rewrites of passes/optimize.py
+    winograd: int | None = None         # None: the cost model chooses; 0: off; 2 or 4: that tile size
+
+
+# Environment overrides of two options, read here once (never in a pass or an op): an option given
+# to compile() wins over them, and the manifest records the value used whichever set it.
+FUSION_ENV = "OM2GEN_FUSION"
+WINOGRAD_ENV = "OM2GEN_WINOGRAD"
+FUSION_SETTINGS = {"1": True, "on": True, "yes": True, "true": True, "0": False, "off": False, "no": False,
+                   "false": False}
+WINOGRAD_SETTINGS = {"auto": None, "off": 0, "0": 0, "2": 2, "4": 4}
+
+
+def fusion_setting(value, source: str = "fusion") -> bool:
+    """fusion=True/False, or as text: on/off (also 1/0, yes/no, true/false); None: $OM2GEN_FUSION,
+    else on."""
+    if value is None:
+        value, source = os.environ.get(FUSION_ENV, "on"), FUSION_ENV
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in FUSION_SETTINGS:
+        raise CompileError(f"{source}={value!r} is not a setting: use on or off")
+    return FUSION_SETTINGS[text]
+
+
+def winograd_setting(value, source: str = "winograd") -> int | None:
+    """winograd="auto" (the cost model chooses: None), "off" or 0, 2 or 4 (forces that tile size);
+    None: $OM2GEN_WINOGRAD, else auto."""
+    if value is None:
+        value, source = os.environ.get(WINOGRAD_ENV, "auto"), WINOGRAD_ENV
+    text = str(value).strip().lower() or "auto"
+    if isinstance(value, bool) or text not in WINOGRAD_SETTINGS:
+        raise CompileError(f"{source}={value!r} is not a setting: use auto, 0 (off), 2 or 4 (the tile size)")
+    return WINOGRAD_SETTINGS[text]
+
+
+def winograd_name(setting: int | None):
+    """The manifest's spelling: "auto", or the tile size (0: off)."""
+    return "auto" if setting is None else setting
 
 
 FORMATS = ("om2", "om")
@@ -62,7 +103,7 @@ def output_format(out: Path, format: str | None) -> str:
 
 
 def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
-            jobs=None, progress=False, format=None, frontend=None) -> Path:
+            jobs=None, progress=False, format=None, frontend=None, fusion=None, winograd=None) -> Path:
     """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
     (format="om2") or a classic Ascend GE OM file (format="om", docs/om-format.md). Without
     `format`, the output's extension decides (.om: om; .om2 and anything else: om2); a format the
@@ -74,9 +115,13 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     custom_op_libs: paths of custom-op shared libraries (om2/custom_op.h); the directory named by
     $OM2GEN_CUSTOM_OP_PATH adds more.
     frontend: "onnx", "ge" (a GE IR graph: serialized ge.proto.ModelDef, binary or text) or None
-    (by file extension / content, see _import_graph)."""
+    (by file extension / content, see _import_graph).
+    fusion: True/"on" (default) runs the graph rewrites of passes/optimize.py, False/"off" compiles
+    every node to its own kernel; None: $OM2GEN_FUSION decides, else on.
+    winograd: "auto" (default: the cost model chooses), "off"/0, or 2 or 4 (forces that tile size)
+    for 3x3 stride-1 convolutions; None: $OM2GEN_WINOGRAD decides, else auto."""
     opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
-                   jobs, progress)
+                   jobs, progress, fusion_setting(fusion), winograd_setting(winograd))
     out = Path(output)
     format = output_format(out, format)
     if out.is_dir():
@@ -96,9 +141,10 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         dce.run(graph)
         graph.verify("dead-code removal")
         op_types = providers.graph_op_types(graph)   # what the model is made of, before fusion
-        optimize.run(graph, tgt)   # fusion: om2gen/passes/optimize.py
+        ctx = LowerContext(tgt, GENERATOR, kernel_codegen.render, fusion=opts.fusion, winograd=opts.winograd)
+        optimize.run(graph, ctx)   # fusion: om2gen/passes/optimize.py
         report.stage(f"imported {len(graph.nodes)} nodes")
-        program = lower_graph(graph, LowerContext(tgt, GENERATOR, kernel_codegen.render))
+        program = lower_graph(graph, ctx)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
@@ -309,7 +355,8 @@ def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pac
         "compiler": {"c": compiler.compiler_identity(False, tgt), "cxx": compiler.compiler_identity(True, tgt)},
         "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
                     "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
-                    "target": tgt.name, "debug": opts.debug,
+                    "target": tgt.name, "debug": opts.debug, "fusion": opts.fusion,
+                    "winograd": winograd_name(opts.winograd),
                     "custom_op_libs": sorted(Path(p).name for p in opts.custom_op_libs)},
         "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
         "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256, "blake3": e.blake3,

@@ -25,7 +25,8 @@ def cmd_compile(args) -> int:
     with cli_words():
         out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=values,
                           custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
-                          progress=not args.quiet, format=args.format, frontend=args.frontend)
+                          progress=not args.quiet, format=args.format, frontend=args.frontend, fusion=args.fusion,
+                          winograd=args.winograd)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
@@ -120,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--target", help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64); default: this machine")
     c.add_argument("--debug", action="store_true", help="also pack debug/ge_model.json and debug/task_info.json")
     c.add_argument("-j", "--jobs", type=int, help="parallel compiler jobs (default: all cores)")
+    # no GE/ATC flag of these names (design/GE_FACTS.md): om2gen's own spelling
+    c.add_argument("--fusion", choices=("on", "off"), default=None,
+                   help="graph fusion (docs/fusion.md); off compiles every node to its own kernel; default: "
+                        "$OM2GEN_FUSION, else on")
+    c.add_argument("--winograd", choices=("auto", "off", "2", "4"), default=None,
+                   help="Winograd for 3x3 stride-1 convolutions: auto (the cost model chooses), off, or a forced "
+                        "tile size; default: $OM2GEN_WINOGRAD, else auto")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     c.set_defaults(func=cmd_compile)
 

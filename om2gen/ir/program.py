@@ -179,7 +179,11 @@ class Program:
 class LowerContext:
     """What lowering (and the passes that ask an op how it would lower) know besides the graph.
     render_kernel turns a KernelCall into its Kernel (codegen.kernels.render, which the pipeline
-    passes in: lowering decides what to run, code generation writes it)."""
+    passes in: lowering decides what to run, code generation writes it). fusion and winograd are
+    the compile options of the same names (pipeline.Options), resolved: no pass or op reads the
+    environment."""
     target: object          # toolchain.targets.Target
     generator: str
     render_kernel: Callable[["KernelCall", "LowerContext"], "Kernel"] | None = None
+    fusion: bool = True                 # run the graph rewrites (passes/optimize.py)
+    winograd: int | None = None         # None: the cost model chooses; 0: off; 2 or 4: forced tile size

@@ -9,7 +9,6 @@ would have K = taps only, run the direct kernel (one output row per work item).
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -31,22 +30,10 @@ DIRECT_DEPTHWISE_MAX_KW = 7
 DIRECT_DEPTHWISE_MAX_TAPS = 25
 DIRECT_DEPTHWISE_ROWS = 4
 DIRECT_WINDOW_BLOCK_WORK = 4
-WINOGRAD_ENV = "OM2GEN_WINOGRAD"
 # The largest stride, dilation or pad compiled: the kernels add and multiply window positions in
 # int64, and with these (and every dim, frontend/limits.py) below 2^31 no such sum overflows. A
 # stride of INT64_MAX did: the convolution ran and gave wrong values.
 MAX_WINDOW_ATTR = (1 << 31) - 1
-
-
-def winograd_setting() -> int | None:
-    """OM2GEN_WINOGRAD: unset or "auto" lets the cost model choose (None), 0 turns Winograd off,
-    2 or 4 forces that tile size."""
-    value = os.environ.get(WINOGRAD_ENV, "auto").strip().lower()
-    if value in ("", "auto"):
-        return None
-    if value in ("0", "2", "4"):
-        return int(value)
-    raise CompileError(f"{WINOGRAD_ENV}={value!r} is not a setting: use auto, 0 (off), 2 or 4 (the tile size)")
 
 
 # Set by passes/conv_act.py on a Conv that also computes the Relu or Clip after it: (lo, hi) floats,
@@ -231,7 +218,7 @@ class Conv(Op):
             return self.lower_gemm(node, ins, outs, ctx, g, bias)
         if node.attrs.get(RESIDUAL_ATTR):
             raise CompileError(f"node {node.name!r} (Conv): a fused residual Add needs the packed-GEMM kernel, "
-                               f"but this convolution is depthwise (an om2gen bug: report it; OM2GEN_FUSION=0 "
+                               f"but this convolution is depthwise (an om2gen bug: report it; --fusion off "
                                f"compiles the model without fusion meanwhile)")
         if g["D"] == 1 and g["KD"] == 1 and g["KH"] * g["KW"] <= MAX_DEPTHWISE_TAPS:
             return self.lower_depthwise(node, ins, outs, g, bias, ctx)
@@ -254,7 +241,7 @@ class Conv(Op):
         w = ins[1]
         packed_w = w.is_const
         if winograd.applicable(g, packed_w) and not node.attrs.get(RESIDUAL_ATTR):
-            plan = winograd.choose(g, bl, winograd_setting())
+            plan = winograd.choose(g, bl, ctx.winograd)   # the compile option
             if plan is not None:
                 return self.lower_winograd(node, ins, outs, g, bias, plan, bl)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)

@@ -1,19 +1,17 @@
 """The graph rewrites between import and lowering (GE's graph fusion and autofuse), in order.
 
 Each pass is a function (graph, ctx) -> number of rewrites; the IR verifier runs after each.
-OM2GEN_FUSION=0 in the environment turns them all off, which compiles every node to its own
-kernel (to compare against, or to isolate a problem).
+The compile option fusion=off (`--fusion off`, or OM2GEN_FUSION=0 in the environment, which
+the pipeline reads) turns them all off, which compiles every node to its own kernel (to compare
+against, or to isolate a problem).
 """
 from __future__ import annotations
 
-import os
+import dataclasses
 
 from ..ir.graph import Graph
 from ..ir.program import LowerContext
-from ..version import GENERATOR
 from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
-
-ENV = "OM2GEN_FUSION"
 
 PASSES = [
     ("BatchNormalization folding", fold_bn.run),
@@ -27,16 +25,13 @@ PASSES = [
 ]
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip() not in ("0", "off", "no", "false")
-
-
-def run(graph: Graph, target) -> dict[str, int]:
-    """Runs every pass on the graph (in place); returns {pass: rewrites made}."""
-    if not enabled():
+def run(graph: Graph, ctx: LowerContext) -> dict[str, int]:
+    """Runs every pass on the graph (in place) unless ctx.fusion is off; returns {pass: rewrites
+    made}. The passes ask ops how they would lower, never render a kernel."""
+    if not ctx.fusion:
         return {}
     graph.note_source_ops()
-    ctx = LowerContext(target, GENERATOR)
+    ctx = dataclasses.replace(ctx, render_kernel=None)
     stats = {}
     for name, fn in PASSES:
         stats[name] = fn(graph, ctx)

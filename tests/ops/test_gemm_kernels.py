@@ -10,7 +10,8 @@ import pytest
 from helpers import check_model, make_model, rand
 from onnx import helper
 
-from om2gen.ops import conv, gemm_pack
+from om2gen import pipeline
+from om2gen.ops import gemm_pack
 from om2gen.toolchain import targets
 
 COVERS: set = set()   # Conv, MatMul and Gemm are covered by test_conv.py / test_gemm.py
@@ -21,7 +22,7 @@ RUNNABLE = [name for name, t in targets.TARGETS.items() if not targets.missing_f
 @pytest.fixture(autouse=True)
 def _no_winograd(monkeypatch):
     """3x3 stride-1 cases here test the GEMM, not Winograd (tests/ops/test_winograd.py)."""
-    monkeypatch.setenv(conv.WINOGRAD_ENV, "0")
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, "0")
 
 
 def run_node(op_type, inputs: dict, consts: dict, attrs: dict, tmp_path, target, order=None):

@@ -10,7 +10,7 @@ import pytest
 from helpers import check_model, make_model, rand
 from onnx import helper
 
-from om2gen.ops import conv
+from om2gen import pipeline
 from om2gen.toolchain import targets
 
 COVERS: set = set()   # Conv is covered by test_conv.py
@@ -31,7 +31,7 @@ CASES = {
 
 @pytest.fixture(autouse=True)
 def _no_winograd(monkeypatch):
-    monkeypatch.setenv(conv.WINOGRAD_ENV, "0")
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, "0")
 
 
 def check_conv_relu(c: dict, target: str, tmp_path) -> str:

@@ -11,8 +11,9 @@ import pytest
 from helpers import check_model, make_model, rand
 from onnx import helper
 
+from om2gen import pipeline
 from om2gen.errors import CompileError
-from om2gen.ops import conv, gemm_pack, winograd
+from om2gen.ops import gemm_pack, winograd
 from om2gen.toolchain import targets
 
 COVERS: set = set()   # Conv is covered by test_conv.py
@@ -52,7 +53,7 @@ CASES = {
 @pytest.mark.parametrize("target", RUNNABLE)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_winograd_conv(case, target, m, tmp_path, monkeypatch):
-    monkeypatch.setenv(conv.WINOGRAD_ENV, str(m))
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, str(m))
     c = CASES[case]
     _conv(c["x"], c["w"], c["attrs"], tmp_path, target)
     assert _uses_winograd(tmp_path / "model.om2", m)
@@ -67,7 +68,7 @@ def _uses_winograd(archive, m) -> bool:
 @pytest.mark.parametrize("m", [2, 4])
 def test_winograd_no_bias_wide_channels(m, tmp_path, monkeypatch):
     """512 input channels: the long sums where F(4,3)'s error is largest."""
-    monkeypatch.setenv(conv.WINOGRAD_ENV, str(m))
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, str(m))
     _conv((1, 512, 6, 9), (20, 512, 3, 3), {"pads": [1, 1, 1, 1]}, tmp_path, None, bias=False)
 
 
@@ -136,16 +137,18 @@ def test_plan_fits_budget_and_splits_channels():
 
 
 def test_bad_setting_is_a_typed_error(monkeypatch):
-    monkeypatch.setenv(conv.WINOGRAD_ENV, "3")
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, "3")
     with pytest.raises(CompileError, match="OM2GEN_WINOGRAD"):
-        conv.winograd_setting()
+        pipeline.winograd_setting(None)
+    with pytest.raises(CompileError, match="winograd"):
+        pipeline.winograd_setting(3)
 
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_winograd_deep_chain_keeps_accuracy(m, tmp_path, monkeypatch):
     """Eight 3x3 Conv + Relu layers with He-initialised weights (256 channels, as in ResNet's third
     stage): the transforms' rounding must not build up past the project's tolerance."""
-    monkeypatch.setenv(conv.WINOGRAD_ENV, str(m))
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, str(m))
     rng = np.random.default_rng(7)
     c, nodes, consts, prev = 256, [], {}, "x"
     for i in range(8):

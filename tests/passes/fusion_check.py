@@ -13,20 +13,20 @@ from helpers import assert_close, ort_run
 
 import om2gen
 from om2gen.formats.om2 import layout
-from om2gen.passes import optimize
+from om2gen import pipeline
 
 
 @contextmanager
 def fusion(enabled: bool):
-    old = os.environ.get(optimize.ENV)
-    os.environ[optimize.ENV] = "1" if enabled else "0"
+    old = os.environ.get(pipeline.FUSION_ENV)
+    os.environ[pipeline.FUSION_ENV] = "1" if enabled else "0"
     try:
         yield
     finally:
         if old is None:
-            del os.environ[optimize.ENV]
+            del os.environ[pipeline.FUSION_ENV]
         else:
-            os.environ[optimize.ENV] = old
+            os.environ[pipeline.FUSION_ENV] = old
 
 
 @dataclass
