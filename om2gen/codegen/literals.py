@@ -7,17 +7,18 @@ import re
 import numpy as np
 
 
-def c_float(x) -> str:
-    """A float32 literal that parses back to exactly the same float32."""
-    v = np.float32(x)
+def c_float(x, double: bool = False) -> str:
+    """A float32 literal (double: a double one) that parses back to exactly the same value: the
+    shortest round-trip digits, NAN and INFINITY spelled out, never %f. The only float formatter."""
+    v = float(x) if double else np.float32(x)
     if math.isnan(v):
         return "NAN"
     if math.isinf(v):
         return "INFINITY" if v > 0 else "-INFINITY"
-    s = str(v)  # numpy's shortest round-trip spelling for float32
+    s = repr(v) if double else str(v)  # Python's / numpy's shortest round-trip spelling
     if "." not in s and "e" not in s:
         s += ".0"
-    return s + "f"
+    return s if double else s + "f"
 
 
 def c_int(x) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.graph import Value
 from ..ir.program import Alias
 from . import common
 from .elementwise import elementwise_call
-from .math import FLOATS, INTS, UNSIGNED, Arith, c_double, float_call, require_dtype, require_same_dtype
+from .math import FLOATS, INTS, UNSIGNED, Arith, float_call, require_dtype, require_same_dtype
 from .registry import Op, register
 
 
@@ -146,7 +147,7 @@ class Shrink(Op):
                 b, lo, hi = a.lit(bias), a.lit(-lambd), a.lit(lambd)
                 return f"(({x}) < {lo} ? ({x}) + {b} : ({x}) > {hi} ? ({x}) - {b} : {a.lit(0.0)})"
             return float_call(node, ins[:1], outs[0], body)
-        b, lo, hi = (c_double(v) for v in (bias, -lambd, lambd))
+        b, lo, hi = (c_float(v, double=True) for v in (bias, -lambd, lambd))
         expr = (f"(({t.c_type})((double)x0 < {lo} ? (double)x0 + {b} : (double)x0 > {hi} ? (double)x0 - {b} "
                 f": 0.0))")
         return elementwise_call(node, "Shrink", ins[:1], outs[0], expr)

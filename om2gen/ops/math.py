@@ -7,7 +7,6 @@ conversions, written as plain C11 expressions (union punning) so that they need 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,17 +38,6 @@ def require_same_dtype(node: Node, ins: list[Value]) -> None:
     if len(names) > 1:
         raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): inputs have different dtypes "
                                  f"{', '.join(v.dtype.name for v in ins)}; ONNX requires one")
-
-
-def c_double(x) -> str:
-    """A double literal that parses back to exactly the same double (shortest round trip)."""
-    v = float(x)
-    if math.isnan(v):
-        return "NAN"
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "-INFINITY"
-    s = repr(v)
-    return s if any(c in s for c in ".e") else s + ".0"
 
 
 # --- float16 <-> float32 as C expressions -------------------------------------------------------
@@ -113,7 +101,7 @@ class Arith:
         return name if self.double else name + "f"
 
     def lit(self, v) -> str:
-        return c_double(v) if self.double else c_float(v)
+        return c_float(v, double=self.double)
 
     def load(self, x: str) -> str:
         return f16_to_f32(x) if self.dtype.name == "float16" else x

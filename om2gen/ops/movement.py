@@ -8,7 +8,6 @@ through a compile-time table (the mode's rule), so every mode shares one kernel.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -30,12 +29,7 @@ def c_value(dtype: DType, v) -> str:
         bits = int(np.asarray(v, dtype=np.float16).reshape(()).view(np.uint16))
         return f"(uint16_t){bits:#06x}"
     if name == "float64":
-        f = float(v)
-        if math.isnan(f):
-            return "NAN"
-        if math.isinf(f):
-            return "INFINITY" if f > 0 else "-INFINITY"
-        return f.hex()
+        return c_float(v, double=True)
     if name == "bool":
         return "1" if bool(v) else "0"
     x = int(np.asarray(v).astype(dtype.np))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.graph import Node, Value
@@ -97,7 +98,7 @@ def reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction)
         acc = "double"
     finalize = red.finalize
     if "{n}" in finalize:   # the mean of nothing is 0, as ONNX Runtime computes it
-        finalize = finalize.format(n=repr(float(count))) if count else "0"
+        finalize = finalize.format(n=c_float(count, double=True)) if count else "0"
     params = {
         "summary": f"{node.op_type} axes={sorted(axes)}: {x.describe()} -> {y.describe()}",
         "in_t": x.dtype.c_type, "out": y.dtype.c_type, "acc": acc, "map": red.map, "combine": red.combine,

@@ -16,7 +16,16 @@ def test_c_float_round_trips_exactly(x):
     assert np.float32(float(lit[:-1])) == np.float32(x)
 
 
+@pytest.mark.parametrize("x", [0.0, 1.0, -2.5, 0.1, 5e-324, 1.7976931348623157e308, 1e16, 1 / 3, 49])
+def test_c_double_round_trips_exactly(x):
+    lit = c_float(x, double=True)
+    assert not lit.endswith("f") and ("." in lit or "e" in lit)
+    assert float(lit) == float(x)
+
+
 def test_c_float_specials():
+    assert c_float(math.inf, double=True) == "INFINITY"
+    assert c_float(math.nan, double=True) == "NAN"
     assert c_float(math.inf) == "INFINITY"
     assert c_float(-math.inf) == "-INFINITY"
     assert c_float(math.nan) == "NAN"
