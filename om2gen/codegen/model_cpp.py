@@ -10,12 +10,6 @@ from ..version import GENERATOR
 from . import literals
 from . import render as jinja
 
-_SLOT_KIND = {ArgKind.INPUT: "OM2_ARG_INPUT", ArgKind.OUTPUT: "OM2_ARG_OUTPUT",
-              ArgKind.WORKSPACE: "OM2_ARG_WORKSPACE", ArgKind.CONSTANT: "OM2_ARG_CONSTANT"}
-
-_ACL_NAMES = {0: "ACL_FLOAT", 1: "ACL_FLOAT16", 2: "ACL_INT8", 3: "ACL_INT32", 4: "ACL_UINT8", 6: "ACL_INT16",
-              7: "ACL_UINT16", 8: "ACL_UINT32", 9: "ACL_INT64", 10: "ACL_UINT64", 11: "ACL_DOUBLE", 12: "ACL_BOOL"}
-
 
 LOAD_AND_RUN = "om2_load_and_run.cpp"
 
@@ -37,7 +31,7 @@ def render_sources(program: Program, stem: str, arch: str, producer: str = "") -
 
 def render_tables(program: Program, file_name: str, arch: str, producer: str = "") -> str:
     def io(d):
-        return {"name": d.name, "acl_type": _ACL_NAMES[BY_NAME[d.dtype].acl], "nbytes": d.nbytes,
+        return {"name": d.name, "acl_type": BY_NAME[d.dtype].acl_name, "nbytes": d.nbytes,
                 "rank": len(d.shape), "dims_or_zero": ", ".join(map(str, d.shape)) or "0",
                 "comment": f"{d.name}: {d.dtype}[{','.join(map(str, d.shape))}] ({d.nbytes} bytes)"}
 
@@ -49,7 +43,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         slots = []
         names = t.inputs_desc + t.outputs_desc + ["scratch"] * (len(t.args) - len(t.inputs_desc) - len(t.outputs_desc))
         for i, (a, name) in enumerate(zip(t.args, names)):
-            slots.append({"args_offset": t.args_offset + 8 * i, "kind": _SLOT_KIND[a.kind], "index": a.index,
+            slots.append({"args_offset": t.args_offset + 8 * i, "kind": a.kind.c_name, "index": a.index,
                           "offset": a.offset, "comment": name.split(": ")[0]})
             io_slots += a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
         words = list(struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling))
@@ -137,7 +131,7 @@ def _kernel_note(program: Program, t) -> str:
 def _custom_ops(program: Program) -> list[dict]:
     ops, first = [], 0
     for c in program.custom_ops:
-        descs = [{"acl": getattr(dt, "acl_name", None) or _ACL_NAMES[dt.acl], "rank": len(shape), "dims": ", ".join(map(str, shape)) or "0",
+        descs = [{"acl": dt.acl_name, "rank": len(shape), "dims": ", ".join(map(str, shape)) or "0",
                   "comment": f"{dt.name}[{','.join(map(str, shape))}]"} for dt, shape in c["descs"]]
         ops.append({"op_type": c["op_type"], "bin_file": c["bin_name"], "input_num": c["input_num"],
                     "output_num": c["output_num"], "first_desc": first, "descs": descs})

@@ -19,6 +19,7 @@ class DType:
     onnx: int          # TensorProto.DataType
     ge_proto: int      # ge.proto.DataType (ge_ir.proto)
     acl: int           # ge::DataType == aclDataType
+    acl_name: str      # the aclDataType enumerator (acl_base.h), as generated C++ spells it
     ge_string: str     # TypeUtils::DataTypeToSerialString
     c_type: str
     itemsize: int
@@ -29,18 +30,18 @@ class DType:
 
 
 _TABLE = [
-    DType("float32", TensorProto.FLOAT, 1, 0, "DT_FLOAT", "float", 4),
-    DType("float16", TensorProto.FLOAT16, 2, 1, "DT_FLOAT16", "uint16_t", 2),
-    DType("int8", TensorProto.INT8, 3, 2, "DT_INT8", "int8_t", 1),
-    DType("uint8", TensorProto.UINT8, 4, 4, "DT_UINT8", "uint8_t", 1),
-    DType("int16", TensorProto.INT16, 5, 6, "DT_INT16", "int16_t", 2),
-    DType("uint16", TensorProto.UINT16, 6, 7, "DT_UINT16", "uint16_t", 2),
-    DType("int32", TensorProto.INT32, 7, 3, "DT_INT32", "int32_t", 4),
-    DType("int64", TensorProto.INT64, 8, 9, "DT_INT64", "int64_t", 8),
-    DType("uint32", TensorProto.UINT32, 9, 8, "DT_UINT32", "uint32_t", 4),
-    DType("uint64", TensorProto.UINT64, 10, 10, "DT_UINT64", "uint64_t", 8),
-    DType("bool", TensorProto.BOOL, 11, 12, "DT_BOOL", "uint8_t", 1),
-    DType("float64", TensorProto.DOUBLE, 12, 11, "DT_DOUBLE", "double", 8),
+    DType("float32", TensorProto.FLOAT, 1, 0, "ACL_FLOAT", "DT_FLOAT", "float", 4),
+    DType("float16", TensorProto.FLOAT16, 2, 1, "ACL_FLOAT16", "DT_FLOAT16", "uint16_t", 2),
+    DType("int8", TensorProto.INT8, 3, 2, "ACL_INT8", "DT_INT8", "int8_t", 1),
+    DType("uint8", TensorProto.UINT8, 4, 4, "ACL_UINT8", "DT_UINT8", "uint8_t", 1),
+    DType("int16", TensorProto.INT16, 5, 6, "ACL_INT16", "DT_INT16", "int16_t", 2),
+    DType("uint16", TensorProto.UINT16, 6, 7, "ACL_UINT16", "DT_UINT16", "uint16_t", 2),
+    DType("int32", TensorProto.INT32, 7, 3, "ACL_INT32", "DT_INT32", "int32_t", 4),
+    DType("int64", TensorProto.INT64, 8, 9, "ACL_INT64", "DT_INT64", "int64_t", 8),
+    DType("uint32", TensorProto.UINT32, 9, 8, "ACL_UINT32", "DT_UINT32", "uint32_t", 4),
+    DType("uint64", TensorProto.UINT64, 10, 10, "ACL_UINT64", "DT_UINT64", "uint64_t", 8),
+    DType("bool", TensorProto.BOOL, 11, 12, "ACL_BOOL", "DT_BOOL", "uint8_t", 1),
+    DType("float64", TensorProto.DOUBLE, 12, 11, "ACL_DOUBLE", "DT_DOUBLE", "double", 8),
 ]
 
 BY_NAME = {d.name: d for d in _TABLE}

@@ -108,3 +108,13 @@ class ArgKind(enum.IntEnum):
     WORKSPACE = 2
     TILING = 3
     CONSTANT = 7      # GERT_MODEL_ARG_CUSTOM_VALUE: resolved from the constants table at load
+
+    @property
+    def c_name(self) -> str:
+        """The Om2ArgKind enumerator of an args slot (om2/om2_model_tables.h, the same values)."""
+        assert self in SLOT_KINDS, f"{self!r} is no args slot kind"
+        return f"OM2_ARG_{self.name}"
+
+
+# The kinds an args slot of the tables can have (TILING is placed by the tiling data, never a slot)
+SLOT_KINDS = frozenset({ArgKind.INPUT, ArgKind.OUTPUT, ArgKind.WORKSPACE, ArgKind.CONSTANT})

@@ -14,7 +14,6 @@ from ..ir.program import Program
 from ..ir.tasks import ArgKind
 from ..native import ffi
 
-_KIND = {ArgKind.INPUT: 0, ArgKind.OUTPUT: 1, ArgKind.WORKSPACE: 2, ArgKind.CONSTANT: 7}
 
 
 class Tables:
@@ -45,7 +44,7 @@ class Tables:
             op.first_tiling, op.tiling_num = len(words), len(task.tiling) // 8
             op.op_name, op.op_type = self._str(task.op_name), self._str(task.op_type)
             for k, a in enumerate(task.args):
-                slots[s].args_offset, slots[s].kind = task.args_offset + 8 * k, _KIND[a.kind]
+                slots[s].args_offset, slots[s].kind = task.args_offset + 8 * k, int(a.kind)
                 slots[s].index, slots[s].offset = a.index, a.offset
                 io_slots += a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
                 s += 1
