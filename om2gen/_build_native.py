@@ -34,7 +34,9 @@ def _table_driven_load_and_run() -> Path:
         path.write_text(text)
     return path
 
-CDEF = """
+# The types cffi needs, written here ("..." lets cffi take sizes and values from the headers; the
+# structs and enums given in full are checked against them by cffi when the module is built).
+TYPES = """
 typedef int aclError;
 typedef void *aclrtStream;
 typedef void *aclrtBinHandle;
@@ -105,25 +107,8 @@ typedef struct Om2CustomAttr {
     const float *floats;
     const char *str;
 } Om2CustomAttr;
-int32_t om2x_custom_prepare(const char *op_type, const char *node_name, const Om2CustomTensorDesc *inputs,
-                            size_t input_num, Om2CustomTensorDesc *outputs, size_t output_num,
-                            const Om2CustomAttr *attrs, size_t attr_num, uint8_t **blob, size_t *blob_size,
-                            char *err, size_t err_len);
-void om2x_free(void *p);
-size_t Om2ListCustomOps(const char **op_types, size_t capacity);
-uint64_t om2x_custom_launch_count(void);
-aclError om2rtLoadSharedObjectFromMemory(const void *data, size_t length, int global, void **handle);
 
 /* om2/om2_so_in_om.h: custom-op registries per library and per model, symbols of packed SOs */
-int32_t om2x_custom_library_load(const void *data, size_t size, void **dl_handle, void **library,
-                                 char *err, size_t err_len);
-size_t om2x_custom_library_ops(const void *library, const char **op_types, size_t capacity);
-int32_t om2x_custom_scope_enter(void *const *libraries, size_t n, void **token);
-int32_t om2x_custom_scope_leave(void *token);
-void *om2x_custom_scope_current(void);
-int32_t om2x_so_load(const void *data, size_t size, void **dl_handle, void **registry, char *err, size_t err_len);
-int32_t om2x_so_unload(void *registry);
-void *om2x_so_symbol(void *handle, const char *name);
 
 /* om2/om2_model_tables.h: what a model is made of, built in memory by the classic-OM executor */
 typedef enum { OM2_ARG_INPUT = 0, OM2_ARG_OUTPUT = 1, OM2_ARG_WORKSPACE = 2, OM2_ARG_CONSTANT = 7 } Om2ArgKind;
@@ -156,49 +141,76 @@ typedef struct Om2ModelTables {
     uint64_t custom_op_num; const Om2CustomOpDef *custom_ops; const Om2CustomTensorDesc *custom_tensor_descs;
     uint64_t tiling_word_num; uint64_t constants_size;
 } Om2ModelTables;
-int32_t om2x_tables_model_load(const void *tables, const GertModelLoadConfig *config, GertModelHandle *handle);
-void om2x_tables_entry_points(Om2xEntryPoints *ep);
 
 #define OM2_MODEL_ABI_VERSION ...
 #define OM2_KERNEL_ABI_VERSION ...
 
-void om2x_fill_load_callbacks(GertModelLoadCallbacks *callbacks);
-uint64_t om2x_bin_store_size(void);
-int32_t om2x_dlopen_from_memory(const void *data, size_t size, const char *name, int global,
-                                void **handle, char *err, size_t err_len);
-int32_t om2x_resolve_entry_points(void *lib, Om2xEntryPoints *ep, char *err, size_t err_len);
-int32_t om2x_dlclose(void *lib);
-int32_t om2x_protect_read_only(void *addr, size_t size);
-const void *om2x_model_tables(void *lib);
-uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
-const char *om2x_last_error(const Om2xEntryPoints *ep);
-int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle);
-int32_t om2x_model_run(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config);
-int32_t om2x_model_run_async(const Om2xEntryPoints *ep, GertModelHandle handle, aclrtStream stream,
-                             const GertModelRunConfig *config);
-int32_t om2x_model_unload(const Om2xEntryPoints *ep, GertModelHandle handle);
-
-aclError aclrtCreateStream(aclrtStream *stream);
-aclError aclrtDestroyStream(aclrtStream stream);
-aclError aclrtSynchronizeStream(aclrtStream stream);
 typedef enum { ACL_MEM_MALLOC_HUGE_FIRST = 0, ... } aclrtMemMallocPolicy;
 typedef enum { ACL_MEMCPY_HOST_TO_DEVICE = 1, ... } aclrtMemcpyKind;
-aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
-aclError aclrtFree(void *devPtr);
-aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
-const char *aclGetRecentErrMsg(void);
 
-aclError om2rtSetThreadCount(uint32_t n);
 typedef struct Om2rtProfMark { uint64_t time_ns; char msg[128]; } Om2rtProfMark;
-size_t om2rtTakeProfMarks(Om2rtProfMark *marks, size_t capacity);
 #define OM2RT_MAX_PROF_MARKS ...
-uint32_t om2rtGetThreadCount(void);
-aclError om2rtSetIssueThreadCount(uint32_t n);
 #define OM2RT_MAX_THREADS ...
-uint32_t om2rtGetIssueThreadCount(void);
-uint64_t om2rtGetLaunchCount(void);
-uint64_t om2rtGetLiveAllocationCount(void);
 """
+
+# The functions the Python side calls: their declarations are taken from the headers (from the
+# runtime source or the load-and-run template that defines them where no header declares one), so
+# the cdef follows the headers (tests/package/test_cdef_headers.py checks the built module does).
+FUNCTIONS = (
+    "om2x_custom_prepare", "om2x_free", "Om2ListCustomOps", "om2x_custom_launch_count",
+    "om2rtLoadSharedObjectFromMemory", "om2x_custom_library_load", "om2x_custom_library_ops",
+    "om2x_custom_scope_enter", "om2x_custom_scope_leave", "om2x_custom_scope_current", "om2x_so_load",
+    "om2x_so_unload", "om2x_so_symbol", "om2x_tables_model_load", "om2x_tables_entry_points",
+    "om2x_fill_load_callbacks", "om2x_bin_store_size", "om2x_dlopen_from_memory", "om2x_resolve_entry_points",
+    "om2x_dlclose", "om2x_protect_read_only", "om2x_model_tables", "om2x_abi_version", "om2x_last_error",
+    "om2x_model_load", "om2x_model_run", "om2x_model_run_async", "om2x_model_unload", "aclrtCreateStream",
+    "aclrtDestroyStream", "aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy",
+    "aclGetRecentErrMsg", "om2rtSetThreadCount", "om2rtTakeProfMarks", "om2rtGetThreadCount",
+    "om2rtSetIssueThreadCount", "om2rtGetIssueThreadCount", "om2rtGetLaunchCount",
+    "om2rtGetLiveAllocationCount",
+)
+
+_HEADERS = [*sorted((_RUNTIME / "include").rglob("*.h")), *sorted((_RUNTIME / "src").glob("*.h"))]
+_DEFINERS = [*sorted((_RUNTIME / "src").glob("*.cpp")), _ROOT / "templates" / "model" / "load_and_run.cpp.j2"]
+_DECL = re.compile(r"(?:^|[;}\n])\s*((?:[A-Za-z_]\w*[\s*]+)+?)\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?=[;{])", re.S)
+_NOT_A_TYPE = re.compile(r"\b(return|if|while|for|switch|sizeof|else|case|define)\b")
+
+
+def declarations(text: str) -> dict[str, list[str]]:
+    """{function: its C declarations ("ret name(params);")} in a header or source text, without
+    comments, extern "C", static/inline and visibility macros (XXX_API, XXX_VISIBILITY)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*|\{#.*?#\}", " ", text, flags=re.S).replace('extern "C"', " ")
+    out: dict[str, list[str]] = {}
+    for m in _DECL.finditer(text):
+        ret, name, params = m.groups()
+        if _NOT_A_TYPE.search(ret):
+            continue
+        ret = " ".join(w for w in ret.split() if w not in ("static", "inline")
+                       and not re.fullmatch(r"[A-Z0-9_]+_(API|VISIBILITY)", w))
+        out.setdefault(name, []).append(f"{ret} {name}({' '.join(params.split())});")
+    return out
+
+
+def _scan(paths) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        for name, decls in declarations(path.read_text()).items():
+            found.setdefault(name, []).extend(decls)
+    return found
+
+
+def function_declarations() -> list[str]:
+    headers, definers = _scan(_HEADERS), _scan(_DEFINERS)
+    out = []
+    for name in FUNCTIONS:
+        decls = headers.get(name) or definers.get(name)
+        if not decls:
+            raise SystemExit(f"_build_native: {name} is declared in no header under {_RUNTIME}")
+        out.append(decls[0])
+    return out
+
+
+CDEF = TYPES + "\n".join(function_declarations()) + "\n"
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
