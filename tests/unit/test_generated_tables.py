@@ -66,8 +66,9 @@ def _lowered(nodes, inits):
                               opset_imports=[helper.make_opsetid("", 17)])
     graph = import_onnx(model)
     target = targets.default_target()
-    optimize.run(graph, target)
-    return lower_graph(graph, LowerContext(target, GENERATOR, kernels.render))
+    ctx = LowerContext(target, GENERATOR, kernels.render)
+    optimize.run(graph, ctx)
+    return lower_graph(graph, ctx)
 
 
 def test_fused_groups_and_patterns_are_labelled_with_every_op():
