@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..codegen.literals import c_float
 from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
 from ..ir.program import KernelCall
 from . import common, gemm_pack, winograd
@@ -44,19 +45,13 @@ ACTIVATION_ATTR = "_om2_activation"
 RESIDUAL_ATTR = "_om2_residual"
 
 
-def _c_float(v: float) -> str:
-    if math.isinf(v):
-        return "__builtin_inff()" if v > 0 else "-__builtin_inff()"
-    return f"{float(v)!r}f"
-
-
 def activation(node) -> dict | None:
     """The fused activation's bounds as C float literals, or None."""
     bounds = node.attrs.get(ACTIVATION_ATTR)
     if bounds is None:
         return None
     lo, hi = bounds
-    return {"lo": _c_float(lo), "hi": _c_float(hi), "desc": f"clamped to [{lo}, {hi}]"}
+    return {"lo": c_float(lo), "hi": c_float(hi), "desc": f"clamped to [{lo}, {hi}]"}
 
 
 def _align16(n: int) -> int:
