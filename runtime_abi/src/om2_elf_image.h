@@ -33,6 +33,16 @@ constexpr uint16_t kHostMachine = EM_AARCH64;
 constexpr uint16_t kHostMachine = EM_NONE;
 #endif
 
+/* Bounds no genuine object reaches. A model library holds code and tables (its weights are the
+ * constants blob) and a kernel one specialisation: a few MiB of file bytes at most, and KiBs of
+ * bss. The largest objects this check sees are the host libraries a model packs, which can be
+ * hundreds of MiB of file bytes. Above these a p_memsz or p_vaddr can only be an edit, and the
+ * loader would reserve, map and zero-fill what it says. */
+constexpr uint64_t kMaxBss = 256ull << 20;    // bytes a PT_LOAD adds beyond its file bytes
+constexpr uint64_t kMaxSpan = 2ull << 30;     // first PT_LOAD's page to the end of the last
+constexpr uint64_t kMaxTls = 16ull << 20;     // PT_TLS p_memsz, allocated again for every thread
+constexpr uint64_t kMaxTlsAlign = 1ull << 16; // PT_TLS p_align: ld.so over-allocates by it
+
 /* [offset, offset + size) lies inside [0, limit), without overflow. */
 inline bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
     return offset <= limit && size <= limit - offset;
@@ -101,6 +111,15 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     if (dyn.p_filesz % sizeof(Elf64_Dyn) != 0 || !Within(dyn.p_offset, dyn.p_filesz, length)) {
         std::snprintf(why, why_len, "its dynamic section (%llu bytes at %llu) is malformed",
                       (unsigned long long)dyn.p_filesz, (unsigned long long)dyn.p_offset);
+        return false;
+    }
+    /* ld.so reads the dynamic entries at p_vaddr, not p_offset, and before glibc 2.35 writes the
+     * relocated addresses back into them: they must be the bytes checked here, in a writable
+     * segment */
+    if (segs.FileOffset(dyn.p_vaddr, dyn.p_filesz) != dyn.p_offset || dyn.p_memsz != dyn.p_filesz ||
+        !segs.ContainsWith(dyn.p_vaddr, dyn.p_memsz, PF_W)) {
+        std::snprintf(why, why_len, "its dynamic section (0x%llx in memory) is not its file bytes at %llu in a "
+                      "writable segment", (unsigned long long)dyn.p_vaddr, (unsigned long long)dyn.p_offset);
         return false;
     }
     struct Table {
@@ -216,6 +235,44 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     return true;
 }
 
+/* Checks a program header other than PT_LOAD: ld.so, dl_iterate_phdr's users (the unwinder reads
+ * PT_GNU_EH_FRAME) and the TLS code read what these describe at load address + p_vaddr, so it
+ * must be mapped, and be the file bytes at p_offset that this check and the tools see. */
+inline bool CheckDescriptor(const Elf64_Ehdr &eh, const Elf64_Phdr &p, const Segments &segs, char *why,
+                            size_t why_len) {
+    const char *name = nullptr;
+    bool ok = true;
+    switch (p.p_type) {
+        case PT_PHDR:   // ld.so's view of the program headers (l_phdr) when present
+            name = "PT_PHDR";
+            ok = p.p_offset == eh.e_phoff && p.p_filesz == (uint64_t)eh.e_phnum * eh.e_phentsize &&
+                 p.p_memsz == p.p_filesz && segs.FileOffset(p.p_vaddr, p.p_filesz) == p.p_offset;
+            break;
+        case PT_NOTE: case PT_GNU_PROPERTY: case PT_GNU_EH_FRAME:
+            name = p.p_type == PT_NOTE ? "PT_NOTE" : p.p_type == PT_GNU_PROPERTY ? "PT_GNU_PROPERTY" : "PT_GNU_EH_FRAME";
+            ok = p.p_memsz == p.p_filesz && segs.FileOffset(p.p_vaddr, p.p_filesz) == p.p_offset;
+            break;
+        case PT_TLS:    // each thread's block: p_filesz bytes copied from p_vaddr, the rest of p_memsz zeroed
+            name = "PT_TLS";
+            ok = p.p_filesz <= p.p_memsz && p.p_memsz <= kMaxTls && p.p_align <= kMaxTlsAlign &&
+                 (p.p_align & (p.p_align - 1)) == 0 && segs.FileOffset(p.p_vaddr, p.p_filesz) == p.p_offset;
+            break;
+        case PT_GNU_RELRO:   // made read-only after relocation: inside the data it protects
+            name = "PT_GNU_RELRO";
+            ok = p.p_memsz == 0 || segs.ContainsWith(p.p_vaddr, p.p_memsz, PF_W);
+            break;
+        default: return true;
+    }
+    if (!ok && p.p_type == PT_GNU_RELRO) {
+        std::snprintf(why, why_len, "its RELRO range lies outside its data segment");
+    } else if (!ok) {
+        std::snprintf(why, why_len, "its %s (%llu bytes at 0x%llx, file offset %llu) lies outside the bytes it "
+                      "describes or is malformed", name, (unsigned long long)p.p_memsz, (unsigned long long)p.p_vaddr,
+                      (unsigned long long)p.p_offset);
+    }
+    return ok;
+}
+
 /* True when `data` is a well-formed 64-bit shared object of the host machine; else false and a
  * reason in `why` ("<what> is ..."). */
 inline bool CheckSharedObject(const void *image, uint64_t length, char *why, size_t why_len) {
@@ -253,24 +310,36 @@ inline bool CheckSharedObject(const void *image, uint64_t length, char *why, siz
             segs.code.emplace_back(sh.sh_addr, sh.sh_addr + sh.sh_size);
         }
     }
-    const Elf64_Phdr *dynamic = nullptr, *relro = nullptr;
+    const Elf64_Phdr *dynamic = nullptr;
     int loads = 0;
+    uint64_t first = 0, end = 0;   // the PT_LOAD segments' virtual span
     for (uint16_t i = 0; i < eh.e_phnum; ++i) {
         const Elf64_Phdr &p = segs.phdr[i];
         if (p.p_type == PT_LOAD) {
-            ++loads;
             if (!Within(p.p_offset, p.p_filesz, length) || p.p_filesz > p.p_memsz || p.p_align == 0 ||
                 (p.p_align & (p.p_align - 1)) != 0 || p.p_offset % p.p_align != p.p_vaddr % p.p_align ||
-                p.p_memsz > (1ull << 40) || p.p_vaddr > (1ull << 46)) {
-                std::snprintf(why, why_len, "segment %u (%llu bytes at file offset %llu) runs past the %llu bytes of the "
-                              "file or is malformed (truncated?)", i, (unsigned long long)p.p_filesz,
-                              (unsigned long long)p.p_offset, (unsigned long long)length);
+                p.p_memsz - p.p_filesz > kMaxBss || p.p_vaddr > (1ull << 46)) {
+                std::snprintf(why, why_len, "segment %u (%llu bytes at file offset %llu, %llu in memory) runs past the "
+                              "%llu bytes of the file or is malformed (truncated?)", i, (unsigned long long)p.p_filesz,
+                              (unsigned long long)p.p_offset, (unsigned long long)p.p_memsz,
+                              (unsigned long long)length);
+                return false;
+            }
+            /* ld.so reserves first..end and maps each segment over it in order: one below or over
+             * the one before would replace its pages */
+            if (loads != 0 && p.p_vaddr < end) {
+                std::snprintf(why, why_len, "segment %u (at 0x%llx) overlaps or precedes the one before it", i,
+                              (unsigned long long)p.p_vaddr);
+                return false;
+            }
+            if (loads++ == 0) first = p.p_vaddr & ~0xfffull;
+            end = p.p_vaddr + p.p_memsz;
+            if (end - first > kMaxSpan) {
+                std::snprintf(why, why_len, "its segments span %llu bytes of memory", (unsigned long long)(end - first));
                 return false;
             }
         } else if (p.p_type == PT_DYNAMIC) {
             dynamic = &p;
-        } else if (p.p_type == PT_GNU_RELRO && p.p_memsz != 0) {
-            relro = &p;
         } else if (p.p_type == PT_INTERP) {
             std::snprintf(why, why_len, "it is an executable (it names a program interpreter), not a library");
             return false;
@@ -291,9 +360,8 @@ inline bool CheckSharedObject(const void *image, uint64_t length, char *why, siz
         std::snprintf(why, why_len, "it has no dynamic section");
         return false;
     }
-    if (relro != nullptr && !segs.ContainsWith(relro->p_vaddr, relro->p_memsz, PF_W)) {
-        std::snprintf(why, why_len, "its RELRO range lies outside its data segment");
-        return false;
+    for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+        if (!CheckDescriptor(eh, segs.phdr[i], segs, why, why_len)) return false;
     }
     return CheckDynamic(data, length, *dynamic, segs, why, why_len);
 }
