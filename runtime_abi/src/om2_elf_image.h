@@ -124,10 +124,16 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     }
     struct Table {
         int64_t addr_tag, size_tag;
+        const char *name, *size_name;
         uint64_t addr = 0, size = 0;
         bool present = false;   /* any address may be a (hostile) value: UINT64_MAX is no sentinel */
-    } tables[] = {{DT_STRTAB, DT_STRSZ}, {DT_RELA, DT_RELASZ}, {DT_JMPREL, DT_PLTRELSZ},
-                  {DT_INIT_ARRAY, DT_INIT_ARRAYSZ}, {DT_FINI_ARRAY, DT_FINI_ARRAYSZ}, {DT_REL, DT_RELSZ}};
+        bool sized = false;
+    } tables[] = {{DT_STRTAB, DT_STRSZ, "DT_STRTAB", "DT_STRSZ"}, {DT_RELA, DT_RELASZ, "DT_RELA", "DT_RELASZ"},
+                  {DT_JMPREL, DT_PLTRELSZ, "DT_JMPREL", "DT_PLTRELSZ"},
+                  {DT_INIT_ARRAY, DT_INIT_ARRAYSZ, "DT_INIT_ARRAY", "DT_INIT_ARRAYSZ"},
+                  {DT_FINI_ARRAY, DT_FINI_ARRAYSZ, "DT_FINI_ARRAY", "DT_FINI_ARRAYSZ"},
+                  {DT_REL, DT_RELSZ, "DT_REL", "DT_RELSZ"},
+                  {DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ, "DT_PREINIT_ARRAY", "DT_PREINIT_ARRAYSZ"}};
     const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI};
     bool ended = false;
     uint64_t relaent = 0, relacount = 0, syment = 0;
@@ -149,7 +155,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
         }
         for (Table &t : tables) {
             if (d.d_tag == t.addr_tag) t.addr = d.d_un.d_ptr, t.present = true;
-            if (d.d_tag == t.size_tag) t.size = d.d_un.d_val;
+            if (d.d_tag == t.size_tag) t.size = d.d_un.d_val, t.sized = true;
         }
         if (d.d_tag == DT_NEEDED || d.d_tag == DT_SONAME || d.d_tag == DT_RPATH || d.d_tag == DT_RUNPATH) {
             names.push_back(d.d_un.d_val);
@@ -161,6 +167,14 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     if (!ended) {
         std::snprintf(why, why_len, "its dynamic section has no DT_NULL end");
         return false;
+    }
+    /* ld.so takes the size of a table whose address it has from the size entry, without looking
+     * whether there is one (a NULL dereference) */
+    for (const Table &t : tables) {
+        if (t.present && !t.sized) {
+            std::snprintf(why, why_len, "it has a %s entry but no %s", t.name, t.size_name);
+            return false;
+        }
     }
     /* the names the loader reads from the string table lie inside it, NUL-terminated */
     const uint64_t str_off = !tables[0].present ? UINT64_MAX : segs.FileOffset(tables[0].addr, tables[0].size);
@@ -174,7 +188,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     /* the loader walks RELA tables by these counts and sizes (DT_RELACOUNT relative ones first) */
     for (const Table &t : tables) {
         if ((t.addr_tag == DT_RELA || t.addr_tag == DT_JMPREL) && t.size % sizeof(Elf64_Rela) != 0) {
-            std::snprintf(why, why_len, "its relocation table %lld is %llu bytes, not whole entries", (long long)t.addr_tag,
+            std::snprintf(why, why_len, "its relocation table %s is %llu bytes, not whole entries", t.name,
                           (unsigned long long)t.size);
             return false;
         }
@@ -195,14 +209,25 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     }
     for (const Table &t : tables) {
         if (t.present && segs.FileOffset(t.addr, t.size) == UINT64_MAX) {
-            std::snprintf(why, why_len, "the table of dynamic entry %lld (%llu bytes) lies outside its file bytes",
-                          (long long)t.addr_tag, (unsigned long long)t.size);
+            std::snprintf(why, why_len, "its table %s (%llu bytes) lies outside its file bytes", t.name,
+                          (unsigned long long)t.size);
             return false;
         }
     }
-    /* every relocation writes inside a segment; one that fills a constructor or destructor slot
-     * (DT_INIT_ARRAY, DT_FINI_ARRAY) makes it point into the code */
-    const Table &init = tables[3], &fini = tables[4];
+    /* ld.so calls every slot of the constructor and destructor arrays, whatever it holds: each
+     * must be an aligned slot of the data segment that a RELATIVE relocation fills with an
+     * address in the code (the file's bytes there are only the link-time address) */
+    const Table *arrays[] = {&tables[3], &tables[4], &tables[6]};
+    std::vector<std::vector<bool>> filled;
+    for (const Table *array : arrays) {
+        filled.emplace_back(array->present ? array->size / sizeof(uint64_t) : 0, false);
+        if (array->present && (array->size % sizeof(uint64_t) != 0 || array->addr % sizeof(uint64_t) != 0 ||
+                               !segs.ContainsWith(array->addr, array->size, PF_W))) {
+            std::snprintf(why, why_len, "its %s (%llu bytes at 0x%llx) is not whole aligned slots of a writable "
+                          "segment", array->name, (unsigned long long)array->size, (unsigned long long)array->addr);
+            return false;
+        }
+    }
 #if defined(__aarch64__)
     const uint32_t relative = R_AARCH64_RELATIVE;
 #else
@@ -223,12 +248,27 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
                 std::snprintf(why, why_len, "it has thread-local relocations but no PT_TLS segment");
                 return false;
             }
-            for (const Table *array : {&init, &fini}) {
-                if (array->present && rela.r_offset >= array->addr && rela.r_offset - array->addr < array->size &&
-                    (ELF64_R_TYPE(rela.r_info) != relative || !segs.IsCode(static_cast<uint64_t>(rela.r_addend)))) {
+            for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; ++a) {
+                const Table &array = *arrays[a];
+                if (!array.present || rela.r_offset + sizeof(uint64_t) <= array.addr ||
+                    rela.r_offset >= array.addr + array.size) {
+                    continue;
+                }
+                if (ELF64_R_TYPE(rela.r_info) != relative || (rela.r_offset - array.addr) % sizeof(uint64_t) != 0 ||
+                    !segs.IsCode(static_cast<uint64_t>(rela.r_addend))) {
                     std::snprintf(why, why_len, "a constructor or destructor slot points outside its code");
                     return false;
                 }
+                filled[a][(rela.r_offset - array.addr) / sizeof(uint64_t)] = true;
+            }
+        }
+    }
+    for (size_t a = 0; a < filled.size(); ++a) {
+        for (size_t slot = 0; slot < filled[a].size(); ++slot) {
+            if (!filled[a][slot]) {
+                std::snprintf(why, why_len, "slot %zu of its %s has no relocation to its code", slot,
+                              arrays[a]->name);
+                return false;
             }
         }
     }
