@@ -2108,9 +2108,13 @@ extern "C" aclError aclrtBinaryLoadFromData(const void* data, size_t length, con
             return fail(ACL_ERROR_INVALID_FILE, "refusing a kernel binary of %zu bytes before loading it: %s", length, why);
         }
         /* a plain kernel is mapped without the dynamic loader; one that needs it is dlopen'ed */
-        if (!om2_elf::LightLoaderEnabled() || !om2_elf::MapKernel(data, length, &bin->image, why, sizeof why)) {
-            RETURN_IF_ERROR(load_shared_object(data, length, &bin->dl));
+        const om2_elf::MapResult mapped = om2_elf::LightLoaderEnabled()
+                                              ? om2_elf::MapKernel(data, length, &bin->image, why, sizeof why)
+                                              : om2_elf::MapResult::kDeclined;
+        if (mapped == om2_elf::MapResult::kFailed) {
+            return fail(ACL_ERROR_BAD_ALLOC, "cannot map a kernel binary of %zu bytes: %s", length, why);
         }
+        if (mapped == om2_elf::MapResult::kDeclined) RETURN_IF_ERROR(load_shared_object(data, length, &bin->dl));
         *binHandle = bin.release();
         return ACL_SUCCESS;
     });

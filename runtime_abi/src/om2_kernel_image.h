@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -62,11 +63,15 @@ inline bool LightLoaderEnabled() {
 #endif
 }
 
+/* What MapKernel did: declined needs the dynamic loader (the caller then dlopens the binary);
+ * failed could not map it at all, and dlopen would fail the same way, or worse. */
+enum class MapResult { kMapped, kDeclined, kFailed };
+
 namespace detail {
 
-inline bool Decline(char *why, size_t why_len, const char *what) {
+inline MapResult Decline(char *why, size_t why_len, const char *what) {
     std::snprintf(why, why_len, "%s", what);
-    return false;
+    return MapResult::kDeclined;
 }
 
 template <typename T>
@@ -82,9 +87,8 @@ inline int Protection(uint32_t flags) {
 
 }  // namespace detail
 
-/* Maps `data` (a checked kernel binary) into *image. False with a reason when the binary needs
- * the dynamic loader (the caller then dlopens it) or a system call fails. */
-inline bool MapKernel(const void *image_data, uint64_t length, KernelImage *image, char *why, size_t why_len) {
+/* Maps `data` (a checked kernel binary) into *image; else a reason in `why`. */
+inline MapResult MapKernel(const void *image_data, uint64_t length, KernelImage *image, char *why, size_t why_len) {
 #if !defined(__x86_64__)
     (void)image_data, (void)length, (void)image;
     return detail::Decline(why, why_len, "the light loader runs on x86-64 only");
@@ -178,7 +182,11 @@ inline bool MapKernel(const void *image_data, uint64_t length, KernelImage *imag
     };
 
     void *base = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return Decline(why, why_len, "mmap of the kernel image failed");
+    if (base == MAP_FAILED) {
+        std::snprintf(why, why_len, "mmap of its %llu-byte image failed: %s", (unsigned long long)span,
+                      std::strerror(errno));
+        return MapResult::kFailed;
+    }
     KernelImage out;
     out.base = base;
     out.span = span;
@@ -253,7 +261,7 @@ inline bool MapKernel(const void *image_data, uint64_t length, KernelImage *imag
         }
     }
     *image = std::move(out);
-    return true;
+    return MapResult::kMapped;
 #endif
 }
 
