@@ -483,6 +483,162 @@ def test_code_outside_an_executable_segment_is_refused(mlp, tmp_path):
     assert "ArchiveError" in out and "outside its executable segments" in out, out
 
 
+_PHDR_FIELDS = {"p_offset": 8, "p_vaddr": 16, "p_filesz": 32, "p_memsz": 40, "p_align": 48}
+
+
+def _with_segment_field(data: bytes, p_type: str, field: str, value: int, which: int = 0) -> bytes:
+    """`data` with `field` of its `which`-th program header of type `p_type` set to `value`."""
+    import io
+    import struct
+
+    from elftools.elf.elffile import ELFFile
+    elf = ELFFile(io.BytesIO(data))
+    index = [i for i, seg in enumerate(elf.iter_segments()) if seg["p_type"] == p_type][which]
+    out = bytearray(data)
+    struct.pack_into("<Q", out, elf["e_phoff"] + index * 56 + _PHDR_FIELDS[field], value)
+    return bytes(out)
+
+
+def _library_edit_in_child(mlp, tmp_path, edit) -> str:
+    """Loads, in a child, the MLP with its model library replaced by edit(library bytes)."""
+    e = entries_of(mlp["om2"])
+    lib_name = name_of(e, "_om2.so")
+    e[lib_name] = edit(e[lib_name])
+    return load_in_child(write_archive(tmp_path / "edited.om2", e))
+
+
+@pytest.mark.parametrize("tag, value, needle", [
+    # fuzz cases om2-858 and om2-8268 (seed 4): ld.so called the ELF header's bytes
+    ("DT_INIT_ARRAY", 0, "its DT_INIT_ARRAY (8 bytes at 0x0) is not whole aligned slots of a writable segment"),
+    ("DT_INIT_ARRAY", 1, "its DT_INIT_ARRAY (8 bytes at 0x1) is not whole aligned slots"),
+    ("DT_FINI_ARRAY", 0, "its DT_FINI_ARRAY (8 bytes at 0x0) is not whole aligned slots"),
+    ("DT_INIT_ARRAYSZ", 12, "its DT_INIT_ARRAY (12 bytes at"),
+    # a slot past the array's relocations: ld.so would call the link-time bytes there
+    ("DT_INIT_ARRAYSZ", 16, "slot 1 of its DT_INIT_ARRAY has no relocation to its code|a constructor or destructor "
+                            "slot points outside its code")])
+def test_every_constructor_slot_must_be_relocated_into_the_code(mlp, tmp_path, tag, value, needle):
+    import struct
+
+    def edit(data):
+        data = bytearray(data)
+        struct.pack_into("<Q", data, _dynamic_entry_offset(bytes(data), tag), value)
+        return bytes(data)
+    out = _library_edit_in_child(mlp, tmp_path, edit)
+    assert "ArchiveError" in out and any(n in out for n in needle.split("|")), out
+
+
+def test_a_preinit_array_is_checked_as_the_others(mlp, tmp_path):
+    """The constructor array retagged DT_PREINIT_ARRAY (ld.so runs only an executable's, but
+    the check does not rely on that) and moved to the ELF header."""
+    import struct
+
+    def edit(data):
+        data = bytearray(data)
+        at, size_at = (_dynamic_entry_offset(bytes(data), t) for t in ("DT_INIT_ARRAY", "DT_INIT_ARRAYSZ"))
+        struct.pack_into("<qQ", data, at - 8, 32, 0)   # DT_PREINIT_ARRAY
+        struct.pack_into("<q", data, size_at - 8, 33)  # DT_PREINIT_ARRAYSZ
+        return bytes(data)
+    out = _library_edit_in_child(mlp, tmp_path, edit)
+    assert "ArchiveError" in out and "its DT_PREINIT_ARRAY (8 bytes at 0x0) is not whole aligned slots" in out, out
+
+
+@pytest.mark.parametrize("tag", ["DT_INIT_ARRAYSZ", "DT_FINI_ARRAYSZ", "DT_RELASZ", "DT_PLTRELSZ"])
+def test_a_table_without_its_size_entry_is_refused(mlp, tmp_path, tag):
+    """ld.so reads the size entry of every table it has the address of, without looking for it."""
+    import struct
+
+    def edit(data):
+        data = bytearray(data)
+        struct.pack_into("<q", data, _dynamic_entry_offset(bytes(data), tag) - 8, 21)   # DT_DEBUG, which it ignores
+        return bytes(data)
+    out = _library_edit_in_child(mlp, tmp_path, edit)
+    assert "ArchiveError" in out and f"entry but no {tag}" in out, out
+
+
+@pytest.mark.parametrize("field, value", [("p_vaddr", (1 << 64) - 1),   # fuzz case om2-5943 (seed 4)
+                                          ("p_vaddr", 0x8000), ("p_offset", 0), ("p_filesz", 56)])
+def test_a_program_header_table_header_that_is_not_the_table_is_refused(mlp, tmp_path, field, value):
+    """ld.so reads the program headers at PT_PHDR's p_vaddr when there is one."""
+    out = _library_edit_in_child(mlp, tmp_path, lambda data: _with_segment_field(data, "PT_PHDR", field, value))
+    assert "ArchiveError" in out and "its PT_PHDR" in out, out
+
+
+@pytest.mark.parametrize("p_type, field, value, needle", [
+    # ld.so reads the dynamic entries at p_vaddr, which must be the bytes checked at p_offset
+    ("PT_DYNAMIC", "p_vaddr", 0x40, "its dynamic section (0x40 in memory) is not its file bytes"),
+    ("PT_DYNAMIC", "p_vaddr", (1 << 64) - 8, "is not its file bytes"),
+    # each thread's TLS block: p_filesz bytes copied from p_vaddr, the rest of p_memsz zeroed
+    ("PT_TLS", "p_filesz", 0xffffffff, "its PT_TLS"),
+    ("PT_TLS", "p_memsz", 1 << 40, "its PT_TLS"),
+    ("PT_TLS", "p_align", 3, "its PT_TLS"),
+    ("PT_TLS", "p_vaddr", (1 << 64) - 1, "its PT_TLS"),
+    # read in memory by dl_iterate_phdr's users: the unwinder of every C++ exception
+    ("PT_GNU_EH_FRAME", "p_vaddr", (1 << 64) - 1, "its PT_GNU_EH_FRAME"),
+    ("PT_NOTE", "p_vaddr", 0x7fff0000, "its PT_NOTE"),
+    ("PT_GNU_RELRO", "p_vaddr", 0x40, "its RELRO range lies outside its data segment")])
+def test_a_program_header_describing_other_memory_than_its_bytes_is_refused(mlp, tmp_path, p_type, field, value,
+                                                                            needle):
+    out = _library_edit_in_child(mlp, tmp_path, lambda data: _with_segment_field(data, p_type, field, value))
+    assert "ArchiveError" in out and needle in out, out
+
+
+@pytest.mark.parametrize("field, change, needle", [
+    ("p_vaddr", lambda v: v & 0xfff, "overlaps or precedes the one before it"),   # the data mapped over the code
+    ("p_memsz", lambda v: 1 << 30, "runs past the"),                             # 1 GiB of bss
+    ("p_vaddr", lambda v: v + (2 << 30), "its segments span")])
+def test_segments_out_of_order_or_of_huge_bss_are_refused(mlp, tmp_path, field, change, needle):
+    """The data segment moved or grown; its p_vaddr stays congruent to its p_offset."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    def edit(data):
+        rw = [s for s in ELFFile(io.BytesIO(data)).iter_segments() if s["p_type"] == "PT_LOAD"][1]
+        return _with_segment_field(data, "PT_LOAD", field, change(rw[field]), which=1)
+    out = _library_edit_in_child(mlp, tmp_path, edit)
+    assert "ArchiveError" in out and needle in out, out
+
+
+def _kernel_edit(mlp, tmp_path, edit):
+    e = entries_of(mlp["om2"])
+    kernel = next(n for n in e if n.endswith(".o"))
+    e[kernel] = edit(e[kernel])
+    return write_archive(tmp_path / "kernel.om2", e)
+
+
+def test_a_kernel_segment_of_4_gib_is_refused(mlp, tmp_path):
+    """Fuzz case om2-9696 (seed 4): a kernel's code segment of 4 GiB in memory, over its data
+    segment; the dynamic loader, which the light loader left it to, crashed."""
+    path = _kernel_edit(mlp, tmp_path, lambda data: _with_segment_field(data, "PT_LOAD", "p_memsz", 0xffffffff))
+    out = load_in_child(path)
+    assert "RuntimeFailure" in out and "refusing a kernel binary" in out and "runs past the" in out, out
+
+
+def test_a_kernel_the_light_loader_cannot_map_is_a_runtime_failure(mlp, tmp_path):
+    """A kernel with 200 MiB of bss (within the check's bounds) in a process that cannot map that
+    much more: an error naming the failed mmap, not a retry through the dynamic loader."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    def edit(data):
+        rw = [s for s in ELFFile(io.BytesIO(data)).iter_segments() if s["p_type"] == "PT_LOAD"][-1]
+        return _with_segment_field(data, "PT_LOAD", "p_memsz", rw["p_filesz"] + (200 << 20), which=-1)
+    path = _kernel_edit(mlp, tmp_path, edit)
+    out = run_child(f"""
+import resource
+import om2gen
+with open("/proc/self/statm") as f:
+    vm = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (vm + (120 << 20), resource.RLIM_INFINITY))
+try:
+    om2gen.load({str(path)!r}).close()
+except om2gen.Om2Error as exc:
+    print(type(exc).__name__, exc)
+""")
+    assert "RuntimeFailure" in out and "cannot map a kernel binary" in out and "mmap of its" in out, out
+
+
 @pytest.mark.parametrize("name", ["\u0000", "manifest.json", "data/kernels_x86_64"])
 def test_a_kernel_list_naming_other_entries_is_an_archive_error(mlp, tmp_path, name):
     e = entries_of(mlp["om2"])
