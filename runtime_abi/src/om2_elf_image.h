@@ -103,6 +103,185 @@ inline bool IsTlsRelocation(uint32_t type) {
 #endif
 }
 
+/* The dynamic entries the symbol lookup reads through (0 = absent). */
+struct SymbolTables {
+    uint64_t symtab = 0, hash = 0, gnu_hash = 0, versym = 0, verdef = 0, verdefnum = 0, verneed = 0, verneednum = 0;
+    bool has_symtab = false, has_hash = false, has_gnu_hash = false, has_versym = false, has_verdef = false,
+         has_verneed = false;
+};
+
+/* `count` uint32 at vaddr in the file bytes: their file offset, or UINT64_MAX. */
+inline uint64_t Words(const Segments &segs, uint64_t vaddr, uint64_t count) {
+    return count > (UINT64_MAX / 4) ? UINT64_MAX : segs.FileOffset(vaddr, count * 4);
+}
+
+inline uint32_t Word(const unsigned char *data, uint64_t offset) {
+    uint32_t w;
+    std::memcpy(&w, data + offset, sizeof w);
+    return w;
+}
+
+/* A string-table offset the loader compares as a NUL-terminated name. */
+inline bool NameInTable(const unsigned char *data, uint64_t str_off, uint64_t str_size, uint64_t name) {
+    return str_off != UINT64_MAX && name < str_size && std::memchr(data + str_off + name, 0, str_size - name) != nullptr;
+}
+
+/* ld.so's symbol lookup walks the hash tables, the symbols they reach, their names and versions
+ * without bounds: every bucket and chain must end inside the file bytes, every symbol reached
+ * must lie in the symbol and version tables, every name in the string table, and the version
+ * definition and need lists must end where their counts say. */
+inline bool CheckSymbolTables(const unsigned char *data, const Segments &segs, const SymbolTables &t,
+                              uint64_t str_off, uint64_t str_size, char *why, size_t why_len) {
+    uint64_t nsyms = 0;
+    if (t.has_gnu_hash) {
+        const uint64_t head = Words(segs, t.gnu_hash, 4);
+        if (head == UINT64_MAX) {
+            std::snprintf(why, why_len, "its DT_GNU_HASH header lies outside its file bytes");
+            return false;
+        }
+        const uint64_t nbuckets = Word(data, head), symoffset = Word(data, head + 4), bloom = Word(data, head + 8);
+        const uint64_t buckets_at = t.gnu_hash + 16 + bloom * 8;
+        const uint64_t buckets = Words(segs, buckets_at, nbuckets);
+        if (nbuckets == 0 || bloom == 0 || Words(segs, t.gnu_hash + 16, bloom * 2) == UINT64_MAX || buckets == UINT64_MAX) {
+            std::snprintf(why, why_len, "its DT_GNU_HASH table (%llu buckets, %llu bloom words) is empty or lies "
+                          "outside its file bytes", (unsigned long long)nbuckets, (unsigned long long)bloom);
+            return false;
+        }
+        nsyms = symoffset;
+        const uint64_t chains_at = buckets_at + nbuckets * 4;
+        /* the linker sorts the symbols by bucket, so the chains are disjoint runs in bucket order:
+         * refusing anything else keeps this walk linear in the table's size */
+        uint64_t next_free = symoffset;
+        for (uint64_t b = 0; b < nbuckets; ++b) {
+            uint64_t index = Word(data, buckets + b * 4);
+            if (index == 0) continue;
+            if (index < next_free) {
+                std::snprintf(why, why_len, "its DT_GNU_HASH buckets are not in symbol order");
+                return false;
+            }
+            for (;; ++index) {   /* a chain ends at the entry with bit 0 set */
+                const uint64_t at = index < symoffset ? UINT64_MAX : Words(segs, chains_at + (index - symoffset) * 4, 1);
+                if (at == UINT64_MAX) {
+                    std::snprintf(why, why_len, "a DT_GNU_HASH chain runs outside its file bytes");
+                    return false;
+                }
+                if (index + 1 > nsyms) nsyms = index + 1;
+                if (Word(data, at) & 1) break;
+            }
+            next_free = index + 1;
+        }
+    } else if (t.has_hash) {
+        const uint64_t head = Words(segs, t.hash, 2);
+        const uint64_t nbucket = head == UINT64_MAX ? 0 : Word(data, head), nchain = head == UINT64_MAX ? 0 : Word(data, head + 4);
+        const uint64_t words = Words(segs, t.hash + 8, nbucket + nchain);
+        if (nbucket == 0 || words == UINT64_MAX) {
+            std::snprintf(why, why_len, "its DT_HASH table is empty or lies outside its file bytes");
+            return false;
+        }
+        for (uint64_t i = 0; i < nbucket + nchain; ++i) {
+            if (Word(data, words + i * 4) >= nchain) {
+                std::snprintf(why, why_len, "its DT_HASH table names a symbol past its %llu", (unsigned long long)nchain);
+                return false;
+            }
+        }
+        nsyms = nchain;
+    }
+    if (nsyms != 0) {
+        const uint64_t syms = !t.has_symtab || nsyms > UINT64_MAX / sizeof(Elf64_Sym)
+                                  ? UINT64_MAX : segs.FileOffset(t.symtab, nsyms * sizeof(Elf64_Sym));
+        if (syms == UINT64_MAX || (t.has_versym && segs.FileOffset(t.versym, nsyms * 2) == UINT64_MAX)) {
+            std::snprintf(why, why_len, "its hash table reaches %llu symbols, more than its symbol or version table "
+                          "holds", (unsigned long long)nsyms);
+            return false;
+        }
+        for (uint64_t i = 0; i < nsyms; ++i) {
+            Elf64_Sym sym;
+            std::memcpy(&sym, data + syms + i * sizeof sym, sizeof sym);
+            if (!NameInTable(data, str_off, str_size, sym.st_name)) {
+                std::snprintf(why, why_len, "the name of its symbol %llu lies outside its string table",
+                              (unsigned long long)i);
+                return false;
+            }
+        }
+    }
+    /* Elf64_Verdef: half version, flags, ndx, cnt; word hash, aux, next. Elf64_Verdaux: word name, next. */
+    uint64_t max_version = 1;   /* 0 local, 1 global; above: defined or needed here */
+    uint64_t at = t.verdef;
+    for (uint64_t i = 0; t.has_verdef && i < t.verdefnum; ++i) {
+        const uint64_t def = segs.FileOffset(at, sizeof(Elf64_Verdef));
+        Elf64_Verdef vd;
+        if (def != UINT64_MAX) std::memcpy(&vd, data + def, sizeof vd);
+        if (def == UINT64_MAX || vd.vd_version != VER_DEF_CURRENT) {
+            std::snprintf(why, why_len, "its version definition %llu lies outside its file bytes or is malformed",
+                          (unsigned long long)i);
+            return false;
+        }
+        uint64_t aux = at + vd.vd_aux;
+        for (uint64_t k = 0; k < vd.vd_cnt; ++k) {
+            const uint64_t a = segs.FileOffset(aux, sizeof(Elf64_Verdaux));
+            Elf64_Verdaux vda;
+            if (a != UINT64_MAX) std::memcpy(&vda, data + a, sizeof vda);
+            if (a == UINT64_MAX || !NameInTable(data, str_off, str_size, vda.vda_name)) {
+                std::snprintf(why, why_len, "a name of its version definition %llu lies outside its string table",
+                              (unsigned long long)i);
+                return false;
+            }
+            aux += vda.vda_next;
+        }
+        if (vd.vd_ndx > max_version) max_version = vd.vd_ndx;
+        if (vd.vd_next == 0 && i + 1 < t.verdefnum) {
+            std::snprintf(why, why_len, "its version definitions end before DT_VERDEFNUM %llu",
+                          (unsigned long long)t.verdefnum);
+            return false;
+        }
+        at += vd.vd_next;
+    }
+    /* Elf64_Verneed: half version, cnt; word file, aux, next. Elf64_Vernaux: word hash; half flags,
+     * other; word name, next. */
+    at = t.verneed;
+    for (uint64_t i = 0; t.has_verneed && i < t.verneednum; ++i) {
+        const uint64_t need = segs.FileOffset(at, sizeof(Elf64_Verneed));
+        Elf64_Verneed vn;
+        if (need != UINT64_MAX) std::memcpy(&vn, data + need, sizeof vn);
+        if (need == UINT64_MAX || vn.vn_version != VER_NEED_CURRENT || !NameInTable(data, str_off, str_size, vn.vn_file)) {
+            std::snprintf(why, why_len, "its version need %llu lies outside its file bytes or is malformed",
+                          (unsigned long long)i);
+            return false;
+        }
+        uint64_t aux = at + vn.vn_aux;
+        for (uint64_t k = 0; k < vn.vn_cnt; ++k) {
+            const uint64_t a = segs.FileOffset(aux, sizeof(Elf64_Vernaux));
+            Elf64_Vernaux vna;
+            if (a != UINT64_MAX) std::memcpy(&vna, data + a, sizeof vna);
+            if (a == UINT64_MAX || !NameInTable(data, str_off, str_size, vna.vna_name)) {
+                std::snprintf(why, why_len, "a name of its version need %llu lies outside its string table",
+                              (unsigned long long)i);
+                return false;
+            }
+            aux += vna.vna_next;
+            if (vna.vna_other > max_version) max_version = vna.vna_other;
+        }
+        if (vn.vn_next == 0 && i + 1 < t.verneednum) {
+            std::snprintf(why, why_len, "its version needs end before DT_VERNEEDNUM %llu",
+                          (unsigned long long)t.verneednum);
+            return false;
+        }
+        at += vn.vn_next;
+    }
+    /* the loader indexes its version array with each symbol's DT_VERSYM entry */
+    const uint64_t versyms = t.has_versym && nsyms ? segs.FileOffset(t.versym, nsyms * 2) : UINT64_MAX;
+    for (uint64_t i = 0; versyms != UINT64_MAX && i < nsyms; ++i) {
+        uint16_t v;
+        std::memcpy(&v, data + versyms + i * 2, sizeof v);
+        if ((v & 0x7fff) > max_version) {
+            std::snprintf(why, why_len, "its symbol %llu has version index %u, past its %llu versions",
+                          (unsigned long long)i, v & 0x7fff, (unsigned long long)max_version);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Checks the dynamic section's pointers and sizes; false with a reason in `why`. */
 inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64_Phdr &dyn, const Segments &segs,
                          char *why, size_t why_len) {
@@ -137,6 +316,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
     const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI};
     bool ended = false;
     uint64_t relaent = 0, relacount = 0, syment = 0;
+    SymbolTables syms;
     std::vector<uint64_t> names;   // string-table offsets: DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH
     const uint64_t n = dyn.p_filesz / sizeof(Elf64_Dyn);
     for (uint64_t i = 0; i < n && !ended; ++i) {
@@ -159,6 +339,17 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
         }
         if (d.d_tag == DT_NEEDED || d.d_tag == DT_SONAME || d.d_tag == DT_RPATH || d.d_tag == DT_RUNPATH) {
             names.push_back(d.d_un.d_val);
+        }
+        switch (d.d_tag) {
+            case DT_SYMTAB: syms.symtab = d.d_un.d_ptr, syms.has_symtab = true; break;
+            case DT_HASH: syms.hash = d.d_un.d_ptr, syms.has_hash = true; break;
+            case DT_GNU_HASH: syms.gnu_hash = d.d_un.d_ptr, syms.has_gnu_hash = true; break;
+            case DT_VERSYM: syms.versym = d.d_un.d_ptr, syms.has_versym = true; break;
+            case DT_VERDEF: syms.verdef = d.d_un.d_ptr, syms.has_verdef = true; break;
+            case DT_VERDEFNUM: syms.verdefnum = d.d_un.d_val; break;
+            case DT_VERNEED: syms.verneed = d.d_un.d_ptr, syms.has_verneed = true; break;
+            case DT_VERNEEDNUM: syms.verneednum = d.d_un.d_val; break;
+            default: break;
         }
         if (d.d_tag == DT_RELAENT) relaent = d.d_un.d_val;
         if (d.d_tag == DT_RELACOUNT) relacount = d.d_un.d_val;
@@ -185,6 +376,7 @@ inline bool CheckDynamic(const unsigned char *data, uint64_t length, const Elf64
             return false;
         }
     }
+    if (!CheckSymbolTables(data, segs, syms, str_off, tables[0].size, why, why_len)) return false;
     /* the loader walks RELA tables by these counts and sizes (DT_RELACOUNT relative ones first) */
     for (const Table &t : tables) {
         if ((t.addr_tag == DT_RELA || t.addr_tag == DT_JMPREL) && t.size % sizeof(Elf64_Rela) != 0) {

@@ -379,7 +379,11 @@ def _dynamic_entry_offset(data: bytes, tag: str) -> int:
 @pytest.mark.parametrize("tag, value", [("DT_RELASZ", 1), ("DT_RELACOUNT", 1 << 20), ("DT_RELAENT", 7), ("DT_INIT", 0),
                                         ("DT_NEEDED", 1 << 40),
                                         # fuzz cases om2-612 and om2-1728: the all-ones address
-                                        ("DT_RELA", (1 << 64) - 1), ("DT_JMPREL", (1 << 64) - 1)])
+                                        ("DT_RELA", (1 << 64) - 1), ("DT_JMPREL", (1 << 64) - 1),
+                                        # the symbol lookup's tables, walked by ld.so without bounds
+                                        ("DT_GNU_HASH", 0), ("DT_GNU_HASH", 0x41), ("DT_VERDEF", 0),
+                                        ("DT_VERDEFNUM", 1 << 20), ("DT_VERNEED", 0), ("DT_VERNEEDNUM", 1 << 20),
+                                        ("DT_SYMTAB", 0), ("DT_VERSYM", 0)])
 def test_inconsistent_relocation_tables_are_refused_before_dlopen(mlp, tmp_path, tag, value):
     import struct
     e = entries_of(mlp["om2"])
