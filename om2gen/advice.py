@@ -1,6 +1,6 @@
 """How an error tells the user to pin an input's shape, freeze an input or pick a format: in the
 words of the interface they called. om2gen.compile(...) speaks of input_shapes= / input_values= /
-format=; the command line (om2gen/cli/entry.py runs compile inside `cli_words()`) speaks of
+format=; the command line (om2gen/cli/compile_model.py runs compile inside `cli_words()`) speaks of
 --input-shape / --input-value / --format."""
 from __future__ import annotations
 

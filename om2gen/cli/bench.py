@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError, Om2Error, RuntimeFailure
 from . import bench_report as report
+from . import parsing
 
 DEFAULT_PHASE_LOADS = 20
 
@@ -385,8 +386,8 @@ def _int_at_least(low: int):
     return parse
 
 
-def add_parser(sub, input_arg) -> None:
-    """Registers `om2gen bench` on the CLI's subparsers; input_arg parses NAME=FILE.npy."""
+def add_parser(sub) -> None:
+    """Registers `om2gen bench` on the CLI's subparsers."""
     b = sub.add_parser("bench", help="time loading and running a model, next to ONNX Runtime",
                        description="Load time, run latency (median, p90, min) and per-run overhead of a compiled "
                                    "model (.om2 or .om), next to ONNX Runtime with --onnx; --phases breaks "
@@ -398,7 +399,7 @@ def add_parser(sub, input_arg) -> None:
     b.add_argument("--warmup", type=_int_at_least(0), default=5, help="untimed runs per engine first (default: 5)")
     b.add_argument("--loads", type=_int_at_least(1), help="timed loads per engine (default: 10; with --phases 20)")
     b.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
-    b.add_argument("--input", action="append", type=input_arg, metavar="NAME=FILE.npy",
+    b.add_argument("--input", action="append", type=parsing.input_file_arg, metavar="NAME=FILE.npy",
                    help="use this data for an input instead of random data (repeatable)")
     b.add_argument("--phases", action="store_true", help="break loading into stages (Model.load_phases)")
     b.add_argument("--compare", metavar="MODEL", help="with --phases: a second model (e.g. the .om of the same "

@@ -50,3 +50,27 @@ def convert(source, output, *, progress: bool = False, trusted_keys=None) -> Pat
     commands = {k.entry: f"taken from the TBE_KERNELS partition of {Path(where).name}" for k in program.kernels}
     return write_archive(out, program, tgt, Options(target=tgt.name), commands, so_pack,
                          f"om2gen convert {Path(where).name}", report)
+
+
+def add_parser(sub) -> None:
+    v = sub.add_parser("convert", help="turn a classic .om file into an .om2 archive (same kernels and weights)")
+    v.add_argument("model", help="the .om file")
+    v.add_argument("-o", "--output", required=True, help="the .om2 file to write")
+    v.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    v.add_argument("--trusted-key", action="append", metavar="KEY.pub",
+                   help="convert only if an Ed25519 public key given here signed the .om (om2gen sign); repeatable. "
+                        "The .om2 written is unsigned either way")
+    v.set_defaults(func=cmd_convert)
+
+
+def cmd_convert(args) -> int:
+    from ..formats.om.container import read_om
+    from ..formats.om.signature import signers
+    out = convert(args.model, args.output, progress=not args.quiet, trusted_keys=args.trusted_key)
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    signed_by = signers(read_om(args.model))
+    if signed_by:
+        print(f"note: {args.model} is signed (by {', '.join(signed_by)}); the signature covers that file only, and "
+              f"{out} (new bytes, its model library built here) is unsigned: sign it with `om2gen sign {out} --key "
+              "KEY.pem`")
+    return 0

@@ -98,3 +98,18 @@ def render_text(info: dict) -> str:
     for e in info["entries"]:
         lines.append(f"  {e['size']:>10}  {'stored ' if e['stored'] else 'deflate'}  {e['name']}")
     return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    i = sub.add_parser("inspect", help="show what an .om2 archive or .om file holds")
+    i.add_argument("model", help="the .om2 or .om file")
+    i.add_argument("--json", action="store_true", help="machine-readable output")
+    i.set_defaults(func=cmd_inspect)
+
+
+def cmd_inspect(args) -> int:
+    import json
+
+    info = inspect_archive(args.model)
+    print(json.dumps(info, indent=1, sort_keys=True) if args.json else render_text(info))
+    return 0

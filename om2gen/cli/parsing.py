@@ -60,3 +60,10 @@ def merged(groups, flag: str) -> dict:
 
 def _show(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def input_file_arg(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"--input {text!r}: expected NAME=FILE.npy")
+    return name, path

@@ -285,7 +285,7 @@ def compile_op(op_type: str, inputs, attrs, output, *, outputs=None, domain: str
 
 
 def run_cli(args) -> int:
-    """`om2gen compile-op` (om2gen/cli/entry.py declares the arguments)."""
+    """`om2gen compile-op` (om2gen/cli/compile_op.py declares the arguments)."""
     operands = [None if item is None else (parse_input(item[1]) if item[0] == "input" else parse_const(item[1]))
                 for item in args.operands or []]
     model = build_model(args.op, operands, list(args.attr or []), outputs=args.outputs, domain=args.domain or "",
