@@ -80,28 +80,32 @@ class Kernel:
         return f"{self.entry}.o"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Task:
-    """The TaskInfo of one dispatch: what GE keeps in a TaskDef + KernelDef."""
-    task_type: ModelTaskType
-    dispatch_type: OpDispatchType
-    kernel_type: CcKernelType
-    kernel: int                 # index into Program.kernels, -1 for non-kernel tasks
-    block_dim: int
-    args: list[ArgRef]
-    tiling: bytes
-    op_name: str                # source ONNX node name
+    """The TaskInfo of one dispatch: what GE keeps in a TaskDef + KernelDef. Keyword-only: most
+    fields are ints, strings or lists of them, which positional calls would let slip into each
+    other's places. The defaults are those of a task that runs no kernel (a control task)."""
+    task_type: ModelTaskType            # TaskDef.type
+    dispatch_type: OpDispatchType       # how the executor launches it
+    kernel_type: CcKernelType           # KernelContext.kernel_type (INVALID for control tasks)
+    kernel: int = -1                    # index into Program.kernels; -1 for control and custom-op tasks
+    block_dim: int = 1
+    args: list[ArgRef] = field(default_factory=list)    # per address slot: where it points
+    tiling: bytes = b""                 # the int64 words after the address slots (little-endian)
+    op_name: str                        # source ONNX node name
     op_type: str
-    label: str                  # e.g. "k012_Conv_Relu"
-    inputs_desc: list[str]      # "name: float32[1,3,224,224]"
-    outputs_desc: list[str]
-    attrs_desc: str = ""
-    args_offset: int = 0        # byte offset of this task's args in the model's args table
-    roles: list[str] = field(default_factory=list)   # per address slot: "i", "o" or "ws" (args_format)
-    label_ref: int = -1         # LABEL_SET: the label; switch/goto: index of its label list
-    slot_bytes: list[int] = field(default_factory=list)   # per address slot: bytes the kernel may touch there
-    tiling_fields: list[str] = field(default_factory=list)   # the names of the tiling words (empty: unknown,
-                                                              # e.g. a task read from an OM file)
+    label: str                          # e.g. "k012_Conv_Relu"
+    inputs_desc: list[str] = field(default_factory=list)    # "name: float32[1,3,224,224]"
+    outputs_desc: list[str] = field(default_factory=list)
+    attrs_desc: str = ""                # the node's non-default attributes, for the dispatch comment
+    args_offset: int = 0                # byte offset of this task's args in the model's args table
+    roles: list[str] = field(default_factory=list)      # per address slot: "i", "o" or "ws" (args_format)
+    # LABEL_SET: the label it sets; switch/goto: the index of its list in Program.label_lists;
+    # CUSTOM_KERNEL: the index of its operator in Program.custom_ops
+    label_ref: int = -1
+    slot_bytes: list[int] = field(default_factory=list)     # per address slot: bytes the kernel may touch there
+    # the names of the tiling words (empty: unknown, e.g. a task read from an OM file)
+    tiling_fields: list[str] = field(default_factory=list)
 
     @property
     def args_size(self) -> int:

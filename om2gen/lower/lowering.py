@@ -203,12 +203,14 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
             roles.append("ws")
             slot_bytes.append(call.workspace)
         tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling.values())
-        task = Task(ModelTaskType.MODEL_TASK_KERNEL, OpDispatchType.AICORE, CcKernelType.TE,
-                    kernel_index[kernel.entry], call.block_dim, args, tiling, node.name, node.op_type,
-                    f"k{t:03d}_{task_name(node, call.name, graph)}",
-                    [_describe(graph, n) for n in call.inputs if n],
-                    [_describe(graph, n) for n in call.outputs],
-                    _attrs_desc(node), args_offset, roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling))
+        task = Task(task_type=ModelTaskType.MODEL_TASK_KERNEL, dispatch_type=OpDispatchType.AICORE,
+                    kernel_type=CcKernelType.TE, kernel=kernel_index[kernel.entry], block_dim=call.block_dim,
+                    args=args, tiling=tiling, op_name=node.name, op_type=node.op_type,
+                    label=f"k{t:03d}_{task_name(node, call.name, graph)}",
+                    inputs_desc=[_describe(graph, n) for n in call.inputs if n],
+                    outputs_desc=[_describe(graph, n) for n in call.outputs],
+                    attrs_desc=_attrs_desc(node), args_offset=args_offset, roles=roles, slot_bytes=slot_bytes,
+                    tiling_fields=list(call.tiling))
         args_offset += memplan.align(task.args_size, 8)
         tasks.append(task)
 
@@ -248,12 +250,14 @@ def _custom_task(call: CustomCall, node, t: int, customs: list[dict], ref, args_
     customs.append({"op_type": call.op_type, "bin_name": call.bin_name, "blob": call.blob, "library": call.library,
                     "input_num": len(call.inputs), "output_num": len(call.outputs),
                     "descs": [(graph.values[n].dtype, graph.values[n].shape) if n else (OMITTED, ()) for n in names]})
-    return Task(ModelTaskType.MODEL_TASK_CUSTOM_KERNEL, OpDispatchType.CUSTOM_KERNEL, CcKernelType.CUSTOMIZED, -1, 1,
-                [ref(n) if n else ArgRef(ArgKind.WORKSPACE, 0, 0) for n in names], b"", node.name, node.op_type,
-                f"k{t:03d}_{call.op_type}",
-                [_describe(graph, n) for n in call.inputs], [_describe(graph, n) if n else "(omitted)" for n in call.outputs],
-                _attrs_desc(node), args_offset, ["i"] * len(call.inputs) + ["o"] * len(call.outputs),
-                len(customs) - 1)
+    return Task(task_type=ModelTaskType.MODEL_TASK_CUSTOM_KERNEL, dispatch_type=OpDispatchType.CUSTOM_KERNEL,
+                kernel_type=CcKernelType.CUSTOMIZED,
+                args=[ref(n) if n else ArgRef(ArgKind.WORKSPACE, 0, 0) for n in names],
+                op_name=node.name, op_type=node.op_type, label=f"k{t:03d}_{call.op_type}",
+                inputs_desc=[_describe(graph, n) for n in call.inputs],
+                outputs_desc=[_describe(graph, n) if n else "(omitted)" for n in call.outputs],
+                attrs_desc=_attrs_desc(node), args_offset=args_offset,
+                roles=["i"] * len(call.inputs) + ["o"] * len(call.outputs), label_ref=len(customs) - 1)
 
 
 _CONTROL = {
@@ -273,8 +277,9 @@ def _control_task(call: Control, node, t: int, label_lists: list[list[int]], ref
         label_lists.append(list(call.labels))
         args, inputs = [ref(call.index)], [f"{call.index}: uint32[] (branch index)"]
     targets = ", ".join(f"L{x}" for x in call.labels)
-    return Task(task_type, dispatch, CcKernelType.INVALID, -1, 1, args, b"", node.name, node.op_type,
-                f"k{t:03d}_{name}", inputs, [], f"labels {targets}", args_offset, ["i"] * len(args), label)
+    return Task(task_type=task_type, dispatch_type=dispatch, kernel_type=CcKernelType.INVALID, args=args,
+                op_name=node.name, op_type=node.op_type, label=f"k{t:03d}_{name}", inputs_desc=inputs,
+                attrs_desc=f"labels {targets}", args_offset=args_offset, roles=["i"] * len(args), label_ref=label)
 
 
 def branch_index_call(node, cond: Value, index: Value) -> KernelCall:

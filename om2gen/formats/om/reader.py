@@ -349,16 +349,18 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
         else:
             kernel, kernel_type = -1, CcKernelType.CUSTOMIZED
             ref = _custom_op(op, kd, refs, roles, model, where)
-        return Task(tt, _DISPATCH[tt], kernel_type, kernel, max(int(kd.block_dim), 1), refs, args[8 * n:],
-                    op.name, op.type, f"k{t:03d}_{op.type}", _descs(op, op.input_desc), _descs(op, op.output_desc),
-                    "", args_offset, roles, ref)
+        return Task(task_type=tt, dispatch_type=_DISPATCH[tt], kernel_type=kernel_type, kernel=kernel,
+                    block_dim=max(int(kd.block_dim), 1), args=refs, tiling=args[8 * n:], op_name=op.name,
+                    op_type=op.type, label=f"k{t:03d}_{op.type}", inputs_desc=_descs(op, op.input_desc),
+                    outputs_desc=_descs(op, op.output_desc), args_offset=args_offset, roles=roles, label_ref=ref)
     if tt == ModelTaskType.MODEL_TASK_LABEL_SET:
         op = _op(graph, td.label_set.op_index, where)
         label = int(td.label_set.label_id)
         if not 0 <= label < program.label_num:
             raise ArchiveError(f"{where} sets label {label}, the model has {program.label_num} labels")
-        return Task(tt, _DISPATCH[tt], CcKernelType.INVALID, -1, 1, [], b"", op.name, op.type, f"k{t:03d}_LabelSet",
-                    [], [], f"labels L{label}", args_offset, [], label)
+        return Task(task_type=tt, dispatch_type=_DISPATCH[tt], kernel_type=CcKernelType.INVALID, op_name=op.name,
+                    op_type=op.type, label=f"k{t:03d}_LabelSet", attrs_desc=f"labels L{label}",
+                    args_offset=args_offset, label_ref=label)
     if tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
         op = _op(graph, td.label_switch_by_index.op_index, where)
         labels = list(op.attr["_label_switch_list"].list.i) if "_label_switch_list" in op.attr else []
@@ -375,9 +377,11 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
                            f"{len(op.input_i)}")
     program.label_lists.append(labels)
     refs = _slots(op.input_i, amap, f"{where} (op {op.name!r})")
-    return Task(tt, _DISPATCH[tt], CcKernelType.INVALID, -1, 1, refs, b"", op.name, op.type, f"k{t:03d}_{op.type}",
-                [f"{op.name}: uint32[] (branch index)"], [], "labels " + ", ".join(f"L{x}" for x in labels),
-                args_offset, ["i"], len(program.label_lists) - 1)
+    return Task(task_type=tt, dispatch_type=_DISPATCH[tt], kernel_type=CcKernelType.INVALID, args=refs,
+                op_name=op.name, op_type=op.type, label=f"k{t:03d}_{op.type}",
+                inputs_desc=[f"{op.name}: uint32[] (branch index)"],
+                attrs_desc="labels " + ", ".join(f"L{x}" for x in labels), args_offset=args_offset, roles=["i"],
+                label_ref=len(program.label_lists) - 1)
 
 
 def _custom_op(op, kd, refs, roles, model: OmModel, where: str) -> int:
