@@ -248,8 +248,8 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         "constants_config": layout.constants_config(idx),
         "custom_ops": {
             "shared_libs": sorted(layout.custom_op_library(b.name) for b in so_pack.of_type(SoBinType.kCustomOp)),
-            "binaries": sorted({layout.custom_op_binary(tgt.arch, c["bin_name"]) for c in program.custom_ops}),
-            "op_types": sorted({c["op_type"] for c in program.custom_ops}),
+            "binaries": sorted({layout.custom_op_binary(tgt.arch, c.bin_name) for c in program.custom_ops}),
+            "op_types": sorted({c.op_type for c in program.custom_ops}),
         },
         "stats": {"tasks": len(program.tasks), "kernels": len(program.kernels),
                   "constants_bytes": program.constants_size},
@@ -285,8 +285,8 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         entries.append(Entry(layout.custom_op_library(b.name), b.data))
     if so_pack.bins:
         entries.append(Entry(layout.SO_STORE, so_pack.store))
-    for c in {c["bin_name"]: c for c in program.custom_ops}.values():
-        entries.append(Entry(layout.custom_op_binary(tgt.arch, c["bin_name"]), c["blob"]))
+    for c in {c.bin_name: c for c in program.custom_ops}.values():
+        entries.append(Entry(layout.custom_op_binary(tgt.arch, c.bin_name), c.blob))
     entries.append(Entry(layout.constants_config(idx), json_bytes(consts)))
     entries.append(Entry(layout.constants_blob(idx), bytes(blob)))
     if opts.debug:

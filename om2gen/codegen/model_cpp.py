@@ -132,8 +132,8 @@ def _custom_ops(program: Program) -> list[dict]:
     ops, first = [], 0
     for c in program.custom_ops:
         descs = [{"acl": dt.acl_name, "rank": len(shape), "dims": ", ".join(map(str, shape)) or "0",
-                  "comment": f"{dt.name}[{','.join(map(str, shape))}]"} for dt, shape in c["descs"]]
-        ops.append({"op_type": c["op_type"], "bin_file": c["bin_name"], "input_num": c["input_num"],
-                    "output_num": c["output_num"], "first_desc": first, "descs": descs})
+                  "comment": f"{dt.name}[{','.join(map(str, shape))}]"} for dt, shape in c.descs]
+        ops.append({"op_type": c.op_type, "bin_file": c.bin_name, "input_num": c.input_num,
+                    "output_num": c.output_num, "first_desc": first, "descs": descs})
         first += len(descs)
     return ops

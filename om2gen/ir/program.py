@@ -6,10 +6,11 @@ render it only arrange text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple, TypedDict
 
 import numpy as np
 
+from .dtypes import DType
 from .tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 
 
@@ -18,8 +19,10 @@ class KernelCall:
     """What an op's lower() returns for a node that needs a kernel."""
     template: str                       # e.g. "kernels/binary.c.j2"
     name: str                           # what the kernel is, e.g. "Add" or "Conv_Relu"
-    params: dict                        # template parameters (all literals decided)
-    inputs: list                        # value names, or np.ndarray for constants derived at compile time
+    params: dict[str, object]           # template parameters (all literals decided)
+    # value names, or arrays for constants derived at compile time (lowering names those before
+    # anything else reads the call: lower/constants.py)
+    inputs: list[str | np.ndarray]
     outputs: list[str]
     block_dim: int = 1
     # the int64 words after the address slots, by the names of the kernel's TilingData fields (in
@@ -41,7 +44,9 @@ class CustomCall:
     op_type: str
     bin_name: str               # data/custom_ops/binaries_<arch>/<bin_name>
     blob: bytes = field(repr=False)     # the serialized instance
-    library: object             # custom_ops.CustomOpLibrary
+    # the sha256 of the custom-op library that registers op_type: the library itself (a live
+    # registry of the runtime) stays with so_in_om.custom_libraries, which resolves the digest
+    library: str
     inputs: list[str]
     outputs: list[str]
 
@@ -157,8 +162,67 @@ class View:
     place: ArgRef | None = None   # where its bytes are (None: nothing reads them)
 
 
+class TensorDesc(NamedTuple):
+    """A custom operator's tensor as its library sees it: OMITTED, () at an omitted position."""
+    dtype: DType
+    shape: tuple[int, ...]
+
+
+@dataclass
+class CustomOpDef:
+    """A custom operator instance a CUSTOM_KERNEL task runs (its Task.label_ref indexes these)."""
+    op_type: str
+    bin_name: str                       # data/custom_ops/binaries_<arch>/<bin_name>
+    blob: bytes = field(repr=False)     # the serialized instance
+    # the sha256 of the library registering op_type (as in CustomCall); "" for one read from an OM
+    # file, whose library the loader finds by its SO_BINS name
+    library: str
+    input_num: int
+    output_num: int
+    descs: list[TensorDesc]             # the inputs', then the outputs'
+
+
+# The final graph's readable dump (debug/ge_model.json, op_attr.json). A graph read from an OM
+# file (formats/om/reader.py) has only what an OM keeps of it: the keys of the *Base classes.
+
+class _ValueJsonBase(TypedDict):
+    name: str
+    dtype: str
+    shape: list[int]
+
+
+class ValueJson(_ValueJsonBase, total=False):
+    const: bool
+
+
+class _NodeJsonBase(TypedDict):
+    name: str
+    op_type: str
+    attrs: dict[str, object]    # JSON values, by attribute name
+
+
+class NodeJson(_NodeJsonBase, total=False):
+    domain: str
+    inputs: list[ValueJson | None]      # None: an omitted position
+    outputs: list[ValueJson | None]
+
+
+class _GraphJsonBase(TypedDict):
+    name: str
+    inputs: list[ValueJson]
+    outputs: list[ValueJson]
+    nodes: list[NodeJson]
+
+
+class GraphJson(_GraphJsonBase, total=False):
+    opsets: dict[str, int]
+
+
 @dataclass
 class Program:
+    """What lowering (or formats/om/reader.py) hands code generation, the writers and the runtime:
+    plain data, holding no handle of a native object (the runtime makes its own from it:
+    runtime/tables.py)."""
     name: str
     inputs: list[IoDesc]
     outputs: list[IoDesc]
@@ -170,10 +234,10 @@ class Program:
     args_size: int
     source_digest: str
     opsets: dict[str, int]
-    graph_json: dict = field(default_factory=dict)
+    graph_json: GraphJson = field(default_factory=dict)   # {} only until formats/om/reader.py has read the ops
     label_num: int = 0
     label_lists: list[list[int]] = field(default_factory=list)
-    custom_ops: list = field(default_factory=list)        # [{op_type, bin_name, blob, library, descs}]
+    custom_ops: list[CustomOpDef] = field(default_factory=list)
     source_format: str = "ONNX"                            # what source_digest is the digest of
     buffers: list[PlannedBuffer] = field(default_factory=list)   # the workspace plan, by offset
     views: list[View] = field(default_factory=list)

@@ -8,12 +8,11 @@ import numpy as np
 import onnx
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Value
-from ..ir.program import (Alias, ArgRef, Constant, Control, CustomCall, IoDesc, Kernel, KernelCall, LowerContext,
-                          PlannedBuffer, Program, Task, View)
+from ..ir.graph import REGIONS, Graph, Value
+from ..ir.program import (Alias, ArgRef, Constant, Control, CustomCall, CustomOpDef, GraphJson, IoDesc, Kernel,
+                          KernelCall, LowerContext, PlannedBuffer, Program, Task, TensorDesc, View)
 from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from ..ops import registry
-from ..ir.graph import REGIONS
 from ..ops.elementwise import copy_call
 from . import memplan
 
@@ -179,7 +178,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     tasks: list[Task] = []
     args_offset = 0
     label_lists: list[list[int]] = []
-    customs: list[dict] = []
+    customs: list[CustomOpDef] = []
     for t, (node, call) in enumerate(calls):
         if isinstance(call, CustomCall):
             task = _custom_task(call, node, t, customs, ref, args_offset, graph)
@@ -243,13 +242,14 @@ def task_name(node, name: str, graph: Graph) -> str:
     return "_".join([_FUSED_PREFIX.get(node.op_type, node.op_type)] + ops)
 
 
-def _custom_task(call: CustomCall, node, t: int, customs: list[dict], ref, args_offset: int, graph) -> Task:
+def _custom_task(call: CustomCall, node, t: int, customs: list[CustomOpDef], ref, args_offset: int, graph) -> Task:
     """An omitted output position ("") keeps its place: desc OMITTED, a slot nobody reads."""
     from ..ir.dtypes import OMITTED
     names = call.inputs + call.outputs
-    customs.append({"op_type": call.op_type, "bin_name": call.bin_name, "blob": call.blob, "library": call.library,
-                    "input_num": len(call.inputs), "output_num": len(call.outputs),
-                    "descs": [(graph.values[n].dtype, graph.values[n].shape) if n else (OMITTED, ()) for n in names]})
+    customs.append(CustomOpDef(op_type=call.op_type, bin_name=call.bin_name, blob=call.blob, library=call.library,
+                               input_num=len(call.inputs), output_num=len(call.outputs),
+                               descs=[TensorDesc(graph.values[n].dtype, graph.values[n].shape) if n
+                                      else TensorDesc(OMITTED, ()) for n in names]))
     return Task(task_type=ModelTaskType.MODEL_TASK_CUSTOM_KERNEL, dispatch_type=OpDispatchType.CUSTOM_KERNEL,
                 kernel_type=CcKernelType.CUSTOMIZED,
                 args=[ref(n) if n else ArgRef(ArgKind.WORKSPACE, 0, 0) for n in names],
@@ -330,7 +330,7 @@ def _attr_json(v):
     return str(v)
 
 
-def _graph_json(graph: Graph) -> dict:
+def _graph_json(graph: Graph) -> GraphJson:
     def val(name):
         v = graph.values[name]
         return {"name": name, "dtype": v.dtype.name, "shape": list(v.shape), "const": v.is_const}

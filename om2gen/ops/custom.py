@@ -75,7 +75,7 @@ class CustomOp(Op):
         info = node.attrs[CUSTOM]
         digest = hashlib.sha256(info["blob"]).hexdigest()[:16]
         return CustomCall(op_type=node.op_type, bin_name=layout.custom_op_bin_name(node.op_type, digest),
-                          blob=info["blob"], library=info["library"], inputs=[v.name for v in ins],
+                          blob=info["blob"], library=info["library"].sha256, inputs=[v.name for v in ins],
                           outputs=list(node.outputs))   # "" at an omitted position (OMITTED)
 
 

@@ -100,8 +100,7 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
     libraries = res.sos.custom_by_name
     for c, so_name in zip(program.custom_ops, parsed.custom_op_refs):
         if so_name not in libraries:
-            raise ArchiveError(f"{where}: custom operator {c['op_type']} needs {so_name!r}, which SO_BINS does not hold")
-        c["library"] = libraries[so_name]
+            raise ArchiveError(f"{where}: custom operator {c.op_type} needs {so_name!r}, which SO_BINS does not hold")
     res.custom_libraries = tuple(res.sos.custom_libraries)
     if parsed.so_bins:
         clock("load packed shared objects")
@@ -122,6 +121,6 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
     res.tables = Tables(program)
     lib.om2x_tables_entry_points(res.entry_points)
     res.bins = [(k.file_name, k.binary, hashlib.sha256(k.binary).hexdigest()) for k in program.kernels]
-    res.bins += list({c["bin_name"]: (c["bin_name"], c["blob"], hashlib.sha256(c["blob"]).hexdigest())
+    res.bins += list({c.bin_name: (c.bin_name, c.blob, hashlib.sha256(c.blob).hexdigest())
                       for c in program.custom_ops}.values())
     clock("build the model tables")

@@ -69,13 +69,13 @@ class Tables:
         t.label_list_entries = self._keep_new("uint32_t[]", entries + [0])
 
         customs = self._array("Om2CustomOpDef", len(p.custom_ops))
-        descs = self._array("Om2CustomTensorDesc", sum(len(c["descs"]) for c in p.custom_ops))
+        descs = self._array("Om2CustomTensorDesc", sum(len(c.descs) for c in p.custom_ops))
         d = 0
         for i, c in enumerate(p.custom_ops):
             op = customs[i]
-            op.op_type, op.bin_file = self._str(c["op_type"]), self._str(c["bin_name"])
-            op.input_num, op.output_num, op.first_desc = c["input_num"], c["output_num"], d
-            for dt, shape in c["descs"]:
+            op.op_type, op.bin_file = self._str(c.op_type), self._str(c.bin_name)
+            op.input_num, op.output_num, op.first_desc = c.input_num, c.output_num, d
+            for dt, shape in c.descs:
                 descs[d].data_type, descs[d].dim_num = dt.acl, len(shape)
                 for j, dim in enumerate(shape):
                     descs[d].dims[j] = dim

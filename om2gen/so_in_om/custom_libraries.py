@@ -96,6 +96,12 @@ def load_bytes(data, name: str, error=CompileError, digest: str | None = None) -
         return library
 
 
+def resident(digest: str) -> CustomOpLibrary:
+    """The library loaded in this process whose content has sha256 `digest`: programs name their
+    custom operators' libraries so (ir.program.CustomOpDef), never holding the live registry."""
+    return _loaded[digest]
+
+
 def check(data: bytes, name: str, target) -> None:
     """An ELF shared object for the target, loadable by its runtime, that imports the
     registration entry point."""

@@ -37,7 +37,7 @@ from ..errors import CompileError
 from ..formats import op_so_store
 from ..formats.op_so_store import OpSoBin, SoBinType
 from . import elf_checks
-from .custom_libraries import REGISTER_SYMBOL, unique
+from .custom_libraries import REGISTER_SYMBOL, resident, unique
 from .info import GUARD_CHECK, KINDS, host_library_suffix, served_op_types
 
 ENV_OPP = "OM2GEN_OPP_PATH"
@@ -68,9 +68,10 @@ class PackContext:
 
     def used_libraries(self) -> list:
         """The custom-op libraries some node uses, in priority order (then first use)."""
-        used = {c["library"].sha256: c["library"] for c in self.program.custom_ops}
+        used = dict.fromkeys(c.library for c in self.program.custom_ops)    # their sha256s, in first use
         order = [lib for lib in unique(self.libraries) if lib.sha256 in used]     # each content once
-        order += [lib for digest, lib in used.items() if lib.sha256 not in {o.sha256 for o in order}]
+        # a program names its libraries by content; one not given here is still resident
+        order += [resident(digest) for digest in used if digest not in {o.sha256 for o in order}]
         return order
 
 
@@ -234,7 +235,7 @@ class CustomOpProvider:
             candidates = [(v, d / kind_dir / lib.name) for v, d in vendors(root, arch)]
             found = next(((v, p) for v, p in candidates if p.is_file()), None)
             if found is None:
-                ops = sorted({c["op_type"] for c in ctx.program.custom_ops if c["library"].sha256 == lib.sha256})
+                ops = sorted({c.op_type for c in ctx.program.custom_ops if c.library == lib.sha256})
                 raise CompileError(f"cross-compiling for {arch}: custom-op library {lib.name} (ops {', '.join(ops)}) "
                                    f"has no {arch} build: put it at ${ENV_OPP}/{arch}/<vendor>/{kind_dir}/{lib.name}")
             vendor, path = found

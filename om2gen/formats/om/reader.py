@@ -26,7 +26,7 @@ import numpy as np
 from ...errors import ArchiveError
 from ...ir import dtypes
 from ...ir.dtypes import OMITTED
-from ...ir.program import ArgRef, Constant, IoDesc, Kernel, Program, Task
+from ...ir.program import ArgRef, Constant, CustomOpDef, GraphJson, IoDesc, Kernel, Program, Task, TensorDesc
 from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from .. import op_so_store
 from . import integrity, kernel_store, proto
@@ -397,7 +397,7 @@ def _custom_op(op, kd, refs, roles, model: OmModel, where: str) -> int:
     descs = []
     for k, td in enumerate(list(op.input_desc)[:n_in] + list(op.output_desc)):
         if k >= n_in and td.dtype == proto.DT_UNDEFINED:   # an omitted optional output (ops/custom.OMITTED)
-            descs.append((OMITTED, ()))
+            descs.append(TensorDesc(OMITTED, ()))
             continue
         dt = _BY_GE_PROTO.get(td.dtype)
         if dt is None:
@@ -406,13 +406,13 @@ def _custom_op(op, kd, refs, roles, model: OmModel, where: str) -> int:
         if len(shape) > MAX_CUSTOM_RANK or any(not 0 <= d <= MAX_DIM for d in shape):
             raise ArchiveError(f"{where}: custom operator tensor of shape {list(shape)}; custom operators take "
                                f"static shapes of rank <= {MAX_CUSTOM_RANK}")
-        descs.append((dt, shape))
+        descs.append(TensorDesc(dt, shape))
     if len(descs) != len(refs):
         raise ArchiveError(f"{where}: {len(refs)} address slots for {len(descs)} tensor descriptions")
     digest = hashlib.sha256(kernel.data).hexdigest()[:12]
-    model.program.custom_ops.append({
-        "op_type": kernel.op_type, "bin_name": f"{kernel.op_type}_{digest}_CustomKernel.bin", "blob": kernel.data,
-        "library": None, "input_num": n_in, "output_num": len(descs) - n_in, "descs": descs})
+    model.program.custom_ops.append(CustomOpDef(
+        op_type=kernel.op_type, bin_name=f"{kernel.op_type}_{digest}_CustomKernel.bin", blob=kernel.data,
+        library="", input_num=n_in, output_num=len(descs) - n_in, descs=descs))
     model.custom_op_refs.append(kd.so_name)
     return len(model.program.custom_ops) - 1
 
@@ -431,7 +431,7 @@ def _attr_value(a):
     return getattr(a, kind) if kind in ("i", "f", "b") else None
 
 
-def _graph_json(graph, program: Program) -> dict:
+def _graph_json(graph, program: Program) -> GraphJson:
     """The graph summary an OM2 archive carries (op_attr.json, debug/ge_model.json)."""
     nodes = []
     for op in graph.op:

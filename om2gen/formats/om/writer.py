@@ -303,8 +303,8 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
             elif tt == ModelTaskType.MODEL_TASK_CUSTOM_KERNEL:
                 c = program.custom_ops[task.label_ref]
                 kd.context.kernel_type = int(CcKernelType.CUSTOMIZED)
-                kd.kernel_name = c["op_type"]
-                kd.so_name = so_pack.custom_names[c["library"].sha256]
+                kd.kernel_name = c.op_type
+                kd.so_name = so_pack.custom_names[c.library]
                 op.attr["_custom_op_item"].CopyFrom(_a_i(task.label_ref))
             td.kernel.CopyFrom(kd)
             _fill_addresses(op, task, mem)
@@ -322,7 +322,7 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
     so_bins, so_flag = so_pack.store, so_pack.flag
     custom = b""
     if program.custom_ops:
-        custom = op_so_store.build_custom_ops(op_so_store.CustomOpKernel(c["op_type"], c["blob"])
+        custom = op_so_store.build_custom_ops(op_so_store.CustomOpKernel(c.op_type, c.blob)
                                            for c in program.custom_ops)
 
     # --- MODEL_DEF
