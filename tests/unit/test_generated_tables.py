@@ -37,7 +37,7 @@ def _graph_with(*nodes):
 
 def test_task_names_list_every_fused_op():
     from om2gen.ir.graph import Node
-    from om2gen.lower.lowering import task_name
+    from om2gen.lower.tasks import task_name
     conv, bn, add, relu = (Node("c", "Conv", [], []), Node("bn", "BatchNormalization", [], []),
                            Node("a", "Add", [], []), Node("r", "Relu", [], []))
     g = _graph_with(conv, bn, add, relu)

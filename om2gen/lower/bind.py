@@ -1,0 +1,27 @@
+"""Graph outputs → the caller's output buffers: the producer of an output writes it in place
+where it can; otherwise a copy step writes the output's own buffer."""
+from __future__ import annotations
+
+from ..ops.elementwise import copy_call
+from .state import Lowering, OutputCopy
+
+
+def bind_outputs(state: Lowering) -> dict[str, int]:
+    """Appends the copies needed and returns the output index of each value a task writes into
+    an output buffer. A producer cannot write in place when the output's bytes are a model input
+    or a constant, already another output's, or a custom operator's (those live at fixed
+    addresses: lower/emit.py)."""
+    values = state.graph.values
+    output_of: dict[str, int] = {}
+    for j, name in enumerate(state.graph.outputs):
+        r = state.root(name)
+        if values[name].size == 0:
+            continue  # an empty output: nothing to write
+        if r in state.input_index or values[r].is_const or r in output_of or r in state.custom_outputs:
+            dst = values[name]
+            copy = state.new_value(f"{name}::out{j}", dst.dtype, dst.shape)
+            state.add(OutputCopy(f"copy_to_output:{name}"), copy_call(values[r], copy))
+            output_of[copy.name] = j
+        else:
+            output_of[r] = j
+    return output_of

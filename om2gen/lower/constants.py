@@ -1,0 +1,46 @@
+"""Constants: arrays an op derives at compile time (a folded BatchNorm's scales) become named
+values, and every constant a step reads gets its place in the one constants blob."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.dtypes import from_numpy
+from ..ir.program import Constant, Control, CustomCall
+from . import memplan
+from .state import Lowering
+
+
+def name_derived(state: Lowering) -> None:
+    """Replaces each array among the kernel calls' inputs by a constant value of its own, so that
+    every later stage sees value names only."""
+    for step in state.steps:
+        call = step.call
+        if isinstance(call, (Control, CustomCall)):
+            continue
+        for i, item in enumerate(call.inputs):
+            if isinstance(item, np.ndarray):
+                value = state.new_value(f"{step.node.name}.packed_input{i}", from_numpy(item.dtype),
+                                        tuple(item.shape), np.asarray(item, order="C"))
+                call.inputs[i] = value.name
+
+
+@dataclass
+class Blob:
+    constants: dict[str, Constant]      # by value name, in the order the steps first read them
+    size: int                           # bytes, each constant's place aligned (memplan.align)
+
+
+def place(state: Lowering) -> Blob:
+    """The constants the steps read, in first-use order, each aligned in one blob."""
+    constants: dict[str, Constant] = {}
+    end = 0
+    for step in state.steps:
+        for name in ([] if isinstance(step.call, Control) else step.call.inputs):
+            r = state.root(name) if name else name
+            if r and state.graph.values[r].is_const and r not in constants:
+                arr = state.graph.values[r].const
+                constants[r] = Constant(r, arr, end)
+                end = memplan.align(end + arr.nbytes)
+    return Blob(constants, end)

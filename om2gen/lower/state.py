@@ -1,0 +1,67 @@
+"""What lowering's stages (lower/lowering.py runs them in order) hand each other.
+
+Emission fills a Lowering with steps, views and labels; naming the derived constants and binding
+the outputs still add to it (values, copy steps). From then on the state is only read: each
+stage returns what it decides (the output binding, the constants blob, the workspace plan, the
+tasks) as a value of its own, which the next stages take as arguments.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.dtypes import DType
+from ..ir.graph import Graph, Node, Value
+from ..ir.program import Control, CustomCall, KernelCall, LowerContext
+
+
+@dataclass
+class OutputCopy:
+    """The node a copy into a graph output's own buffer is reported under (lower/bind.py): it
+    stands for no node of the graph."""
+    name: str                                   # "copy_to_output:<the output>"
+    op_type: str = "Copy"
+    attrs: dict = field(default_factory=dict)   # none: the task's comment lists no attributes
+
+
+@dataclass
+class Step:
+    """One task to be, in launch order (its index is the task's number, k<index>_...)."""
+    node: Node | OutputCopy
+    call: KernelCall | Control | CustomCall
+
+
+@dataclass
+class Lowering:
+    """The graph being lowered and what emission decided about it. The graph gains the values
+    lowering makes (staged inputs, branch indices, derived constants, output copies), so that
+    every name a step reads has its Value."""
+    graph: Graph
+    ctx: LowerContext
+    steps: list[Step] = field(default_factory=list)
+    views: dict[str, str] = field(default_factory=dict)         # value -> the value it is a view of (Alias)
+    view_nodes: dict[str, str] = field(default_factory=dict)    # value -> the node that made the view
+    label_num: int = 0                                          # labels handed out so far
+    custom_outputs: set[str] = field(default_factory=set)       # values a custom operator writes
+    input_index: dict[str, int] = field(init=False)             # graph input -> its index
+
+    def __post_init__(self) -> None:
+        self.input_index = {n: i for i, n in enumerate(self.graph.inputs)}
+
+    def add(self, node: Node | OutputCopy, call: KernelCall | Control | CustomCall) -> None:
+        self.steps.append(Step(node, call))
+
+    def new_value(self, name: str, dtype: DType, shape: tuple[int, ...], const: np.ndarray | None = None) -> Value:
+        value = self.graph.values[name] = Value(name, dtype, shape, const)
+        return value
+
+    def new_label(self) -> int:
+        self.label_num += 1
+        return self.label_num - 1
+
+    def root(self, name: str) -> str:
+        """The value that owns `name`'s bytes: `name` itself, or what it is a view of."""
+        while name in self.views:
+            name = self.views[name]
+        return name

@@ -1,0 +1,138 @@
+"""Steps → tasks: a kernel task per kernel call (its kernel rendered by the renderer the pipeline
+hands in, LowerContext.render_kernel, and shared by identical calls), a CUSTOM_KERNEL task per
+custom operator, a label task per control step."""
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from ..ir.dtypes import OMITTED
+from ..ir.graph import Graph
+from ..ir.program import ArgRef, Control, CustomCall, CustomOpDef, Kernel, KernelCall, Task, TensorDesc
+from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+from .args import Places
+from .state import Lowering
+from .workspace import scratch_key
+
+
+@dataclass
+class TaskTable:
+    kernels: list[Kernel] = field(default_factory=list)         # each specialisation once
+    tasks: list[Task] = field(default_factory=list)             # one per step, in step order
+    label_lists: list[list[int]] = field(default_factory=list)  # the switches' and gotos' targets
+    custom_ops: list[CustomOpDef] = field(default_factory=list)
+
+
+def build(state: Lowering, places: Places) -> TaskTable:
+    """The tasks of all steps; their args offsets are laid out afterwards (lower/args.py)."""
+    table = TaskTable()
+    kernel_index: dict[str, int] = {}
+    for t, step in enumerate(state.steps):
+        call = step.call
+        if isinstance(call, CustomCall):
+            task = _custom_task(state.graph, step.node, call, t, places, table.custom_ops)
+        elif isinstance(call, Control):
+            task = _control_task(step.node, call, t, places, table.label_lists)
+        else:
+            kernel = state.ctx.render_kernel(call, state.ctx)
+            if kernel.entry not in kernel_index:
+                kernel_index[kernel.entry] = len(table.kernels)
+                table.kernels.append(kernel)
+            task = _kernel_task(state.graph, step.node, call, t, places, kernel_index[kernel.entry])
+        table.tasks.append(task)
+    return table
+
+
+def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, kernel: int) -> Task:
+    ins = [n for n in call.inputs if n]
+    args = [places.ref(n) for n in ins] + [places.ref(n) for n in call.outputs]
+    roles = ["i"] * len(ins) + ["o"] * len(call.outputs)
+    slot_bytes = [graph.values[n].nbytes for n in ins] + [graph.values[n].nbytes for n in call.outputs]
+    if call.workspace:
+        args.append(ArgRef(ArgKind.WORKSPACE, 0, places.workspace[scratch_key(t)]))
+        roles.append("ws")
+        slot_bytes.append(call.workspace)
+    return Task(task_type=ModelTaskType.MODEL_TASK_KERNEL, dispatch_type=OpDispatchType.AICORE,
+                kernel_type=CcKernelType.TE, kernel=kernel, block_dim=call.block_dim, args=args,
+                tiling=struct.pack(f"<{len(call.tiling)}q", *call.tiling.values()), op_name=node.name,
+                op_type=node.op_type, label=f"k{t:03d}_{task_name(node, call.name, graph)}",
+                inputs_desc=[_describe(graph, n) for n in ins],
+                outputs_desc=[_describe(graph, n) for n in call.outputs],
+                attrs_desc=_attrs_desc(node), roles=roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling))
+
+
+def _custom_task(graph: Graph, node, call: CustomCall, t: int, places: Places, customs: list[CustomOpDef]) -> Task:
+    """An omitted output position ("") keeps its place: desc OMITTED, a slot nobody reads."""
+    names = call.inputs + call.outputs
+    customs.append(CustomOpDef(op_type=call.op_type, bin_name=call.bin_name, blob=call.blob, library=call.library,
+                               input_num=len(call.inputs), output_num=len(call.outputs),
+                               descs=[TensorDesc(graph.values[n].dtype, graph.values[n].shape) if n
+                                      else TensorDesc(OMITTED, ()) for n in names]))
+    return Task(task_type=ModelTaskType.MODEL_TASK_CUSTOM_KERNEL, dispatch_type=OpDispatchType.CUSTOM_KERNEL,
+                kernel_type=CcKernelType.CUSTOMIZED,
+                args=[places.ref(n) if n else ArgRef(ArgKind.WORKSPACE, 0, 0) for n in names],
+                op_name=node.name, op_type=node.op_type, label=f"k{t:03d}_{call.op_type}",
+                inputs_desc=[_describe(graph, n) for n in call.inputs],
+                outputs_desc=[_describe(graph, n) if n else "(omitted)" for n in call.outputs],
+                attrs_desc=_attrs_desc(node), roles=["i"] * len(call.inputs) + ["o"] * len(call.outputs),
+                label_ref=len(customs) - 1)
+
+
+_CONTROL = {
+    "label": (ModelTaskType.MODEL_TASK_LABEL_SET, OpDispatchType.LABEL_SET, "LabelSet"),
+    "switch": (ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX, OpDispatchType.LABEL_SWITCH_BY_INDEX,
+               "LabelSwitchByIndex"),
+    "goto": (ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO, OpDispatchType.LABEL_GOTO_EX, "LabelGoto"),
+}
+
+
+def _control_task(node, call: Control, t: int, places: Places, label_lists: list[list[int]]) -> Task:
+    task_type, dispatch, name = _CONTROL[call.kind]
+    if call.kind == "label":
+        label, args, inputs = call.labels[0], [], []
+    else:
+        label = len(label_lists)
+        label_lists.append(list(call.labels))
+        args, inputs = [places.ref(call.index)], [f"{call.index}: uint32[] (branch index)"]
+    targets = ", ".join(f"L{x}" for x in call.labels)
+    return Task(task_type=task_type, dispatch_type=dispatch, kernel_type=CcKernelType.INVALID, args=args,
+                op_name=node.name, op_type=node.op_type, label=f"k{t:03d}_{name}", inputs_desc=inputs,
+                attrs_desc=f"labels {targets}", roles=["i"] * len(args), label_ref=label)
+
+
+_FUSED_PREFIX = {"FusedElementwise": "Fused"}
+
+
+def task_name(node, name: str, graph: Graph) -> str:
+    """What a task's label calls it: the kernel call's name, then the op type of every source node
+    a fusion folded into the node (its `nodes` attribute), in order: k005_Conv_BatchNormalization_
+    Add_Relu. A node standing for the ones it covers (an element-wise group, a LayerNormalization
+    pattern) is named by its kind and all of their op types."""
+    covered = list(getattr(node, "attrs", {}).get("nodes") or [])
+    if len(covered) < 2 and (not covered or covered[0] == node.name):
+        return name
+    ops = [re.sub(r"\W", "_", graph.source_ops.get(n, "")) or "_" for n in covered]
+    if covered[0] == node.name:
+        return "_".join([name] + ops[1:])
+    return "_".join([_FUSED_PREFIX.get(node.op_type, node.op_type)] + ops)
+
+
+def _describe(graph: Graph, name: str) -> str:
+    v = graph.values[name]
+    return f"{name}: {v.describe()}{' (const)' if v.is_const else ''}"
+
+
+def _attrs_desc(node) -> str:
+    parts = []
+    for k in sorted(a for a in node.attrs if not a.startswith("_")):
+        v = node.attrs[k]
+        if isinstance(v, np.ndarray):
+            v = f"tensor{list(v.shape)}"
+        elif isinstance(v, onnx.GraphProto):   # an If branch: its nodes are tasks of their own
+            v = f"graph({len(v.node)} nodes)"
+        parts.append(f"{k}={v}")
+    return " ".join(parts)

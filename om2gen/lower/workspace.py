@@ -1,0 +1,55 @@
+"""The workspace: which tensors the steps make live there and for how long, and each task's
+scratch region, planned into one arena by lower/memplan.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.program import Control, KernelCall, PlannedBuffer
+from . import memplan
+from .state import Lowering
+
+
+def scratch_key(task: int) -> str:
+    """The workspace key of task `task`'s scratch region ("::" cannot start a value name)."""
+    return f"::scratch{task}"
+
+
+@dataclass
+class Workspace:
+    offsets: dict[str, int]         # by value name (the view-free root) or scratch_key
+    size: int
+    buffers: list[PlannedBuffer]    # by offset, then writer, then name
+
+
+def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspace:
+    """Every value a step writes or reads that is no model input, output or constant lives in
+    the workspace from its writer to its last reader. `output_of`: lower/bind.py's binding;
+    `constants`: lower/constants.py's, by name."""
+    values = state.graph.values
+    inputs = state.input_index
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for t, step in enumerate(state.steps):
+        call = step.call
+        reads = [call.index] if isinstance(call, Control) else call.inputs
+        for name in reads:
+            if name:
+                last[state.root(name)] = t
+        for name in ([] if isinstance(call, Control) else call.outputs):
+            if name:   # "": an omitted custom-op output
+                first.setdefault(state.root(name), t)
+    for r, t in last.items():
+        if r not in first and r not in inputs and r not in output_of and r not in constants:
+            # an empty tensor whose producer was skipped (nothing to compute) read by a node whose
+            # output is not empty (a Pad of it): it needs an address, never bytes
+            assert values[r].size == 0, f"{r!r} is read but nothing writes it"
+            first[r] = t
+    buffers = [memplan.Buffer(r, values[r].nbytes, t, max(t, last.get(r, t)))
+               for r, t in first.items() if r not in output_of and r not in inputs]
+    for t, step in enumerate(state.steps):
+        if isinstance(step.call, KernelCall) and step.call.workspace:
+            buffers.append(memplan.Buffer(scratch_key(t), step.call.workspace, t, t))
+    offsets, size = memplan.plan(buffers)
+    planned = sorted((PlannedBuffer(b.key, offsets[b.key], b.size, b.first, b.last) for b in buffers),
+                     key=lambda b: (b.offset, b.first_task, b.name))
+    return Workspace(offsets, size, planned)
