@@ -29,6 +29,7 @@ class TaskTable:
 
 def build(state: Lowering, places: Places) -> TaskTable:
     """The tasks of all steps; their args offsets are laid out afterwards (lower/args.py)."""
+    assert state.ctx.render_kernel is not None, "lowering needs the kernel renderer (LowerContext.render_kernel)"
     table = TaskTable()
     kernel_index: dict[str, int] = {}
     for t, step in enumerate(state.steps):
