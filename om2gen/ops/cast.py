@@ -8,12 +8,13 @@ which om2gen does not have: such a `to` is rejected as an unsupported dtype.
 """
 from __future__ import annotations
 
+from ..codegen import float16
 from ..ir import dtypes
 from ..ir.dtypes import DType
 from ..ir.program import Alias
 from . import common
 from .elementwise import elementwise_call
-from .math import FLOATS, f16_to_f32, f32_to_f16, f64_to_f16
+from .math import FLOATS
 from .registry import REQUIRED, Op, register
 
 # How a float value reaches each integer type: the C conversion to a type wide enough, then
@@ -32,14 +33,14 @@ def cast_expr(src: DType, to: DType, x: str = "x0") -> str:
     """C expression converting `x` (a parameter name) of dtype src to dtype to."""
     s, t = src.name, to.name
     if t == "bool":
-        return f"((uint8_t)(({x} & 0x7fffu) != 0))" if s == "float16" else f"((uint8_t)({x} != 0))"
+        return f"((uint8_t){float16.nonzero(x)})" if s == "float16" else f"((uint8_t)({x} != 0))"
     if s == "bool":
-        return f"((uint16_t)({x} ? 0x3c00u : 0u))" if t == "float16" else f"(({to.c_type})({x} != 0))"
+        return float16.from_bool(x) if t == "float16" else f"(({to.c_type})({x} != 0))"
     if t == "float16":
         if s == "float64":
-            return f64_to_f16(x)
-        return f32_to_f16(x if s == "float32" else f"(float){x}")   # integers up to 2^24 are exact in float
-    value = f16_to_f32(x) if s == "float16" else x
+            return float16.from_f64(x)
+        return float16.from_f32(x if s == "float32" else f"(float){x}")   # integers up to 2^24 are exact in float
+    value = float16.to_f32(x) if s == "float16" else x
     if t in FLOATS or s not in FLOATS:
         return f"(({to.c_type})({value}))"
     return _float_to_int(value, to)

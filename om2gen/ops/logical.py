@@ -5,6 +5,7 @@ not order like the values, and +0/-0 and NaN need the float rules).
 """
 from __future__ import annotations
 
+from ..codegen import float16
 from ..errors import UnsupportedOpError
 from ..ir.dtypes import BY_NAME
 from . import common
@@ -80,7 +81,7 @@ class IsNaN(Op):
         return [common.out(BOOL, ins[0].shape)]
 
     def lower(self, node, ins, outs, ctx):
-        expr = "((x0 & 0x7fffu) > 0x7c00u)" if ins[0].dtype.name == "float16" else "(isnan(x0) != 0)"
+        expr = float16.is_nan("x0") if ins[0].dtype.name == "float16" else "(isnan(x0) != 0)"
         return elementwise_call(node, "IsNaN", ins, outs[0], f"((uint8_t){expr})")
 
 
@@ -94,13 +95,12 @@ class IsInf(Op):
 
     def lower(self, node, ins, outs, ctx):
         neg, pos = bool(self.attr(node, "detect_negative")), bool(self.attr(node, "detect_positive"))
-        if ins[0].dtype.name == "float16":
-            tests = {(True, True): "(x0 & 0x7fffu) == 0x7c00u", (True, False): "x0 == 0xfc00u",
-                     (False, True): "x0 == 0x7c00u", (False, False): "((void)x0, 0)"}
+        if ins[0].dtype.name == "float16" and (neg or pos):
+            test = float16.is_inf("x0", neg, pos)
         else:
-            tests = {(True, True): "isinf(x0) != 0", (True, False): "(isinf(x0) && x0 < 0)",
-                     (False, True): "(isinf(x0) && x0 > 0)", (False, False): "((void)x0, 0)"}
-        return elementwise_call(node, "IsInf", ins, outs[0], f"((uint8_t)({tests[neg, pos]}))")
+            test = "(%s)" % {(True, True): "isinf(x0) != 0", (True, False): "(isinf(x0) && x0 < 0)",
+                             (False, True): "(isinf(x0) && x0 > 0)", (False, False): "((void)x0, 0)"}[neg, pos]
+        return elementwise_call(node, "IsInf", ins, outs[0], f"((uint8_t){test})")
 
 
 @register("BitShift", since=11)

@@ -1,15 +1,16 @@
 """Element-wise arithmetic: unary math, Pow, Mod, variadic Min/Max/Sum/Mean.
 
-Every op is one C expression for elementwise.c.j2. This module also holds the C vocabulary the
-other element-wise families share: which dtypes an op accepts, how a float dtype computes
-(`Arith`: float16 loads and stores through float, float64 computes in double) and the float16
-conversions, written as plain C11 expressions (union punning) so that they need no helper header.
+Every op is one C expression for elementwise.c.j2. This module also holds the vocabulary the
+other element-wise families share: which dtypes an op accepts and how a float dtype computes
+(`Arith`: float16 loads and stores through float, float64 computes in double). How a float16
+conversion or bit test is spelled in C is codegen/float16.py's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
+from ..codegen import float16
 from ..codegen.literals import c_float
 from ..errors import UnsupportedOpError
 from ..ir.dtypes import DType
@@ -40,49 +41,6 @@ def require_same_dtype(node: Node, ins: list[Value]) -> None:
                                  f"{', '.join(v.dtype.name for v in ins)}; ONNX requires one")
 
 
-# --- float16 <-> float32 as C expressions -------------------------------------------------------
-# The argument of each is evaluated several times: pass a parameter name (x0) or a pure expression.
-
-def f32_from_bits(u: str) -> str:
-    return f"((union {{ uint32_t u; float f; }}){{ .u = (uint32_t)({u}) }}).f"
-
-
-def f32_bits(f: str) -> str:
-    return f"((union {{ float f; uint32_t u; }}){{ .f = (float)({f}) }}).u"
-
-
-def f16_to_f32(h: str) -> str:
-    """Exact: the half's magnitude bits shifted into a float are the value times 2^-112 (normal
-    and subnormal alike); exponent 31 (Inf/NaN) maps to float's 255, keeping the NaN payload."""
-    sign = f"((uint32_t)({h} & 0x8000u) << 16)"
-    special = f32_from_bits(f"{sign} | ((uint32_t)({h} & 0x3ffu) << 13) | 0x7f800000u")
-    finite = f32_from_bits(f"{sign} | ((uint32_t)({h} & 0x7fffu) << 13)")
-    return f"((({h} & 0x7c00u) == 0x7c00u) ? {special} : {finite} * 0x1p112f)"
-
-
-def f32_to_f16(v: str) -> str:
-    """Round to nearest even (M. Dukhan's FP16 algorithm, as in PyTorch's c10::Half): scaling
-    saturates overflow to Inf and the addition of a power of two rounds at half precision;
-    NaN becomes the quiet NaN 0x7e00 with the sign kept."""
-    w = f32_bits(v)
-    shl1 = f"({w} << 1)"
-    bias = f"(({shl1} & 0xff000000u) < 0x71000000u ? 0x71000000u : ({shl1} & 0xff000000u))"
-    base = f"({f32_from_bits(f'({bias} >> 1) + 0x07800000u')} + (fabsf({v}) * 0x1p112f) * 0x1p-110f)"
-    bits = f32_bits(base)
-    nonsign = f"((({bits} >> 13) & 0x7c00u) + ({bits} & 0x0fffu))"
-    return f"((uint16_t)((({w} >> 16) & 0x8000u) | ({shl1} > 0xff000000u ? 0x7e00u : {nonsign})))"
-
-
-def f64_to_f16(d: str) -> str:
-    """double -> half with one rounding: round to odd into float (24 bits, enough guard bits),
-    then float -> half to nearest even."""
-    t = f"((float)({d}))"
-    tb = f32_bits(t)
-    toward_zero = f"(fabs((double){t}) > fabs({d}) ? {tb} - 1u : {tb})"
-    odd = f"((double){t} != ({d}) ? ({toward_zero} | 1u) : {toward_zero})"
-    return f32_to_f16(f32_from_bits(odd))
-
-
 @dataclass(frozen=True)
 class Arith:
     """How values of a float dtype compute in C."""
@@ -104,10 +62,10 @@ class Arith:
         return c_float(v, double=self.double)
 
     def load(self, x: str) -> str:
-        return f16_to_f32(x) if self.dtype.name == "float16" else x
+        return float16.to_f32(x) if self.dtype.name == "float16" else x
 
     def store(self, e: str) -> str:
-        return f32_to_f16(e) if self.dtype.name == "float16" else e
+        return float16.from_f32(e) if self.dtype.name == "float16" else e
 
 
 def float_call(node: Node, ins: list[Value], out: Value, body: Callable[..., str]):
@@ -120,7 +78,7 @@ def float_call(node: Node, ins: list[Value], out: Value, body: Callable[..., str
 
 def to_float(v: Value, x: str) -> str:
     """Input `x` of value `v` as a C float/double/integer fit for comparisons and arithmetic."""
-    return f16_to_f32(x) if v.dtype.name == "float16" else x
+    return float16.to_f32(x) if v.dtype.name == "float16" else x
 
 
 def tree(xs: list[str], combine: Callable[[str, str], str]) -> str:
@@ -181,9 +139,9 @@ class Unary(Op):
 
     def lower(self, node, ins, outs, ctx):
         x, t = ins[0], ins[0].dtype
-        if t.name == "float16" and node.op_type in ("Abs", "Neg"):
-            bit_op = "x0 & 0x7fffu" if node.op_type == "Abs" else "x0 ^ 0x8000u"
-            return elementwise_call(node, node.op_type, [x], outs[0], f"((uint16_t)({bit_op}))")
+        if t.name == "float16" and node.op_type in ("Abs", "Neg"):   # on the bits: exact, NaN payload kept
+            bits = float16.abs_bits if node.op_type == "Abs" else float16.neg_bits
+            return elementwise_call(node, node.op_type, [x], outs[0], bits("x0"))
         if t.name in FLOATS:
             return float_call(node, [x], outs[0], _UNARY_FLOAT[node.op_type])
         form = (_UNARY_SIGNED if t.name in SIGNED else _UNARY_UNSIGNED)[node.op_type]
