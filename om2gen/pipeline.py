@@ -274,7 +274,7 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         Entry(layout.model_meta(idx), json_bytes(meta)),
         Entry(layout.op_attr(idx), json_bytes(op_attr)),
         *(Entry(layout.csrc_dir(idx) + name, text.encode()) for name, text in sorted(sources.items())),
-        Entry(layout.csrc_dir(idx) + "build_commands.json", json_bytes(build_cmds)),
+        Entry(layout.build_commands(idx), json_bytes(build_cmds)),
         Entry(lib_name, lib.binary),
     ]
     for k in program.kernels:

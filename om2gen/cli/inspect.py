@@ -50,7 +50,7 @@ def _inspect_om2(path) -> dict:
 def _tasks_from_source(a: Archive, meta: dict, index: int) -> list[dict]:
     """Without --debug, the task list is read back from the generated source's dispatch table."""
     import re
-    src = next((n for n in a.entries if n.startswith(layout.csrc_dir(index)) and n.endswith("_tables.cpp")), None)
+    src = next((n for n in a.entries if n.startswith(layout.csrc_dir(index)) and n.endswith(layout.TABLES_SOURCE_SUFFIX)), None)
     if src is None:
         return []
     text = a.read(src).decode("utf-8", "replace")

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import struct
 
+from ..formats.om2 import layout
 from ..ir.dtypes import BY_NAME
 from ..ir.program import Program
 from ..ir.tasks import ArgKind, OpDispatchType
 from ..version import GENERATOR
 from . import literals
 from . import render as jinja
-
-
-LOAD_AND_RUN = "om2_load_and_run.cpp"
 
 # Om2OpDef's fields in declaration order (runtime_abi/include/om2/om2_model_tables.h; a unit test
 # checks the two agree). The model library is C++17, where designated initializers are an
@@ -21,15 +19,17 @@ OP_DEF_FIELDS = ("dispatch_type", "task_type", "kernel_type", "kernel", "block_d
                  "first_slot", "slot_num", "first_tiling", "tiling_num", "op_name", "op_type")
 
 
-def render_sources(program: Program, stem: str, arch: str, producer: str = "") -> dict[str, str]:
-    """The model library's sources: {file name: text}. The tables are this model; the
-    load-and-run code is the same for every model (so its object is compiled once and cached)."""
-    tables = f"{stem}_tables.cpp"
-    return {tables: render_tables(program, tables, arch, producer),
-            LOAD_AND_RUN: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR, table_driven=False)}
+def render_sources(program: Program, stem: str, arch: str, producer: str = "", index: int = 0) -> dict[str, str]:
+    """The model library's sources: {file name: text}, for model `index` of an archive. The tables
+    are this model; the load-and-run code is the same for every model (so its object is compiled
+    once and cached)."""
+    tables = layout.tables_source(stem)
+    return {tables: render_tables(program, tables, arch, producer, index),
+            layout.LOAD_AND_RUN_SOURCE: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR,
+                                                     table_driven=False)}
 
 
-def render_tables(program: Program, file_name: str, arch: str, producer: str = "") -> str:
+def render_tables(program: Program, file_name: str, arch: str, producer: str = "", index: int = 0) -> str:
     def io(d):
         return {"name": d.name, "acl_type": BY_NAME[d.dtype].acl_name, "nbytes": d.nbytes,
                 "rank": len(d.shape), "dims_or_zero": ", ".join(map(str, d.shape)) or "0",
@@ -68,7 +68,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "source_digest": program.source_digest, "source_format": program.source_format, "producer": producer,
         "opsets": ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(program.opsets.items())),
         "inputs": [io(d) for d in program.inputs], "outputs": [io(d) for d in program.outputs],
-        "kernels": program.kernels, "tasks": tasks, "arch": arch,
+        "kernels": program.kernels, "tasks": tasks,
         "work_size": program.work_size, "constants_size": program.constants_size, "args_size": max(program.args_size, 8),
         "io_slot_num": io_slots, "tiling_word_num": first_tiling,
         "label_num": program.label_num,
@@ -77,6 +77,10 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "label_list_entries": [x for ls in program.label_lists for x in ls],
         "custom_ops": _custom_ops(program),
         "memory_summary": _memory_summary(program),
+        # where the archive keeps what the comments point at
+        "paths": {"build_commands": layout.build_commands(index), "memory_plan": layout.memory_plan_json(index),
+                  "kernels": layout.kernels_dir(arch), "custom_op_binaries": layout.custom_op_binaries_dir(arch),
+                  "load_and_run": layout.LOAD_AND_RUN_SOURCE},
     }
     return jinja.render("model/tables.cpp.j2", m=m)
 
@@ -85,7 +89,7 @@ TILING_WORDS_PER_ROW = 6
 
 
 def _memory_summary(program: Program) -> list[str]:
-    """The memory plan in a few comment lines (the whole plan: debug/memory_plan.json)."""
+    """The memory plan in a few comment lines (the whole plan: layout.memory_plan_json)."""
     scratch = sum(b.name.startswith("::scratch") for b in program.buffers)
     lines = [f"Workspace {program.work_size} bytes: {len(program.buffers)} buffers ({scratch} of them task scratch "
              f"regions); {len(program.views)} {'value is a view' if len(program.views) == 1 else 'values are views'} of "

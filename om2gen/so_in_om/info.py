@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import AbiError, ArchiveError
 from ..formats import op_so_store
-from ..formats.om2 import integrity
+from ..formats.om2 import integrity, layout
 from ..formats.om.model_def_attrs import flag_from_model_def, model_def_attr
 from ..formats.op_so_store import OpSoBin, SoBinType
 from ..version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION, __version__
@@ -193,7 +193,7 @@ def bins_from_archive(archive, meta: dict) -> list[OpSoBin]:
     listed = {archive.entries.get(n, {}).get("sha256") for n in shared}
     if custom != listed:
         raise ArchiveError(f"{where}: the kCustomOp libraries in {info['store']} differ from "
-                           f"data/custom_ops/shared_libs/; the archive is inconsistent, recompile it")
+                           f"{layout.CUSTOM_OP_LIBRARIES_DIR}; the archive is inconsistent, recompile it")
     integrity.check_custom_names(bins, digests, where)
     return bins
 

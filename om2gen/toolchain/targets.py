@@ -16,10 +16,6 @@ class Target:
     isa_features: tuple[str, ...]   # /proc/cpuinfo flags the code needs
     elf_machine: str            # pyelftools e_machine name
 
-    @property
-    def kernels_dir(self) -> str:
-        return f"kernels_{self.arch}"
-
 
 TARGETS = {
     t.name: t for t in (

@@ -43,9 +43,9 @@ def test_kernels_and_weights_are_the_oms_own(converted):
         for name, binary in kernels.items():
             assert z.read(layout.kernel_binary("x86_64", f"{name}.o")) == binary
         assert z.read(layout.constants_blob(0)) == f.partition(PT.WEIGHTS_DATA)
-        tables = next(n for n in z.namelist() if n.endswith("_tables.cpp"))
+        tables = next(n for n in z.namelist() if n.endswith(layout.TABLES_SOURCE_SUFFIX))
         text = z.read(tables).decode()
-        build = json.loads(z.read(layout.csrc_dir(0) + "build_commands.json"))
+        build = json.loads(z.read(layout.build_commands(0)))
     digest = hashlib.sha256(f.partition(PT.MODEL_DEF)).hexdigest()
     assert f"Source model: classic OM (MODEL_DEF partition), sha256 {digest}" in text
     assert all("TBE_KERNELS" in cmd for cmd in build["kernels"].values())

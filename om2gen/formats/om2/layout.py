@@ -57,6 +57,21 @@ def csrc_dir(index: int) -> str:
     return f"{runtime_dir(index)}csrc/"
 
 
+# The model library's sources in csrc_dir, by file name (the names it is compiled under too): the
+# model's tables, <stem>_tables.cpp, and the load-and-run code every model library shares.
+TABLES_SOURCE_SUFFIX = "_tables.cpp"
+LOAD_AND_RUN_SOURCE = "om2_load_and_run.cpp"
+
+
+def tables_source(stem: str) -> str:
+    return f"{stem}{TABLES_SOURCE_SUFFIX}"
+
+
+def build_commands(index: int) -> str:
+    """The commands that rebuilt the model library and the kernels from csrc (STYLE 9)."""
+    return f"{csrc_dir(index)}build_commands.json"
+
+
 def model_library(index: int, stem: str) -> str:
     return f"{runtime_dir(index)}lib{stem}_om2.so"
 
@@ -90,9 +105,13 @@ def kernel_source(index: int, entry: str) -> str:
     return f"{csrc_dir(index)}kernels/{entry}.c"
 
 
+def custom_op_binaries_dir(arch: str) -> str:
+    return f"{CUSTOM_OPS_DIR}binaries_{arch}/"
+
+
 def custom_op_binary(arch: str, file_name: str) -> str:
     """A custom operator instance's serialized state: <OpType>_<hash>_CustomKernel.bin (the seed's naming)."""
-    return f"{CUSTOM_OPS_DIR}binaries_{arch}/{file_name}"
+    return f"{custom_op_binaries_dir(arch)}{file_name}"
 
 
 def custom_op_bin_name(op_type: str, blob_digest: str) -> str:
@@ -107,9 +126,12 @@ def custom_op_library_name(size: int, sha256: str, original_name: str) -> str:
     return f"{size}_{sha256[:16]}_{safe_component(original_name)}"
 
 
+CUSTOM_OP_LIBRARIES_DIR = f"{CUSTOM_OPS_DIR}shared_libs/"
+
+
 def custom_op_library(archive_name: str) -> str:
     """A custom-op shared library: <file_size>_<file_hash>_<original_name>.so (the seed's naming)."""
-    return f"{CUSTOM_OPS_DIR}shared_libs/{archive_name}"
+    return f"{CUSTOM_OP_LIBRARIES_DIR}{archive_name}"
 
 
 # The size and hash in entry names. A library's <file_hash> is the start of the sha256 of its bytes;
