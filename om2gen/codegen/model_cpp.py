@@ -1,22 +1,19 @@
-"""Program → the model library's C++ source (templates/model/model.cpp.j2)."""
+"""Program → the model library's C++ sources (templates/model/tables.cpp.j2, load_and_run.cpp.j2)."""
 from __future__ import annotations
 
-import struct
-
 from ..formats.om2 import layout
-from ..ir.dtypes import BY_NAME
+from ..ir import model_tables
 from ..ir.program import Program
-from ..ir.tasks import ArgKind, OpDispatchType
+from ..ir.tasks import OpDispatchType
 from ..version import GENERATOR
 from . import literals
 from . import render as jinja
 
-# Om2OpDef's fields in declaration order (runtime_abi/include/om2/om2_model_tables.h; a unit test
-# checks the two agree). The model library is C++17, where designated initializers are an
-# extension (-Wpedantic and clang's default warnings reject them), so each kOpDefs entry is a
-# block with every value named in a comment instead.
-OP_DEF_FIELDS = ("dispatch_type", "task_type", "kernel_type", "kernel", "block_dim", "args_offset", "args_size",
-                 "first_slot", "slot_num", "first_tiling", "tiling_num", "op_name", "op_type")
+# Om2OpDef's fields in declaration order (ir/model_tables.py; a unit test checks them against
+# runtime_abi/include/om2/om2_model_tables.h). The model library is C++17, where designated
+# initializers are an extension (-Wpedantic and clang's default warnings reject them), so each
+# kOpDefs entry is a block with every value named in a comment instead.
+OP_DEF_FIELDS = model_tables.OP_DEF_FIELDS
 
 
 def render_sources(program: Program, stem: str, arch: str, producer: str = "", index: int = 0) -> dict[str, str]:
@@ -29,53 +26,64 @@ def render_sources(program: Program, stem: str, arch: str, producer: str = "", i
                                                      table_driven=False)}
 
 
+def _array_size(rows) -> int:
+    """A C array's declared size: never 0 (an empty initializer list is no C++ array)."""
+    return max(len(rows), 1)
+
+
+def _dims(dims) -> str:
+    """A dims initializer: a rank-0 tensor's array holds one unused 0."""
+    return ", ".join(map(str, dims)) or "0"
+
+
 def render_tables(program: Program, file_name: str, arch: str, producer: str = "", index: int = 0) -> str:
-    def io(d):
-        return {"name": d.name, "acl_type": BY_NAME[d.dtype].acl_name, "nbytes": d.nbytes,
-                "rank": len(d.shape), "dims_or_zero": ", ".join(map(str, d.shape)) or "0",
-                "comment": f"{d.name}: {d.dtype}[{','.join(map(str, d.shape))}] ({d.nbytes} bytes)"}
+    """<model>_tables.cpp: the rows of ir/model_tables.py as C++ constants, each with the names and
+    descriptions (of the Program's tasks) that say what it is."""
+    tables = model_tables.flatten(program)
+
+    def io(d: model_tables.IoDesc) -> dict:
+        return {"name": d.name, "acl_type": d.dtype.acl_name, "nbytes": d.size, "rank": len(d.dims),
+                "dims_or_zero": _dims(d.dims),
+                "comment": f"{d.name}: {d.dtype.name}[{','.join(map(str, d.dims))}] ({d.size} bytes)"}
 
     width = max(map(len, OP_DEF_FIELDS))
     tasks = []
-    first_slot = first_tiling = 0
-    io_slots = 0
-    for t in program.tasks:
-        slots = []
-        names = t.inputs_desc + t.outputs_desc + ["scratch"] * (len(t.args) - len(t.inputs_desc) - len(t.outputs_desc))
-        for i, (a, name) in enumerate(zip(t.args, names)):
-            slots.append({"args_offset": t.args_offset + 8 * i, "kind": a.kind.c_name, "index": a.index,
-                          "offset": a.offset, "comment": name.split(": ")[0]})
-            io_slots += a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
-        words = list(struct.unpack(f"<{len(t.tiling) // 8}q", t.tiling))
+    for t, op in zip(program.tasks, tables.op_defs):
+        names = t.inputs_desc + t.outputs_desc + ["scratch"] * (op.slot_num - len(t.inputs_desc) - len(t.outputs_desc))
+        slots = [{"args_offset": s.args_offset, "kind": s.kind.c_name, "index": s.index, "offset": s.offset,
+                  "comment": name.split(": ")[0]} for s, name in zip(tables.slots_of(op), names)]
         kernel_note = _kernel_note(program, t)
-        values = (f"OM2_DISPATCH_{t.dispatch_type.name}", t.task_type.name, f"CC_KERNEL_{t.kernel_type.name}",
-                  t.kernel if t.kernel >= 0 else t.label_ref, t.block_dim, t.args_offset, t.args_size,
-                  first_slot, len(t.args), first_tiling, len(words), literals.c_string(t.op_name),
-                  literals.c_string(t.op_type))
+        values = (f"OM2_DISPATCH_{op.dispatch_type.name}", op.task_type.name, f"CC_KERNEL_{op.kernel_type.name}",
+                  op.kernel, op.block_dim, op.args_offset, op.args_size, op.first_slot, op.slot_num, op.first_tiling,
+                  op.tiling_num, literals.c_string(op.op_name), literals.c_string(op.op_type))
         fields = [{"name": f"{name:<{width}}", "value": v, "note": kernel_note if name == "kernel" else ""}
                   for name, v in zip(OP_DEF_FIELDS, values)]
         tasks.append({
             "label": t.label, "fields": fields, "op_name": t.op_name, "op_type": t.op_type,
             "kernel_entry": program.kernels[t.kernel].entry if t.kernel >= 0 else "-",
             "block_dim": t.block_dim,
-            "tiling_rows": _tiling_rows(words, tiling_names(t)),
+            "tiling_rows": _tiling_rows(list(tables.tiling_of(op)), tiling_names(t)),
             "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
         })
-        first_slot += len(t.args)
-        first_tiling += len(words)
     m = {
-        "file_name": file_name, "model_name": program.name, "generator": GENERATOR,
+        "file_name": file_name, "model_name": tables.model_name, "generator": GENERATOR,
         "source_digest": program.source_digest, "source_format": program.source_format, "producer": producer,
         "opsets": ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(program.opsets.items())),
-        "inputs": [io(d) for d in program.inputs], "outputs": [io(d) for d in program.outputs],
-        "kernels": program.kernels, "tasks": tasks,
-        "work_size": program.work_size, "constants_size": program.constants_size, "args_size": max(program.args_size, 8),
-        "io_slot_num": io_slots, "tiling_word_num": first_tiling,
-        "label_num": program.label_num,
-        "label_lists": [{"first": sum(len(x) for x in program.label_lists[:i]), "num": len(ls),
-                         "labels": ", ".join(f"L{x}" for x in ls)} for i, ls in enumerate(program.label_lists)],
-        "label_list_entries": [x for ls in program.label_lists for x in ls],
-        "custom_ops": _custom_ops(program),
+        "inputs": [io(d) for d in tables.inputs], "outputs": [io(d) for d in tables.outputs],
+        "kernels": [{"bin_file": b.bin_file, "entry": b.entry, "template": k.template}
+                    for b, k in zip(tables.kernel_bins, program.kernels)],
+        "tasks": tasks,
+        "array_sizes": {"inputs": _array_size(tables.inputs), "outputs": _array_size(tables.outputs),
+                        "kernel_bins": _array_size(tables.kernel_bins), "op_defs": _array_size(tables.op_defs)},
+        "constant_num": tables.constant_num,
+        "work_size": tables.work_size, "constants_size": tables.constants_size, "args_size": tables.args_size,
+        "io_slot_num": tables.io_slot_num, "tiling_word_num": len(tables.tiling_data),
+        "label_num": tables.label_num,
+        "label_lists": [{"first": ls.first, "num": ls.num,
+                         "labels": ", ".join(f"L{x}" for x in tables.label_list_entries[ls.first:ls.first + ls.num])}
+                        for ls in tables.label_lists],
+        "label_list_entries": list(tables.label_list_entries),
+        "custom_ops": _custom_ops(tables),
         "memory_summary": _memory_summary(program),
         # where the archive keeps what the comments point at
         "paths": {"build_commands": layout.build_commands(index), "memory_plan": layout.memory_plan_json(index),
@@ -132,12 +140,12 @@ def _kernel_note(program: Program, t) -> str:
             OpDispatchType.LABEL_GOTO_EX: f"kLabelLists[{t.label_ref}]"}.get(t.dispatch_type, "")
 
 
-def _custom_ops(program: Program) -> list[dict]:
-    ops, first = [], 0
-    for c in program.custom_ops:
-        descs = [{"acl": dt.acl_name, "rank": len(shape), "dims": ", ".join(map(str, shape)) or "0",
-                  "comment": f"{dt.name}[{','.join(map(str, shape))}]"} for dt, shape in c.descs]
-        ops.append({"op_type": c.op_type, "bin_file": c.bin_name, "input_num": c.input_num,
-                    "output_num": c.output_num, "first_desc": first, "descs": descs})
-        first += len(descs)
+def _custom_ops(tables: model_tables.ModelTables) -> list[dict]:
+    ops = []
+    for c in tables.custom_ops:
+        descs = [{"acl": d.dtype.acl_name, "rank": len(d.dims), "dims": _dims(d.dims),
+                  "role": "input" if i < c.input_num else "output",
+                  "comment": f"{d.dtype.name}[{','.join(map(str, d.dims))}]"} for i, d in enumerate(tables.descs_of(c))]
+        ops.append({"op_type": c.op_type, "bin_file": c.bin_file, "input_num": c.input_num,
+                    "output_num": c.output_num, "first_desc": c.first_desc, "descs": descs})
     return ops
