@@ -28,9 +28,11 @@ def render(call: KernelCall, ctx) -> Kernel:
     """Renders one kernel call. The entry name is the op name plus a digest of everything that
     determines the source, so the same specialisation always gets the same name and binary."""
     # The name is also the kernel's id in the process-wide bin-handle store, so everything that
-    # changes the binary is in it: source inputs, target and compiler.
+    # changes the binary is in it: source inputs (the template and every template it imports),
+    # target and compiler.
     key = hashlib.sha256()
-    for part in (call.template, jinja.template_source(call.template), jinja.template_source("kernels/_common.j2"),
+    imported = [jinja.template_source(t) for t in jinja.imported_templates(call.template)]
+    for part in (call.template, jinja.template_source(call.template), *imported,
                  call.name, _canonical(call.params), GENERATOR, ctx.target.name, compiler.compiler_identity(),
                  compiler.headers_digest()):
         key.update(part.encode())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 
 import jinja2
+import jinja2.meta
 
 from ..resources import templates_dir
 from . import literals
@@ -28,6 +29,20 @@ def environment() -> jinja2.Environment:
 
 def template_source(name: str) -> str:
     return (templates_dir() / name).read_text()
+
+
+def imported_templates(name: str) -> list[str]:
+    """Every template that `name` imports or includes, directly or through another, sorted."""
+    found: set[str] = set()
+    todo = [name]
+    while todo:
+        ast = environment().parse(template_source(todo.pop()))
+        for ref in jinja2.meta.find_referenced_templates(ast):
+            assert ref is not None, f"{name}: a template imported by a computed name cannot be hashed"
+            if ref not in found:
+                found.add(ref)
+                todo.append(ref)
+    return sorted(found)
 
 
 def render(name: str, **context) -> str:
