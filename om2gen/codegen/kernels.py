@@ -24,6 +24,20 @@ def tiling_fields(source: str) -> list[str]:
     return re.findall(r"int64_t (\w+);", m.group(1)) if m else []
 
 
+def addresses(call: KernelCall) -> dict:
+    """The address slots a call's kernel reads (OM2_ADDR(i)) and the slot its tiling follows
+    (OM2_TILING(..., i)), in the order lowering lays out a task's args (lower/lowering.py): the
+    inputs given (an omitted one, "", has none), the outputs, the scratch region when the call has
+    one, then the tiling. `workspace` is absent without a scratch region, so that a template
+    asking for it fails to render."""
+    first_output = sum(not (isinstance(name, str) and not name) for name in call.inputs)
+    after = first_output + len(call.outputs)
+    slots = {"outputs": list(range(first_output, after)), "tiling": after + bool(call.workspace)}
+    if call.workspace:
+        slots["workspace"] = after
+    return slots
+
+
 def render(call: KernelCall, ctx) -> Kernel:
     """Renders one kernel call. The entry name is the op name plus a digest of everything that
     determines the source, so the same specialisation always gets the same name and binary."""
@@ -32,14 +46,15 @@ def render(call: KernelCall, ctx) -> Kernel:
     # target and compiler.
     key = hashlib.sha256()
     imported = [jinja.template_source(t) for t in jinja.imported_templates(call.template)]
+    addr = addresses(call)
     for part in (call.template, jinja.template_source(call.template), *imported,
-                 call.name, _canonical(call.params), GENERATOR, ctx.target.name, compiler.compiler_identity(),
-                 compiler.headers_digest()):
+                 call.name, _canonical(call.params), _canonical(addr), GENERATOR, ctx.target.name,
+                 compiler.compiler_identity(), compiler.headers_digest()):
         key.update(part.encode())
         key.update(b"\0")
     entry = f"{call.name}_{key.hexdigest()[:12]}"
     k = dict(call.params)
-    k.update(entry=entry, template=call.template, generator=GENERATOR.split()[-1])
+    k.update(entry=entry, template=call.template, generator=GENERATOR.split()[-1], addr=addr)
     k.setdefault("notes", [])
     source = jinja.render(call.template, k=k)
     fields = tiling_fields(source)

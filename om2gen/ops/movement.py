@@ -308,7 +308,7 @@ class DepthToSpace(_BlockRearrange):
         rows = n * cb * h * b
         params = {"summary": f"DepthToSpace blocksize={b} mode={self.mode(node)}: {x.describe()} -> {y.describe()}",
                   "ctype": y.dtype.c_type, "mode": self.mode(node), "B": b, "C": c, "CB": cb, "H": h, "W": w,
-                  "OH": h * b}
+                  "OH": h * b, "OW": w * b, "plane": h * w, "block_area": b * b}
         return KernelCall("kernels/depth_to_space.c.j2", node.op_type, params, [x.name], [y.name],
                           block_dim=common.block_dim_for(rows, w * b), tiling={"rows": rows})
 

@@ -78,13 +78,16 @@ class Pool(Op):
         x = ins[0]
         d, h, w = g["dims"]
         params = dict(summary=f"{node.op_type}: {x.describe()} -> {', '.join(o.describe() for o in outs)}",
-                      notes=g["notes"], kind=self.kind, ctype=x.dtype.c_type, dims=g["dims"], d=d, h=h, w=w,
+                      notes=g["notes"], kind=self.kind, kind_title=_KIND_TITLES[self.kind], ctype=x.dtype.c_type, dims=g["dims"], d=d, h=h, w=w,
                       indices=False, include_pad=False, fast=None)
         params.update(self.params(node, ins, g))
         rows = g["N"] * g["C"] * d["OUT"] * h["OUT"]
         work = w["OUT"] * d["K"] * h["K"] * w["K"]
         return KernelCall("kernels/pool2d.c.j2", node.op_type, params, [x.name], [o.name for o in outs],
                           block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})
+
+
+_KIND_TITLES = {"max": "Max", "avg": "Average", "lp": "Lp"}
 
 
 def interior_columns(g) -> dict | None:
@@ -95,7 +98,8 @@ def interior_columns(g) -> dict | None:
         return None
     lo = -(-w["PB"] // w["S"])
     hi = min((w["size"] - w["K"] + w["PB"]) // w["S"] + 1, w["OUT"])
-    return {"lo": lo, "hi": hi} if hi > lo else None
+    # first_input: the input column output column lo's window starts at
+    return {"lo": lo, "hi": hi, "count": hi - lo, "first_input": lo * w["S"] - w["PB"]} if hi > lo else None
 
 
 @register("MaxPool", since=1)
