@@ -72,8 +72,7 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
         tiling.update(c_rs=cs[0], c_cs=cs[1])
         params.update(bias=True, bias_scale=beta != 1.0, gemv_bias=2 if beta != 1.0 else 1)
         inputs.append(c.name)
-    # the workspace (none for the GEMV) comes after Y, then the tiling data
-    params.update(y_slot=len(inputs), fields=list(tiling), tiling_slot=len(inputs) + (1 if gemv else 2))
+    params.update(y_slot=len(inputs), fields=list(tiling))
     items = batch_count * tiles.tiles_m * tiles.tiles_n
     block_dim = gemm_pack.block_dim(items)
     return KernelCall("kernels/matmul.c.j2", name, params, inputs, [y.name], block_dim=block_dim,
