@@ -137,6 +137,24 @@ class _Recurrent(Op):
 
     # --- lowering --------------------------------------------------------------------------------
 
+    def gate_inputs(self, gate: dict, peep: dict, peepholes: bool, lbr: bool, clip) -> dict:
+        """Each gate's activation argument for element j, as C: its pre-activation in gates[] (LSTM
+        peepholes and GRU's linear-before-reset term added), clipped to [-clip, clip] when asked."""
+        def clipped(e: str) -> str:
+            return e if clip is None else f"fminf(fmaxf({e}, {c_float(-float(clip))}), {c_float(float(clip))})"
+
+        def pre(name: str, extra: str = "") -> str:
+            return clipped(f"gates[{gate[name]} + j]{extra}")
+
+        if self.gates == 1:
+            return {"h": clipped("gates[j]")}
+        if self.gates == 3:
+            return {"z": pre("z"), "r": pre("r"), "hh": pre("hh", " + r * tmp[j]" if lbr else "")}
+        with_state = {n: f" + p[{peep[n]} + j] * {'c_new' if n == 'o' else 'c_prev'}" if peepholes else ""
+                      for n in peep}
+        return {"i": pre("i", with_state["i"]), "f": pre("f", with_state["f"]), "c": pre("c"),
+                "o": pre("o", with_state["o"])}
+
     def lower(self, node, ins, outs, ctx):
         seq, batch, size, h, d = self.dims(node, ins)
         g = self.gates * h
@@ -208,21 +226,21 @@ class _Recurrent(Op):
                          "y": i * y_ds, "state": i * s_ds, "pre": pre, "post": post})
         clip = self.attr(node, "clip")
         fns = {mv["fn"] for dd in dirs for mv in dd["pre"] + dd["post"]}
+        gate = {"z": 0, "r": h, "hh": 2 * h} if self.gates == 3 else {"i": 0, "o": h, "f": 2 * h, "c": 3 * h}
+        peep = {"i": 0, "o": h, "f": 2 * h}
         params = {
             "summary": f"{node.op_type} {self.attr(node, 'direction')} layout={layout} hidden={h}: "
                        f"X {ins[X_IN].describe()} -> " + ", ".join(f"{o.describe()}" for o in outs),
             "cell": node.op_type, "S": seq, "batch": batch, "I": size, "H": h, "GH": g,
-            "gate": {"z": 0, "r": h, "hh": 2 * h} if self.gates == 3 else {"i": 0, "o": h, "f": 2 * h, "c": 3 * h},
+            "gate": gate, "gate_in": self.gate_inputs(gate, peep, present["P"], lbr, clip),
             "rb_rows": 2 * h if lbr else g, "lbr": lbr,
             "input_forget": self.gates == 4 and bool(self.attr(node, "input_forget")),
             "slot": slot, "n_addr": slot["ws"] + 1,
             "lens_ctype": ins[LENS_IN].dtype.c_type if present["lens"] else None,
             "x_ts": x_ts, "x_bs": x_bs, "y_ts": y_ts, "y_bs": y_bs, "s_bs": s_bs,
             "ws_item": ws_item, "ws_gates": h, "ws_extra": h + g,
-            "clip": None if clip is None else {"lo": c_float(-float(clip)), "hi": c_float(float(clip))},
             "acts": [{"name": act_name[e], "expr": e} for e in unique],
             "kmajor": "matvec_kmajor" in fns, "mmajor": "matvec_mmajor" in fns,
-            "peep": {"i": 0, "o": h, "f": 2 * h},
             "dirs": dirs, "bidirectional": d > 1,
         }
         items = d * batch
