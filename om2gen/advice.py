@@ -58,3 +58,19 @@ def format_option(fmt: str | None = None) -> str:
 def custom_lib_option() -> str:
     """`--custom-op-lib LIB.so` or `custom_op_libs=[...]`."""
     return "--custom-op-lib LIB.so" if _CLI.get() else "custom_op_libs=['LIB.so']"
+
+
+def gear_option(option: str, gears=None) -> str:
+    """A gear option (option: dynamic_batch_size, dynamic_image_size or dynamic_dims) in the words
+    of the interface: `--dynamic-batch-size 1,2,4,8` or `dynamic_batch_size=[1, 2, 4, 8]`; without
+    gears, the option's own name."""
+    if _CLI.get():
+        flag = "--" + option.replace("_", "-")
+        if gears is None:
+            return flag
+        groups = [",".join(map(str, (g,) if isinstance(g, int) else g)) for g in gears]
+        joined = ",".join(groups) if option == "dynamic_batch_size" else ";".join(groups)
+        return f"{flag} {joined!r}" if ";" in joined else f"{flag} {joined}"
+    if gears is None:
+        return option
+    return f"{option}={[g if isinstance(g, int) else tuple(g) for g in gears]!r}"

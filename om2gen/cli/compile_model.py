@@ -15,8 +15,18 @@ def add_parser(sub) -> None:
     c.add_argument("--frontend", choices=("onnx", "ge"), default=None,
                    help="input model kind: onnx, or ge (GE IR graph: ge.proto.ModelDef, binary or text); "
                         "default: .pb/.pbtxt/.txt/.prototxt/.ge files are GE graphs, others ONNX")
-    c.add_argument("--input-shape", action="append", type=parsing.shape_arg, metavar="NAME:D0,D1,...",
+    c.add_argument("--input-shape", "--input_shape", action="append", type=parsing.shape_arg, metavar="NAME:D0,D1,...",
                    help="pin an input's shape; repeat per input, or ATC's form \"a:1,3,224,224;b:1,10\"")
+    # gears (docs/gears.md): ATC's flags, with its value syntax and its underscore spellings
+    c.add_argument("--dynamic-batch-size", "--dynamic_batch_size", metavar="B1,B2,...",
+                   help="gears of the batch: dim 0 of the inputs marked -1 in --input-shape, e.g. 1,2,4,8")
+    c.add_argument("--dynamic-image-size", "--dynamic_image_size", metavar="H,W;H,W;...",
+                   help="gears of the image size: H and W of the inputs marked -1, e.g. \"224,224;448,448\"")
+    c.add_argument("--dynamic-dims", "--dynamic_dims", metavar="D,D;D,D;...",
+                   help="gears of any dims: each ';' group gives every -1 dim of --input-shape a value, in input "
+                        "order, e.g. \"128,128;256,256\"")
+    c.add_argument("--input-format", "--input_format", choices=("NCHW", "NHWC", "ND"), default=None,
+                   help="where H and W are for --dynamic-image-size (default NCHW)")
     c.add_argument("--input-value", action="append", type=parsing.value_arg, metavar="NAME=V[,V...]",
                    help="freeze an input to constant value(s), e.g. a sample rate; repeat per input, or "
                         "\"sr=16000;k=1,2\"")
@@ -46,6 +56,8 @@ def cmd_compile(args) -> int:
         out = om2_compile(args.model, args.output, input_shapes=shapes, input_values=values,
                           custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug, jobs=args.jobs,
                           progress=not args.quiet, format=args.format, frontend=args.frontend, fusion=args.fusion,
-                          winograd=args.winograd)
+                          winograd=args.winograd, dynamic_batch_size=args.dynamic_batch_size,
+                          dynamic_image_size=args.dynamic_image_size, dynamic_dims=args.dynamic_dims,
+                          input_format=args.input_format)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0

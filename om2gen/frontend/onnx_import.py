@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..advice import shape_option, value_option
+from ..advice import gear_option, shape_option, value_option
 from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.attributes import attribute_value
@@ -25,8 +26,18 @@ from . import pins as pins_mod
 from . import support
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A model read once and imported several times (once per gear): its proto and file bytes."""
+    proto: onnx.ModelProto
+    raw: bytes
+
+
 def load_model(model) -> tuple[onnx.ModelProto, bytes]:
-    """Accepts a path or a ModelProto; returns the proto and its serialized bytes (for the digest)."""
+    """Accepts a path, a ModelProto or a Loaded; returns the proto and its serialized bytes (for
+    the digest)."""
+    if isinstance(model, Loaded):
+        return model.proto, model.raw
     if isinstance(model, onnx.ModelProto):
         return model, model.SerializeToString()
     path = Path(model)
@@ -71,11 +82,29 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]], dty
         else:
             sym = d.dim_param or "?"
             example = [x if isinstance(x, int) and x > 0 else 1 for x in _declared(vi)]
+            geared = [-1 if j == i else x for j, x in enumerate(example)]
+            gears = (gear_option("dynamic_batch_size", [1, 2, 4, 8]) if i == 0
+                     else gear_option("dynamic_dims", [(128,), (256,)]))
             raise ShapeError(f"input {name!r} has a dynamic dim {i} ({sym!r}): {name}"
                              f"{pins_mod.dims_text(_declared(vi))}; pin it with {shape_option(name)}, e.g. "
-                             f"{shape_option(name, example)}")
+                             f"{shape_option(name, example)}, or compile it for several sizes (gears): mark it -1, "
+                             f"e.g. {shape_option(name, geared)}, and give the sizes with {gears}")
     limits.check_input(name, tuple(dims), dtype, pinned=False)
     return tuple(dims)
+
+
+def declared_inputs(loaded: Loaded, input_values=None) -> list[tuple[str, tuple | None]]:
+    """[(name, dims)] of the model's run-time inputs (not initializers, not frozen by
+    input_values): a dim an int, or None where symbolic or unknown; dims None without a shape."""
+    g = loaded.proto.graph
+    skip = {i.name for i in g.initializer} | set(input_values or {})
+    out = []
+    for vi in g.input:
+        if vi.name not in skip:
+            dims = _declared(vi)
+            out.append((vi.name, None if dims is None else tuple(d if isinstance(d, int) and d > 0 else None
+                                                                 for d in dims)))
+    return out
 
 
 def _declared(vi: onnx.ValueInfoProto) -> list | None:
