@@ -15,6 +15,11 @@ from .dtypes import DType
 # node.attrs key of a control-flow node's regions (ops/control.py): {"then": (nodes, output
 # names), "else": (...)}
 REGIONS = "_regions"
+# a gear model's Case node (frontend/multi_batch.py), besides its regions "batch_<i>": per gear
+# {gear value: the model input or output it stands for}, and each user input's dims with -1
+# where a gear decides
+CASE_IO = "_gear_io"
+ORIGIN_DIMS = "_origin_input_dims"
 
 
 @dataclass

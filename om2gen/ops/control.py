@@ -10,8 +10,10 @@ import onnx
 
 from .. import advice
 from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
+from ..ir import dtypes
 from ..ir.attributes import attribute_value
 from ..ir.graph import REGIONS, Node, Value
+from ..ir.program import KernelCall
 from .registry import Op, register
 
 
@@ -124,3 +126,26 @@ def _branch_error(node, key: str, exc: ShapeError, sources: list[str]) -> NeedsC
         f"node {node.name!r} (If): its branch is chosen at run time ({decided}), so om2gen compiles both branches, "
         f"but the {key} branch cannot run with these input shapes: {exc}. To compile it, {freeze}pin input shapes "
         f"both branches accept ({advice.shape_option()})", sources[0] if sources else "")
+
+
+@register("MapIndex", since=1, domain="om2gen")
+class MapIndex(Op):
+    """Gears (frontend/multi_batch.py): which row of the gear table (input 1, int32 [gears,
+    values]) the shape data (input 0, int32 [values]) equals, as a uint32 index; `gears` when no
+    row does. GE's MapIndex node of the multi-batch clone."""
+
+    def infer(self, node, ins):
+        data, table = ins
+        if data.dtype.name != "int32" or table.dtype.name != "int32" or len(table.shape) != 2 \
+                or data.shape != (table.shape[1],):
+            raise ModelError(f"node {node.name!r} (MapIndex): needs int32 shape data [n] and an int32 gear table "
+                             f"[gears, n], got {data.describe()} and {table.describe()}")
+        return [Value("", dtypes.BY_NAME["uint32"], ())]
+
+    def lower(self, node, ins, outs, ctx):
+        data, table = ins
+        gears, values = table.shape
+        params = {"summary": f"MapIndex: the gear of {data.describe()} among {gears} gears", "gears": gears,
+                  "values": values}
+        return KernelCall("kernels/map_index.c.j2", "MapIndex", params, [data.name, table.name], [outs[0].name],
+                          block_dim=1, tiling={"gears": gears, "values": values})

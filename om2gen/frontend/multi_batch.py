@@ -1,0 +1,114 @@
+"""One graph of all gears: GE's multi-batch clone (multi_batch_clone_pass.cc), over graphs that
+are already static and optimized, one per gear.
+
+The result has the user's inputs at their largest gear's shape plus the extra, last input
+ascend_mbatch_shape_data (int32, one element per gear value); a MapIndex node turns that input
+and the constant gear table into the index of the gear, and a Case node holds one region per gear
+(`batch_<i>`), each the nodes of that gear's graph. Lowering emits the Case as GE's label/switch
+tasks, so that the captured model picks the gear at replay.
+
+Names follow GE's: every value and node of gear i gets the suffix `_ascend_mbatch_batch_<i>`,
+except constants equal in every gear that has them (the weights), which are shared by name and so
+stored once. A gear's inputs and outputs are values of their own (the gear's shape) that live at
+the address of the model's input or output: the Case records them in CASE_IO (ir/graph.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Graph, Node, Value
+from .gears import SHAPE_DATA_INPUT, GearSpec
+
+# node names GE gives the parts it adds (multi_batch_clone_pass.cc)
+CASE_NODE = "ascend_mbatch_shape_case"
+MAP_INDEX_NODE = "ascend_mbatch_shape_mapindex"
+TABLE_CONST = "ascend_mbatch_shape_const"
+INDEX_VALUE = "ascend_mbatch_shape_mapindex:0"
+SUFFIX = "_ascend_mbatch_batch_"
+
+
+def branch_key(index: int) -> str:
+    return f"batch_{index}"
+
+
+def merge(spec: GearSpec, graphs: list[Graph]) -> Graph:
+    """The model of all gears from graphs[i], the graph compiled at gear i (the same model,
+    imported with spec.shapes(i) and optimized)."""
+    first = graphs[0]
+    values: dict[str, Value] = {}
+    regions, case_io, source_ops = {}, {}, {}
+    for i, g in enumerate(graphs):
+        assert g.inputs == first.inputs and g.outputs == first.outputs, "gears of one model have the same I/O"
+        rename = _renames(g, i, values)
+        for old, new in rename.items():
+            if new not in values:
+                v = g.values[old]
+                values[new] = Value(new, v.dtype, v.shape, v.const)
+        nodes = [_renamed(n, rename, SUFFIX + str(i)) for n in g.nodes]
+        regions[branch_key(i)] = (nodes, [rename[o] for o in g.outputs])
+        case_io[i] = {rename[x]: x for x in [*g.inputs, *g.outputs] if not g.values[x].is_const}
+        source_ops.update({name + SUFFIX + str(i): op for name, op in g.source_ops.items()})
+
+    for name in first.inputs:
+        v = max((g.values[name] for g in graphs), key=lambda v: v.size)
+        values[name] = Value(name, v.dtype, v.shape)
+    values[SHAPE_DATA_INPUT] = Value(SHAPE_DATA_INPUT, dtypes.BY_NAME["int32"], (spec.shape_data_size,))
+    table = np.asarray(spec.gears, dtype=np.int32)
+    values[TABLE_CONST] = Value(TABLE_CONST, dtypes.BY_NAME["int32"], table.shape, table)
+    values[INDEX_VALUE] = Value(INDEX_VALUE, dtypes.BY_NAME["uint32"], ())
+    for name in first.outputs:
+        v = max((g.values[name] for g in graphs), key=lambda v: v.size)
+        values[name] = Value(name, v.dtype, v.shape)
+
+    map_index = Node(MAP_INDEX_NODE, "MapIndex", [SHAPE_DATA_INPUT, TABLE_CONST], [INDEX_VALUE], {}, "om2gen", 1)
+    case = Node(CASE_NODE, "Case", [INDEX_VALUE], list(first.outputs),
+                {REGIONS: regions, CASE_IO: case_io, "batch_num": len(graphs),
+                 "dynamic_type": int(spec.dynamic_type), "user_designate_shape_order": list(spec.order),
+                 ORIGIN_DIMS: {n: list(d) for n, d in spec.templates.items()},
+                 **{f"pred_value_{i}": list(g) for i, g in enumerate(spec.gears)}}, "om2gen", 1)
+    captured = sorted({x for nodes, _ in regions.values() for n in nodes for x in n.inputs if x}
+                      - {o for nodes, _ in regions.values() for n in nodes for o in n.outputs})
+    case.inputs += [x for x in captured if x in values and values[x].is_const]
+    merged = Graph(first.name, values, [map_index, case], [*first.inputs, SHAPE_DATA_INPUT], list(first.outputs),
+                   dict(first.opsets), first.source_digest, first.producer, source_ops)
+    return merged
+
+
+def _renames(g: Graph, index: int, shared: dict[str, Value]) -> dict[str, str]:
+    """{name in g: name in the merged graph}: constants equal to one already kept keep their name
+    (stored once); every other value gets the gear's suffix."""
+    out = {}
+    for name, v in g.values.items():
+        if v.is_const and (name not in shared or _same(shared[name], v)):
+            out[name] = name
+        else:
+            out[name] = name + SUFFIX + str(index)
+    return out
+
+
+def _same(a: Value, b: Value) -> bool:
+    return (a.is_const and a.dtype == b.dtype and a.shape == b.shape
+            and np.asarray(a.const).tobytes() == np.asarray(b.const).tobytes())
+
+
+def _renamed(n: Node, rename: dict[str, str], suffix: str) -> Node:
+    """A copy of a gear's node (every field kept) under the gear's names."""
+    node = dataclasses.replace(n, name=n.name + suffix, inputs=[rename.get(x, x) if x else "" for x in n.inputs],
+                               outputs=[rename.get(x, x) if x else "" for x in n.outputs])
+    _rename_regions(node, rename, suffix)
+    return node
+
+
+def _rename_regions(node: Node, rename: dict[str, str], suffix: str) -> None:
+    """A gear's own If regions: their nodes get the gear's suffix and read and write the gear's values."""
+    regions = node.attrs.get(REGIONS)
+    if not regions:
+        return
+    node.attrs = dict(node.attrs)
+    node.attrs[REGIONS] = {}
+    for key, (nodes, names) in regions.items():
+        renamed = [_renamed(n, rename, suffix) for n in nodes]
+        node.attrs[REGIONS][key] = (renamed, [rename.get(x, x) for x in names])
