@@ -218,6 +218,19 @@ class GraphJson(_GraphJsonBase, total=False):
     opsets: dict[str, int]
 
 
+@dataclass(frozen=True)
+class GearTable:
+    """A model compiled with gears (frontend/multi_batch.py): model_meta.json's GE keys, and what
+    the model library checks a run against. Inputs and outputs are the Program's, in order;
+    the last input is ascend_mbatch_shape_data."""
+    dynamic_type: int                           # GE's DynamicInputType: 1 batch, 2 image size, 3 dims
+    values: list[list[int]]                     # per gear, the shape data (dynamic_batch_info)
+    order: list[str]                            # user_designate_shape_order
+    origin_dims: dict[str, list[int]]           # each user input's dims, -1 where a gear decides
+    input_shapes: list[list[tuple[int, ...]]]   # per gear, every input's shape
+    output_shapes: list[list[tuple[int, ...]]]  # per gear, every output's shape
+
+
 @dataclass
 class Program:
     """What lowering (or formats/om/reader.py) hands code generation, the writers and the runtime:
@@ -241,6 +254,7 @@ class Program:
     source_format: str = "ONNX"                            # what source_digest is the digest of
     buffers: list[PlannedBuffer] = field(default_factory=list)   # the workspace plan, by offset
     views: list[View] = field(default_factory=list)
+    gears: GearTable | None = None              # None: a static model
 
 
 @dataclass

@@ -10,10 +10,23 @@ def bind_outputs(state: Lowering) -> dict[str, int]:
     """Appends the copies needed and returns the output index of each value a task writes into
     an output buffer. A producer cannot write in place when the output's bytes are a model input
     or a constant, already another output's, or a custom operator's (those live at fixed
-    addresses: lower/emit.py)."""
+    addresses: lower/emit.py). A gear model's outputs were bound gear by gear (bind_branch)."""
+    if state.gears is not None:
+        return dict(state.branch_outputs)
+    return _bind(state, state.graph.outputs)
+
+
+def bind_branch(state: Lowering, names: list[str]) -> None:
+    """A gear's outputs (names[j] writes output j), bound where the gear's steps are: only one
+    gear runs, so each gear's producers write the same output buffers, and a copy a gear needs
+    is one of its own steps."""
+    state.branch_outputs.update(_bind(state, names))
+
+
+def _bind(state: Lowering, names: list[str]) -> dict[str, int]:
     values = state.graph.values
     output_of: dict[str, int] = {}
-    for j, name in enumerate(state.graph.outputs):
+    for j, name in enumerate(names):
         r = state.root(name)
         if values[name].size == 0:
             continue  # an empty output: nothing to write

@@ -2,6 +2,7 @@
 values, and every constant a step reads gets its place in the one constants blob."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,14 +34,24 @@ class Blob:
 
 
 def place(state: Lowering) -> Blob:
-    """The constants the steps read, in first-use order, each aligned in one blob."""
+    """The constants the steps read, in first-use order, each aligned in one blob. Constants of
+    equal bytes share one place: the same packed weights derived for each gear of a model (or
+    two equal initializers) are stored once."""
     constants: dict[str, Constant] = {}
+    placed: dict[tuple, list[Constant]] = {}    # (dtype, digest) -> the constants placed with it
     end = 0
     for step in state.steps:
         for name in ([] if isinstance(step.call, Control) else step.call.inputs):
             r = state.root(name) if name else name
             if r and state.graph.values[r].is_const and r not in constants:
-                arr = state.graph.values[r].const
+                arr = np.ascontiguousarray(state.graph.values[r].const)
+                data = arr.tobytes()
+                key = (arr.dtype.str, hashlib.blake2b(data, digest_size=16).digest())
+                same = next((c for c in placed.get(key, []) if c.array.tobytes() == data), None)
+                if same is not None:
+                    constants[r] = Constant(r, arr, same.offset)
+                    continue
                 constants[r] = Constant(r, arr, end)
+                placed.setdefault(key, []).append(constants[r])
                 end = memplan.align(end + arr.nbytes)
     return Blob(constants, end)

@@ -1,12 +1,14 @@
 """Nodes → steps: each node's op lowers itself (ops/*.py lower()); an If becomes a switch over
-its two branches; a custom operator's model inputs are staged first."""
+its two branches, a gear model's Case a switch over its gears; a custom operator's model inputs
+are staged first."""
 from __future__ import annotations
 
 from ..ir import dtypes
-from ..ir.graph import REGIONS, Node, Value
-from ..ir.program import Alias, Control, CustomCall, KernelCall
+from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Node, Value
+from ..ir.program import Alias, Control, CustomCall, GearTable, KernelCall
 from ..ops import registry
 from ..ops.elementwise import copy_call, elementwise_call
+from . import bind
 from .state import Lowering
 
 
@@ -14,7 +16,7 @@ def emit(state: Lowering, nodes: list[Node]) -> None:
     graph = state.graph
     for node in nodes:
         if REGIONS in node.attrs:
-            _emit_if(state, node)
+            (_emit_case if node.op_type == "Case" else _emit_if)(state, node)
             continue
         op = registry.lookup(node)
         ins = [graph.values[n] if n else None for n in node.inputs]
@@ -65,6 +67,37 @@ def _emit_if(state: Lowering, node: Node) -> None:
         if key == "then":
             state.add(node, Control("goto", [end_label], index.name))
     state.add(node, Control("label", [end_label]))
+
+
+def _emit_case(state: Lowering, node: Node) -> None:
+    """A gear model (frontend/multi_batch.py): switch(gear) -> batch_0: ... goto end | batch_1:
+    ... | ... | end. A gear's inputs are views of the model's inputs and its outputs are written
+    into the model's output buffers, so a gear costs what the static model of its shapes does."""
+    values = state.graph.values
+    regions, io = node.attrs[REGIONS], node.attrs[CASE_IO]
+    index = node.inputs[0]
+    labels = [state.new_label() for _ in regions]
+    end_label = state.new_label()
+    state.add(node, Control("switch", labels, index))
+    in_shapes, out_shapes = [], []
+    for g, (key, (nodes, outs)) in enumerate(regions.items()):
+        state.add(node, Control("label", [labels[g]]))
+        outer_of = io[g]
+        for gear_value, outer in outer_of.items():
+            if outer in state.input_index:
+                state.views[gear_value] = outer
+                state.view_nodes[gear_value] = node.name
+        emit(state, nodes)
+        bind.bind_branch(state, outs)
+        if g < len(regions) - 1:
+            state.add(node, Control("goto", [end_label], index))
+        gear_of = {outer: v for v, outer in outer_of.items()}
+        in_shapes.append([values[gear_of[n]].shape if n in gear_of else values[n].shape for n in state.graph.inputs])
+        out_shapes.append([values[o].shape for o in outs])
+    state.add(node, Control("label", [end_label]))
+    state.gears = GearTable(node.attrs["dynamic_type"], [list(node.attrs[f"pred_value_{g}"]) for g in range(len(regions))],
+                            list(node.attrs["user_designate_shape_order"]), dict(node.attrs[ORIGIN_DIMS]),
+                            in_shapes, out_shapes)
 
 
 def branch_index_call(node: Node, cond: Value, index: Value) -> KernelCall:

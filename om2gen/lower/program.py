@@ -25,4 +25,4 @@ def assemble(state: Lowering, blob: Blob, work: Workspace, table: TaskTable, pla
         kernels=table.kernels, tasks=table.tasks, constants=list(blob.constants.values()), constants_size=blob.size,
         work_size=work.size, args_size=args_size, source_digest=graph.source_digest, opsets=graph.opsets,
         graph_json=graph_json(graph), label_num=state.label_num, label_lists=table.label_lists,
-        custom_ops=table.custom_ops, buffers=work.buffers, views=views)
+        custom_ops=table.custom_ops, buffers=work.buffers, views=views, gears=state.gears)

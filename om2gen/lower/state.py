@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, Node, Value
-from ..ir.program import Control, CustomCall, KernelCall, LowerContext
+from ..ir.program import Control, CustomCall, GearTable, KernelCall, LowerContext
 
 
 @dataclass
@@ -45,6 +45,8 @@ class Lowering:
     label_num: int = 0                                          # labels handed out so far
     custom_outputs: set[str] = field(default_factory=set)       # values a custom operator writes
     input_index: dict[str, int] = field(init=False)             # graph input -> its index
+    branch_outputs: dict[str, int] = field(default_factory=dict)   # a gear's value -> the output it writes
+    gears: GearTable | None = None                              # what a gear model's Case decided (emit)
 
     def __post_init__(self) -> None:
         self.input_index = {n: i for i, n in enumerate(self.graph.inputs)}
