@@ -140,6 +140,7 @@ typedef struct Om2ModelTables {
     uint64_t label_list_num; const Om2LabelList *label_lists; const uint32_t *label_list_entries;
     uint64_t custom_op_num; const Om2CustomOpDef *custom_ops; const Om2CustomTensorDesc *custom_tensor_descs;
     uint64_t tiling_word_num; uint64_t constants_size;
+    uint64_t gear_num; uint64_t gear_value_num; const int32_t *gear_values; const uint64_t *gear_io_sizes;
 } Om2ModelTables;
 
 #define OM2_MODEL_ABI_VERSION ...

@@ -1,6 +1,7 @@
 """om2gen.compile: ONNX model → .om2 archive (frontend, passes, lowering, codegen, toolchain, archive)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from .errors import CompileError, ModelError, Om2Error
 from .formats.om2 import layout, writer
 from .formats.om2.writer import Entry, json_bytes
 from .formats.op_so_store import SoBinType
+from .frontend import gears, multi_batch, onnx_import, pins
 from .frontend.onnx_import import import_onnx
 from .ir import dtypes
 from .ir.program import LowerContext, Program
@@ -42,6 +44,11 @@ class Options:
     progress: bool = False
     fusion: bool = True                 # the graph rewrites of passes/optimize.py
     winograd: int | None = None         # None: the cost model chooses; 0: off; 2 or 4: that tile size
+    # gears (frontend/gears.py): at most one of the three, ATC's value syntax or lists
+    dynamic_batch_size: object = None
+    dynamic_image_size: object = None
+    dynamic_dims: object = None
+    input_format: str | None = None     # where H and W are for dynamic_image_size: NCHW (default) or NHWC
 
 
 # Environment overrides of two options, read here once (never in a pass or an op): an option given
@@ -103,7 +110,8 @@ def output_format(out: Path, format: str | None) -> str:
 
 
 def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
-            jobs=None, progress=False, format=None, frontend=None, fusion=None, winograd=None) -> Path:
+            jobs=None, progress=False, format=None, frontend=None, fusion=None, winograd=None,
+            dynamic_batch_size=None, dynamic_image_size=None, dynamic_dims=None, input_format=None) -> Path:
     """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
     (format="om2") or a classic Ascend GE OM file (format="om", docs/om-format.md). Without
     `format`, the output's extension decides (.om: om; .om2 and anything else: om2); a format the
@@ -119,9 +127,16 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     fusion: True/"on" (default) runs the graph rewrites of passes/optimize.py, False/"off" compiles
     every node to its own kernel; None: $OM2GEN_FUSION decides, else on.
     winograd: "auto" (default: the cost model chooses), "off"/0, or 2 or 4 (forces that tile size)
-    for 3x3 stride-1 convolutions; None: $OM2GEN_WINOGRAD decides, else auto."""
+    for 3x3 stride-1 convolutions; None: $OM2GEN_WINOGRAD decides, else auto.
+    dynamic_batch_size / dynamic_image_size / dynamic_dims: gears (ATC's options of those names,
+    docs/gears.md), one model for several shapes, one chosen per run: input_shapes marks the
+    varying dims -1, e.g. input_shapes={"x": (-1, 3, 224, 224)}, dynamic_batch_size=[1, 2, 4, 8];
+    image sizes as [(224, 224), (448, 448)] (H, W, where input_format "NCHW" or "NHWC" puts them);
+    dims as one tuple per gear of the values of every -1 dim, in input order. ATC's text forms
+    ("1,2,4,8", "224,224;448,448") are accepted too."""
     opts = Options(dict(input_shapes or {}), dict(input_values or {}), list(custom_op_libs or []), target, debug,
-                   jobs, progress, fusion_setting(fusion), winograd_setting(winograd))
+                   jobs, progress, fusion_setting(fusion), winograd_setting(winograd),
+                   dynamic_batch_size, dynamic_image_size, dynamic_dims, input_format)
     out = Path(output)
     format = output_format(out, format)
     if out.is_dir():
@@ -136,13 +151,16 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     host = tgt if tgt.arch == targets.host_arch() else targets.default_target()
     libraries = [custom_libraries.load_library(p, host) for p in custom_libraries.find_libraries(opts.custom_op_libs)]
     with custom_libraries.activated(libraries):
-        graph = _import_graph(model, opts, frontend)
-        graph.verify("import")
-        dce.run(graph)
-        graph.verify("dead-code removal")
-        op_types = providers.graph_op_types(graph)   # what the model is made of, before fusion
         ctx = LowerContext(tgt, GENERATOR, kernel_codegen.render, fusion=opts.fusion, winograd=opts.winograd)
-        optimize.run(graph, ctx)   # fusion: om2gen/passes/optimize.py
+        spec = _gear_spec(model, opts, frontend)
+        if spec is None:
+            graph, op_types = _optimized_graph(model, opts, frontend, ctx)
+        else:   # one graph per gear, merged into one model whose Case picks the gear (frontend/multi_batch.py)
+            loaded = onnx_import.Loaded(*onnx_import.load_model(model))
+            per_gear = [_optimized_graph(loaded, dataclasses.replace(opts, input_shapes=spec.shapes(i)), "onnx", ctx)
+                        for i in range(len(spec.gears))]
+            graph = multi_batch.merge(spec, [g for g, _ in per_gear])
+            op_types = frozenset().union(*(t for _, t in per_gear))
         report.stage(f"imported {len(graph.nodes)} nodes")
         program = lower_graph(graph, ctx)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
@@ -177,6 +195,34 @@ def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_comman
     writer.write(out, [_manifest(entries, program, tgt, opts, so_pack)] + entries)
     report.stage(f"wrote {out}")
     return out
+
+
+def _optimized_graph(model, opts: Options, frontend, ctx: LowerContext):
+    """The model's graph, imported, cleaned and fused, and the op types it was made of before fusion."""
+    graph = _import_graph(model, opts, frontend)
+    graph.verify("import")
+    dce.run(graph)
+    graph.verify("dead-code removal")
+    op_types = providers.graph_op_types(graph)   # what the model is made of, before fusion
+    optimize.run(graph, ctx)   # fusion: om2gen/passes/optimize.py
+    return graph, op_types
+
+
+def _gear_spec(model, opts: Options, frontend) -> gears.GearSpec | None:
+    """The gears the options ask for (None: a static model). Gears are compiled from ONNX models."""
+    if opts.dynamic_batch_size is None and opts.dynamic_image_size is None and opts.dynamic_dims is None:
+        gears.resolve(input_shapes=opts.input_shapes, declared=[])   # a -1 without a gear option is an error
+        return None
+    from .formats.om import proto as ge_proto
+    if frontend == "ge" or isinstance(model, ge_proto.ModelDef):
+        raise Om2Error("gears (dynamic_batch_size, dynamic_image_size, dynamic_dims) are compiled from ONNX "
+                       "models; export the model to ONNX, or compile one GE graph per shape")
+    loaded = onnx_import.Loaded(*onnx_import.load_model(model))
+    declared = onnx_import.declared_inputs(loaded, opts.input_values)
+    pins.check_names(opts.input_shapes, opts.input_values, [(n, pins.dims_text(d)) for n, d in declared])
+    return gears.resolve(input_shapes=opts.input_shapes, declared=declared,
+                         dynamic_batch_size=opts.dynamic_batch_size, dynamic_image_size=opts.dynamic_image_size,
+                         dynamic_dims=opts.dynamic_dims, input_format=opts.input_format)
 
 
 # --- frontend selection (ONNX or GE IR graph) -------------------------------------------------
@@ -224,10 +270,13 @@ def _model_hash(program: Program) -> str:
     return h.hexdigest()[:12]
 
 
-def _io_json(d, index):
+def _io_json(d, index, gears=None):
     dt = dtypes.BY_NAME[d.dtype]
-    return {"name": d.name, "index": index, "shape": list(d.shape), "data_type": dt.acl,
-            "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
+    out = {"name": d.name, "index": index, "shape": list(d.shape), "data_type": dt.acl,
+           "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
+    if gears is not None and d.name in gears.origin_dims:
+        out["origin_input_dims"] = list(gears.origin_dims[d.name])
+    return out
 
 
 def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -> list[Entry]:
@@ -236,7 +285,7 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
     meta = {
         "name": program.name,
         "root_graph_name": program.name,
-        "inputs": [_io_json(d, i) for i, d in enumerate(program.inputs)],
+        "inputs": [_io_json(d, i, program.gears) for i, d in enumerate(program.inputs)],
         "outputs": [_io_json(d, i) for i, d in enumerate(program.outputs)],
         "work_size": program.work_size,
         "zero_copy_size": 0,
@@ -256,6 +305,8 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
     }
     if so_pack.bins:
         meta["so_bins"] = _so_bins_json(so_pack)
+    if program.gears is not None:
+        meta.update(gear_meta(program))
     consts = {
         "internal_weight_size": program.constants_size,
         "consts": {c.name: {"index": i, "type": "INTERNAL", "file_name": layout.constants_blob(idx).rsplit("/", 1)[1],
@@ -294,6 +345,22 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         entries.append(Entry(layout.task_info_json(idx), json_bytes(task_info(program))))
         entries.append(Entry(layout.memory_plan_json(idx), json_bytes(memory_plan(program))))
     return sorted(entries, key=lambda e: e.name)
+
+
+def gear_meta(program: Program) -> dict:
+    """A gear model's model_meta keys, GE's (om2_zip_saver.cc): each dynamic input's
+    origin_input_dims, and dynamic_type, dynamic_batch_info, user_designate_shape_order and
+    dynamic_output_shape ("gear,output,d0,d1,..."; gear -1: the same at every gear)."""
+    g = program.gears
+    out_dims = []
+    for j in range(len(program.outputs)):
+        shapes = [s[j] for s in g.output_shapes]
+        if all(s == shapes[0] for s in shapes):
+            out_dims.append(",".join(map(str, [-1, j, *shapes[0]])))
+        else:
+            out_dims += [",".join(map(str, [i, j, *s])) for i, s in enumerate(shapes)]
+    return {"dynamic_type": g.dynamic_type, "dynamic_batch_info": g.values,
+            "user_designate_shape_order": g.order, "dynamic_output_shape": out_dims}
 
 
 def _so_bins_json(so_pack) -> dict:
@@ -356,13 +423,23 @@ def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pac
         "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
                     "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
                     "target": tgt.name, "debug": opts.debug, "fusion": opts.fusion,
-                    "winograd": winograd_name(opts.winograd),
+                    "winograd": winograd_name(opts.winograd), **_gear_options(opts),
                     "custom_op_libs": sorted(Path(p).name for p in opts.custom_op_libs)},
         "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
         "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256, "blake3": e.blake3,
                      "compression": "stored" if e.stored else "deflate"} for e in entries],
     }
     return Entry(layout.MANIFEST, json_bytes(manifest))
+
+
+def _gear_options(opts: Options) -> dict:
+    """The gear options given, as the manifest records them (ATC's option names)."""
+    given = {"dynamic_batch_size": opts.dynamic_batch_size, "dynamic_image_size": opts.dynamic_image_size,
+             "dynamic_dims": opts.dynamic_dims}
+    out = {k: gears.atc_text(k, v) for k, v in given.items() if v is not None}
+    if out and opts.input_format:
+        out["input_format"] = opts.input_format
+    return out
 
 
 class _Progress:

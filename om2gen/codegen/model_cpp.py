@@ -84,6 +84,11 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
                         for ls in tables.label_lists],
         "label_list_entries": list(tables.label_list_entries),
         "custom_ops": _custom_ops(tables),
+        "gears": [{"shape_data": ", ".join(map(str, v)), "io_sizes": ", ".join(map(str, z)),
+                   "comment": f"gear {i}: " + ", ".join(f"{d.name}[{','.join(map(str, s))}]" for d, s in
+                                                      zip(tables.inputs[:-1], program.gears.input_shapes[i]))}
+                  for i, (v, z) in enumerate(zip(tables.gear_values, tables.gear_io_sizes))],
+        "gear_value_num": len(tables.gear_values[0]) if tables.gear_values else 0,
         "memory_summary": _memory_summary(program),
         # where the archive keeps what the comments point at
         "paths": {"build_commands": layout.build_commands(index), "memory_plan": layout.memory_plan_json(index),

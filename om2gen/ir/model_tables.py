@@ -10,6 +10,7 @@ each writer spells them its own way (C names there, numbers here).
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, fields
 
@@ -114,6 +115,8 @@ class ModelTables:
     custom_tensor_descs: tuple[CustomTensorDesc, ...]
     constants_size: int
     constant_num: int = CONSTANT_NUM
+    gear_values: tuple[tuple[int, ...], ...] = ()       # per gear, the shape data (none: a static model)
+    gear_io_sizes: tuple[tuple[int, ...], ...] = ()     # per gear, each input's then each output's bytes
 
     def slots_of(self, op: OpDef) -> tuple[ArgSlot, ...]:
         return self.arg_slots[op.first_slot:op.first_slot + op.slot_num]
@@ -164,4 +167,16 @@ def flatten(program: Program) -> ModelTables:
         work_size=program.work_size, args_size=max(program.args_size, MIN_ARGS_SIZE),
         io_slot_num=sum(s.kind in (ArgKind.INPUT, ArgKind.OUTPUT) for s in slots),
         label_num=program.label_num, label_lists=tuple(lists), label_list_entries=tuple(entries),
-        custom_ops=tuple(customs), custom_tensor_descs=tuple(descs), constants_size=program.constants_size)
+        custom_ops=tuple(customs), custom_tensor_descs=tuple(descs), constants_size=program.constants_size,
+        **_gears(program))
+
+
+def _gears(program: Program) -> dict:
+    g = program.gears
+    if g is None:
+        return {}
+    sizes = []
+    for ins, outs in zip(g.input_shapes, g.output_shapes):
+        sizes.append(tuple(math.prod(s) * BY_NAME[d.dtype].itemsize
+                           for d, s in zip([*program.inputs, *program.outputs], [*ins, *outs])))
+    return {"gear_values": tuple(tuple(v) for v in g.values), "gear_io_sizes": tuple(sizes)}

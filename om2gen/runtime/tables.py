@@ -44,6 +44,10 @@ class Tables:
         t.task_num, t.op_defs = len(m.op_defs), ops
 
         t.constants_size = m.constants_size
+        t.gear_num = len(m.gear_values)
+        t.gear_value_num = len(m.gear_values[0]) if m.gear_values else 0
+        t.gear_values = self._keep_new("int32_t[]", [v for g in m.gear_values for v in g] + [0])
+        t.gear_io_sizes = self._keep_new("uint64_t[]", [z for g in m.gear_io_sizes for z in g] + [0])
         t.constant_num = m.constant_num
         t.work_size = m.work_size
         t.args_size = m.args_size

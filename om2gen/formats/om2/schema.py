@@ -56,8 +56,12 @@ _IO = {
         "dtype": {"type": "string", "maxLength": 32},
         "shape": {"type": "array", "maxItems": 64, "items": _COUNT},
         "size": _COUNT,
+        # a gear model's dynamic input: its dims, -1 where a gear decides (shape: the largest gear's)
+        "origin_input_dims": {"type": "array", "maxItems": 64, "items": {"type": "integer", "minimum": -1,
+                                                                         "maximum": 1 << 48}},
     },
 }
+
 
 META = {
     "type": "object",
@@ -72,6 +76,13 @@ META = {
             "properties": {"shared_libs": {"type": "array", "items": _NAME},
                            "binaries": {"type": "array", "items": _NAME}},
         },
+        # gears (GE's Om2ModelMeta keys, docs/gears.md)
+        "dynamic_type": {"type": "integer", "minimum": 0, "maximum": 3},
+        "dynamic_batch_info": {"type": "array", "maxItems": 256,
+                               "items": {"type": "array", "minItems": 1, "maxItems": 4096, "items": _COUNT}},
+        "dynamic_output_shape": {"type": "array", "maxItems": 1 << 20,
+                                 "items": {"type": "string", "pattern": "^-?[0-9]+(,[0-9]+)+$", "maxLength": 4096}},
+        "user_designate_shape_order": {"type": "array", "maxItems": 65536, "items": {"type": "string"}},
         "so_bins": {
             "type": "object",
             "required": ["store", "so_in_om_flag"],

@@ -139,6 +139,14 @@ struct Om2ModelTables {
     /* appended for the checks at capture (om2_launch_note.h) */
     uint64_t tiling_word_num;  /* entries of tiling_data */
     uint64_t constants_size;   /* bytes of constants blob 0 that constant slots may address */
+    /* appended for gears (docs/gears.md): one model compiled for several input shapes. Its last
+     * input is ascend_mbatch_shape_data (int32[gear_value_num]); a run's values must equal one
+     * gear's, and each input and output then holds that gear's bytes. */
+    uint64_t gear_num;               /* 0: a static model */
+    uint64_t gear_value_num;
+    const int32_t *gear_values;      /* gear g's values: [g * gear_value_num, (g + 1) * gear_value_num) */
+    const uint64_t *gear_io_sizes;   /* gear g's bytes of each input, then of each output:
+                                      * [g * (input_num + output_num), ...) */
 };
 
 /* Defined by <model>_tables.cpp. */
