@@ -10,7 +10,7 @@ from .pipeline import compile
 from .version import __version__
 
 
-def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=None):
+def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=None, pad_to_gear=False):
     """Loads an .om2 archive or a classic .om file (a path, or the file's bytes; the format is read
     from the content). Returns a Model with .inputs, .outputs, .format, .run(feeds),
     .execute_raw(input_addresses, output_addresses), .load_phases and .close().
@@ -20,9 +20,12 @@ def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=No
     trusted_keys: Ed25519 public keys (PEM file paths, PEM text, 32 raw bytes); the archive must
     carry a valid signature by one of them (`om2gen sign`), checked before any of its code is
     mapped. None: the keys $OM2GEN_TRUSTED_KEYS names (os.pathsep-separated PEM files), or no
-    signature needed when it is unset."""
+    signature needed when it is unset.
+    pad_to_gear: a model compiled with gears of the batch (dynamic_batch_size) runs a batch that
+    is no gear zero-padded on the next gear up, and cuts its results back (docs/gears.md)."""
     from .runtime.model import load as _load
-    return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys)
+    return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys,
+                 pad_to_gear=pad_to_gear)
 
 
 __all__ = ["compile", "load", "__version__", "Om2Error", "ModelError", "UnsupportedOpError", "ShapeError",

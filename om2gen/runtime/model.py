@@ -42,6 +42,7 @@ from ..so_in_om import info as so_in_om
 from ..so_in_om import loading as so_loading
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
+from . import gears as gears_mod
 from . import libraries as model_libraries
 from . import om_loader
 
@@ -52,16 +53,29 @@ _ERR_LEN = 1024
 class TensorInfo:
     name: str
     dtype: np.dtype
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]                  # -1 where a gear decides (a gear model's dynamic dims)
+    max_shape: tuple[int, ...] | None = None   # a gear model's dynamic tensors: the largest gear's shape
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+        """Bytes of the tensor; of its largest gear for a dynamic one (what a buffer must hold)."""
+        return math.prod(self.max_shape or self.shape) * self.dtype.itemsize
 
     @property
     def acl_dtype(self) -> int:
         """The aclDataType code of dtype."""
         return _ACL_DTYPE[self.dtype]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The native side of one run shape (a static model has one, a gear model one per gear)."""
+    in_t: object       # GertTensor[] of io_inputs
+    out_t: object      # GertTensor[] of the outputs
+    cfg: object        # GertModelRunConfig *
+    in_spec: list      # (name, dtype, shape, GertTensor, TensorInfo) per fed input
+    out_spec: list     # (name, dtype, shape, GertTensor) per output
+    call: tuple        # om2x_model_run's arguments
 
 
 def _tensor_infos(described) -> list[TensorInfo]:
@@ -172,7 +186,7 @@ class Model:
     """A loaded model (OM2 archive or classic OM). Use as a context manager, or call close()."""
 
     def __init__(self, source, threads: int | None = None, *, allow_platform_mismatch: bool = False,
-                 trusted_keys=None):
+                 trusted_keys=None, pad_to_gear: bool = False):
         in_memory = not isinstance(source, (str, os.PathLike))
         if in_memory:
             try:
@@ -192,6 +206,8 @@ class Model:
         self._library = None   # libraries.Library: the mapped model library (OM2)
         self._keep = []
         self.allow_platform_mismatch = allow_platform_mismatch
+        self._gears = None   # runtime/gears.Gears of a model compiled with gears, else None
+        self._pad_to_gear = bool(pad_to_gear)
         self.signed_by = None   # the key id of the trusted signature a signed load checked
         clock = _PhaseClock()
         image = None
@@ -234,12 +250,29 @@ class Model:
         return copy.deepcopy(self._meta)
 
     def _set_io(self, inputs, outputs):
-        self.inputs, self.outputs = _tensor_infos(inputs), _tensor_infos(outputs)
+        self.io_inputs, self.outputs = _tensor_infos(inputs), _tensor_infos(outputs)
         self._index_inputs()
 
     def _index_inputs(self):
+        """`inputs`: what run() is fed. A gear model's io_inputs end with ascend_mbatch_shape_data,
+        which run() fills itself; its dynamic inputs show -1 where a gear decides."""
+        if self._gears is None:
+            self.inputs = self.io_inputs
+        else:
+            if self._pad_to_gear and self._gears.dynamic_type != gears_mod.DYNAMIC_BATCH:
+                raise InputError(f"{self.path}: pad_to_gear=True needs a model with gears of the batch "
+                                 f"(dynamic_batch_size); this one has {gears_mod.TYPE_NAMES[self._gears.dynamic_type]} "
+                                 "gears, which padding would change the results of")
+            self.inputs = [TensorInfo(t.name, t.dtype, self._gears.origin_dims[t.name], t.shape)
+                           if -1 in self._gears.origin_dims[t.name] else t for t in self.io_inputs[:-1]]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
         self._input_names = self._input_index.keys()
+
+    @property
+    def gears(self) -> list[dict[str, tuple[int, ...]]]:
+        """The shapes the model was compiled for, one {input: shape} per gear ([] for a static model)."""
+        g = self._gears
+        return [] if g is None else [dict(s) for s in g.input_shapes]
 
     # ---- loading an OM2 archive ----
     def _load_om2(self, source, clock, image, trusted_keys=None):
@@ -256,8 +289,9 @@ class Model:
         first = checked is None
         if first:
             meta = _check_manifest(a, self.path, self.allow_platform_mismatch)
-            checked = (meta, _tensor_infos(meta["inputs"]), _tensor_infos(meta["outputs"]))
-        meta, self.inputs, self.outputs = checked
+            checked = (meta, _tensor_infos(meta["inputs"]), _tensor_infos(meta["outputs"]),
+                       gears_mod.from_meta(meta, self.path))
+        meta, self.io_inputs, self.outputs, self._gears = checked
         self._meta = meta   # shared with other loads of the same bytes: read, never changed
         self._index_inputs()
 
@@ -347,16 +381,32 @@ class Model:
             ffi.release(v)
 
     def _prepare_run(self):
-        self._in_t, in_ptrs, in_dims = _gert_tensors(self.inputs)
-        self._out_t, out_ptrs, out_dims = _gert_tensors(self.outputs)
-        self._run_cfg = ffi.new("GertModelRunConfig *", {
-            "struct_size": _RUN_CONFIG_SIZE, "input_count": len(self.inputs), "input_data": in_ptrs,
-            "output_count": len(self.outputs), "output_data": out_ptrs})
+        """What a run touches, prepared once (per gear for a gear model): the GertTensors, the run
+        config and, per tensor, (name, dtype, shape, GertTensor[, TensorInfo])."""
+        if self._gears is None:
+            self._runs = [self._prepare_shapes(self.io_inputs, self.outputs)]
+        else:
+            g = self._gears
+            self._runs = []
+            for i, data in enumerate(gears_mod.shape_data(g)):
+                ins = [TensorInfo(t.name, t.dtype, g.input_shapes[i].get(t.name, t.shape)) for t in self.io_inputs]
+                outs = [TensorInfo(t.name, t.dtype, s) for t, s in zip(self.outputs, g.output_shapes[i])]
+                run = self._prepare_shapes(ins, outs)
+                run.in_t[len(ins) - 1].data = ffi.from_buffer(data)   # ascend_mbatch_shape_data: this gear's
+                self._keep.append(data)
+                self._runs.append(run)
+
+    def _prepare_shapes(self, ins: list[TensorInfo], outs: list[TensorInfo]) -> "_Run":
+        in_t, in_ptrs, in_dims = _gert_tensors(ins)
+        out_t, out_ptrs, out_dims = _gert_tensors(outs)
+        cfg = ffi.new("GertModelRunConfig *", {
+            "struct_size": _RUN_CONFIG_SIZE, "input_count": len(ins), "input_data": in_ptrs,
+            "output_count": len(outs), "output_data": out_ptrs})
         self._keep += [in_ptrs, out_ptrs, in_dims, out_dims]
-        # what run() touches, prepared once: (name, dtype, shape, GertTensor[, TensorInfo]) per tensor
-        self._in_spec = [(t.name, t.dtype, t.shape, self._in_t[i], t) for i, t in enumerate(self.inputs)]
-        self._out_spec = [(t.name, t.dtype, t.shape, self._out_t[i]) for i, t in enumerate(self.outputs)]
-        self._run_call = (self._ep, self._handle, self._run_cfg)
+        fed = self.inputs if self._gears is None else ins[:-1]   # run() feeds all but the shape data
+        return _Run(in_t, out_t, cfg, [(t.name, t.dtype, t.shape, in_t[i], t) for i, t in enumerate(fed)],
+                    [(t.name, t.dtype, t.shape, out_t[i]) for i, t in enumerate(outs)],
+                    (self._ep, self._handle, cfg))
 
     # ---- running ----
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
@@ -366,14 +416,40 @@ class Model:
         dtype and shape) takes a fast path: per input one pointer, per output one np.empty."""
         if type(feeds) is not dict or feeds.keys() != self._input_names:
             self._check_feed_names(feeds)
+        if self._gears is not None:
+            return self._run_gear(feeds)
         with self._run_lock:
-            return self._run_locked(feeds)
+            return self._run_locked(feeds, self._runs[0])
 
-    def _run_locked(self, feeds: dict) -> dict[str, np.ndarray]:
+    def _run_gear(self, feeds: dict) -> dict[str, np.ndarray]:
+        """A gear model: the gear is the one of the fed shapes (with pad_to_gear, a smaller batch
+        runs zero-padded on the next gear up and its results are cut back to it)."""
+        g = self._gears
+        shapes = {n: np.shape(feeds[n]) for n in g.dynamic}
+        gear = g.find(shapes)
+        if gear is not None or not self._pad_to_gear:
+            with self._run_lock:
+                return self._run_locked(feeds, self._runs[g.select(shapes) if gear is None else gear])
+        gear = g.gear_up(shapes)
+        if gear is None:
+            g.select(shapes)   # the error listing the gears
+        batch = int(shapes[g.dynamic[0]][0])
+        padded = dict(feeds)
+        for n in g.dynamic:
+            arr = np.asarray(feeds[n])
+            full = np.zeros(g.input_shapes[gear][n], dtype=arr.dtype)
+            full[:batch] = arr
+            padded[n] = full
+        with self._run_lock:
+            results = self._run_locked(padded, self._runs[gear])
+        return {name: arr[:batch] if j in g.batch_outputs else arr
+                for j, (name, arr) in enumerate(results.items())}
+
+    def _run_locked(self, feeds: dict, run: "_Run") -> dict[str, np.ndarray]:
         if self._handle is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
         keep = []
-        for name, dtype, shape, tensor, info in self._in_spec:
+        for name, dtype, shape, tensor, info in run.in_spec:
             arr = feeds[name]
             if type(arr) is not np.ndarray or arr.dtype is not dtype or arr.shape != shape:
                 arr = self._convert_input(info, arr)
@@ -384,12 +460,12 @@ class Model:
             keep.append(buf)
             tensor.data = buf
         results = {}
-        for name, dtype, shape, tensor in self._out_spec:
+        for name, dtype, shape, tensor in run.out_spec:
             arr = results[name] = np.empty(shape, dtype)
             buf = ffi.from_buffer(arr)
             keep.append(buf)
             tensor.data = buf
-        rc = lib.om2x_model_run(*self._run_call)
+        rc = lib.om2x_model_run(*run.call)
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
         return results
@@ -422,28 +498,44 @@ class Model:
                              "it")
         return arr
 
-    def _bind_raw(self, input_ptrs, output_ptrs) -> None:
+    def _bind_raw(self, input_ptrs, output_ptrs) -> "_Run":
+        """The run config of caller buffers given by address (io_inputs, then outputs); a gear
+        model's gear is the one its ascend_mbatch_shape_data buffer names."""
         if self._handle is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
         if not all(hasattr(p, "__len__") and hasattr(p, "__getitem__") for p in (input_ptrs, output_ptrs)):
             raise InputError("execute_raw takes two sequences (lists or tuples) of buffer addresses (ints), inputs then "
                              "outputs")
-        if len(input_ptrs) != len(self.inputs) or len(output_ptrs) != len(self.outputs):
-            raise InputError(f"the model has {len(self.inputs)} inputs and {len(self.outputs)} outputs; got "
+        if len(input_ptrs) != len(self.io_inputs) or len(output_ptrs) != len(self.outputs):
+            raise InputError(f"the model has {len(self.io_inputs)} inputs and {len(self.outputs)} outputs; got "
                              f"{len(input_ptrs)} input and {len(output_ptrs)} output addresses")
-        for tensors, ptrs in ((self._in_t, input_ptrs), (self._out_t, output_ptrs)):
+        for i, p in enumerate([*input_ptrs, *output_ptrs]):
+            if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or not 0 < p < 1 << 64:
+                raise InputError(f"execute_raw: address {i} is {type(p).__name__} {str(p)[:40]}, not a buffer "
+                                 "address (a positive int, e.g. arr.ctypes.data); for arrays use run()")
+        run = self._runs[0] if self._gears is None else self._runs[self._raw_gear(int(input_ptrs[-1]))]
+        for tensors, ptrs in ((run.in_t, input_ptrs), (run.out_t, output_ptrs)):
             for i, p in enumerate(ptrs):
-                if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or not 0 < p < 1 << 64:
-                    raise InputError(f"execute_raw: address {i} is {type(p).__name__} {str(p)[:40]}, not a buffer "
-                                     "address (a positive int, e.g. arr.ctypes.data); for arrays use run()")
                 tensors[i].data = ffi.cast("void *", int(p))
+        return run
+
+    def _raw_gear(self, shape_data: int) -> int:
+        """The gear whose values the ascend_mbatch_shape_data buffer at `shape_data` holds."""
+        g = self._gears
+        values = list(ffi.cast("const int32_t *", shape_data)[0:len(g.values[0])])
+        gear = g.find_values(values)
+        if gear is None:
+            raise InputError(f"{gears_mod.SHAPE_DATA_INPUT} holds {values}, which is no gear of this model; its gears "
+                             f"are {[list(v) for v in g.values]} ({g.listing()}); set it with "
+                             "acl.mdl.set_dynamic_batch_size / set_dynamic_hw_size / set_input_dynamic_dims")
+        return gear
 
     def execute_raw(self, input_ptrs, output_ptrs) -> None:
         """Runs the model on caller buffers given by address (each at least its tensor's nbytes,
-        in TensorInfo order); the ACL-style API (om2gen.acl) runs models this way."""
+        in io_inputs order, then outputs); the ACL-style API (om2gen.acl) runs models this way."""
         with self._run_lock:
-            self._bind_raw(input_ptrs, output_ptrs)
-            rc = lib.om2x_model_run(self._ep, self._handle, self._run_cfg)
+            run = self._bind_raw(input_ptrs, output_ptrs)
+            rc = lib.om2x_model_run(self._ep, self._handle, run.cfg)
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
 
@@ -451,8 +543,8 @@ class Model:
         """Queues a run on an aclrtStream (its address); aclrtSynchronizeStream(stream) waits for it.
         The buffers must stay valid until then."""
         with self._run_lock:
-            self._bind_raw(input_ptrs, output_ptrs)
-            rc = lib.om2x_model_run_async(self._ep, self._handle, ffi.cast("aclrtStream", stream), self._run_cfg)
+            run = self._bind_raw(input_ptrs, output_ptrs)
+            rc = lib.om2x_model_run_async(self._ep, self._handle, ffi.cast("aclrtStream", stream), run.cfg)
         if rc != 0:
             raise RuntimeFailure(f"{self.path}: GertModelRunAsync failed ({rc}): "
                                  f"{string(lib.om2x_last_error(self._ep))}")
@@ -587,8 +679,12 @@ def _check_threads(threads) -> int | None:
     return int(threads)
 
 
-def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False, trusted_keys=None) -> Model:
+def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False, trusted_keys=None,
+         pad_to_gear: bool = False) -> Model:
     """Loads an .om2 archive or a classic .om file (path or bytes). trusted_keys: public keys
     (formats/om2/signing.py) of which one must have signed the archive; None: those named by
-    $OM2GEN_TRUSTED_KEYS, or no signature needed when it is unset."""
-    return Model(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys)
+    $OM2GEN_TRUSTED_KEYS, or no signature needed when it is unset. pad_to_gear (a model with
+    gears of the batch): a batch that is no gear runs zero-padded on the next gear up, and its
+    results are cut back to it."""
+    return Model(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys,
+                 pad_to_gear=pad_to_gear)

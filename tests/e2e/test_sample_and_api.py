@@ -195,8 +195,9 @@ def test_run_async_on_a_stream(sample_om2):
         try:
             for im, out in zip(images, outs):
                 keep += [ffi.from_buffer(im), ffi.from_buffer(out)]
-                m._in_t[0].data, m._out_t[0].data = keep[-2:]
-                assert lib.om2x_model_run_async(m._ep, m._handle, stream[0], m._run_cfg) == 0
+                run = m._runs[0]
+                run.in_t[0].data, run.out_t[0].data = keep[-2:]
+                assert lib.om2x_model_run_async(m._ep, m._handle, stream[0], run.cfg) == 0
             assert lib.aclrtSynchronizeStream(stream[0]) == 0
         finally:
             lib.aclrtDestroyStream(stream[0])

@@ -1,0 +1,116 @@
+"""Gears (docs/gears.md): one model compiled for several shapes, one chosen per run, checked
+against ONNX Runtime at every gear."""
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import om2gen
+from om2gen.errors import InputError, ShapeError
+
+import gear_models
+from helpers import assert_close, ort_run
+
+pytestmark = pytest.mark.needs_cc
+
+
+@pytest.fixture(scope="module")
+def batch_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gears") / "cnn_batch.om2"
+    om2gen.compile(gear_models.cnn_batch(), path, input_shapes={"x": (-1, 3, 16, 16)}, dynamic_batch_size="1,2,4,8",
+                   debug=True)
+    return path
+
+
+def run_and_compare(model, proto, feeds, tol=1e-4):
+    got = model.run(feeds)
+    for name, ref in zip([o.name for o in proto.graph.output], ort_run(proto, feeds)):
+        assert_close(got[name], ref, name, tol)
+    return got
+
+
+def test_dynamic_batch_every_gear_matches_onnx_runtime(batch_model):
+    proto = gear_models.cnn_batch()
+    rng = np.random.default_rng(0)
+    with om2gen.load(batch_model) as m:
+        assert m.gears == [{"x": (b, 3, 16, 16)} for b in (1, 2, 4, 8)]
+        assert m.inputs[0].shape == (-1, 3, 16, 16) and m.inputs[0].max_shape == (8, 3, 16, 16)
+        for b in (1, 8, 2, 4, 1):   # switching gears between consecutive runs
+            got = run_and_compare(m, proto, {"x": rng.standard_normal((b, 3, 16, 16)).astype(np.float32)})
+            assert got["y"].shape == (b, 10)
+
+
+def test_a_shape_that_is_no_gear_lists_the_gears(batch_model):
+    with om2gen.load(batch_model) as m, pytest.raises(InputError) as e:
+        m.run({"x": np.zeros((3, 3, 16, 16), np.float32)})
+    assert "x[3, 3, 16, 16]" in str(e.value) and "x[4,3,16,16]" in str(e.value) and "pad_to_gear" in str(e.value)
+
+
+def test_pad_to_gear_runs_a_smaller_batch_on_the_next_gear(batch_model):
+    proto = gear_models.cnn_batch()
+    x = np.random.default_rng(1).standard_normal((3, 3, 16, 16)).astype(np.float32)
+    with om2gen.load(batch_model, pad_to_gear=True) as m:
+        got = m.run({"x": x})
+        assert got["y"].shape == (3, 10)
+        assert_close(got["y"], ort_run(proto, {"x": x})[0], "y")
+        with pytest.raises(InputError, match="no gear"):
+            m.run({"x": np.zeros((9, 3, 16, 16), np.float32)})   # above the largest gear
+
+
+def test_the_archive_stores_constants_once_and_sizes_memory_for_the_largest_gear(batch_model, tmp_path):
+    static = tmp_path / "static.om2"
+    om2gen.compile(gear_models.cnn_batch(), static, input_shapes={"x": (8, 3, 16, 16)})
+    geared, single = zipfile.ZipFile(batch_model), zipfile.ZipFile(static)
+    blob = "data/constants/constants_0"
+    # the gear table is the only constant a static model does not have
+    assert geared.getinfo(blob).file_size - single.getinfo(blob).file_size <= 64
+    meta = json.loads(geared.read("data/model_0/model_meta.json"))
+    static_meta = json.loads(single.read("data/model_0/model_meta.json"))
+    assert meta["work_size"] == static_meta["work_size"]
+    assert meta["dynamic_type"] == 1 and meta["dynamic_batch_info"] == [[1], [2], [4], [8]]
+    assert meta["user_designate_shape_order"] == ["x"]
+    assert meta["dynamic_output_shape"] == [f"{i},0,{b},10" for i, b in enumerate((1, 2, 4, 8))]
+    assert meta["inputs"][-1]["name"] == "ascend_mbatch_shape_data" and meta["inputs"][-1]["shape"] == [1]
+    assert meta["inputs"][0]["origin_input_dims"] == [-1, 3, 16, 16] and meta["inputs"][0]["shape"] == [8, 3, 16, 16]
+    # kernels that take their shapes from the tiling data are shared by every gear
+    convs = [n for n in geared.namelist() if n.startswith("data/kernels_") and "/Conv_" in n]
+    assert len(convs) <= 2
+
+
+def test_dynamic_image_size(tmp_path):
+    proto = gear_models.cnn_image()
+    path = tmp_path / "image.om2"
+    om2gen.compile(proto, path, input_shapes={"x": (1, 3, -1, -1)}, dynamic_image_size="16,16;24,32;32,20")
+    rng = np.random.default_rng(2)
+    with om2gen.load(path) as m:
+        for h, w in ((24, 32), (16, 16), (32, 20)):
+            got = run_and_compare(m, proto, {"x": rng.standard_normal((1, 3, h, w)).astype(np.float32)})
+            assert got["y"].shape == (1, 8, h // 2, w // 2)
+        with pytest.raises(InputError, match="dynamic image size"):
+            m.run({"x": np.zeros((1, 3, 16, 24), np.float32)})
+
+
+def test_encoder_sequence_length_as_dynamic_dims(tmp_path):
+    """torch.onnx's Shape/Gather/Concat feeding Reshape fold per gear."""
+    proto = gear_models.encoder()
+    path = tmp_path / "encoder.om2"
+    om2gen.compile(proto, path, input_shapes={"input_ids": (1, -1)}, dynamic_dims=[(8,), (16,), (32,)])
+    rng = np.random.default_rng(3)
+    with om2gen.load(path) as m:
+        assert m.inputs[0].shape == (1, -1)
+        for s in (32, 8, 16):
+            got = run_and_compare(m, proto, {"input_ids": rng.integers(0, 50, (1, s)).astype(np.int64)})
+            assert got["h"].shape == (1, s, 16)
+
+
+def test_the_gear_options_are_recorded_in_the_manifest(batch_model):
+    manifest = json.loads(zipfile.ZipFile(batch_model).read("manifest.json"))
+    assert manifest["options"]["dynamic_batch_size"] == "1,2,4,8"
+    assert manifest["options"]["input_shapes"] == {"x": [-1, 3, 16, 16]}
+
+
+def test_a_symbolic_dim_without_a_gear_names_the_gear_options(tmp_path):
+    with pytest.raises(ShapeError) as e:
+        om2gen.compile(gear_models.cnn_batch(), tmp_path / "m.om2")
+    assert "dynamic_batch_size=[1, 2, 4, 8]" in str(e.value)
