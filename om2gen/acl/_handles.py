@@ -39,6 +39,7 @@ class ModelDesc:
     inputs: list = field(default_factory=list)     # TensorInfo
     outputs: list = field(default_factory=list)
     filled: bool = False
+    gears: object = None    # runtime/gears.Gears of a model compiled with gears
 
 
 @dataclass

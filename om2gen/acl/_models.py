@@ -25,6 +25,7 @@ class LoadedModel:
     argument table."""
     model: object                      # om2gen.runtime.model.Model
     lock: threading.Lock = field(default_factory=threading.Lock)
+    gear: int | None = None            # a gear model's gear, as set_dynamic_* set it last
 
     def run(self, ins: list[int], outs: list[int]) -> None:
         with self.lock:
