@@ -54,6 +54,10 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     domain: str = ""
     opset: int = 0
+    # The source nodes (as imported) this node computes since a fusion pass folded them into it,
+    # in order (passes/rewrite.py: sources); empty for a node no pass merged. IR metadata, not an
+    # attribute: the op never reads it, the debug graph and the task labels do.
+    fused_from: list[str] = field(default_factory=list)
 
     def input(self, i: int) -> str:
         return self.inputs[i] if i < len(self.inputs) else ""
@@ -69,8 +73,8 @@ class Graph:
     opsets: dict[str, int]
     source_digest: str = ""
     producer: str = ""
-    # op type of every node as imported, by name: a fused node's `nodes` attribute (passes/rewrite.py)
-    # lists the source nodes it computes, and its task label names their op types
+    # op type of every node as imported, by name: a fused node's fused_from lists the source nodes
+    # it computes, and its task label names their op types
     source_ops: dict[str, str] = field(default_factory=dict)
 
     def note_source_ops(self) -> None:

@@ -18,7 +18,7 @@ def graph_json(graph: Graph) -> GraphJson:
         "opsets": graph.opsets,
         "inputs": [val(n) for n in graph.inputs],
         "outputs": [val(n) for n in graph.outputs],
-        "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain,
+        "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain, "fused_from": list(n.fused_from),
                    "inputs": [val(i) if i else None for i in n.inputs],
                    "outputs": [val(o) if o else None for o in n.outputs],   # None: an omitted position
                    "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items()) if not k.startswith("_")}}

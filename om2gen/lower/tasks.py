@@ -110,10 +110,10 @@ _FUSED_PREFIX = {"FusedElementwise": "Fused"}
 
 def task_name(node, name: str, graph: Graph) -> str:
     """What a task's label calls it: the kernel call's name, then the op type of every source node
-    a fusion folded into the node (its `nodes` attribute), in order: k005_Conv_BatchNormalization_
+    a fusion folded into the node (its fused_from), in order: k005_Conv_BatchNormalization_
     Add_Relu. A node standing for the ones it covers (an element-wise group, a LayerNormalization
     pattern) is named by its kind and all of their op types."""
-    covered = list(getattr(node, "attrs", {}).get("nodes") or [])
+    covered = list(getattr(node, "fused_from", None) or [])
     if len(covered) < 2 and (not covered or covered[0] == node.name):
         return name
     ops = [re.sub(r"\W", "_", graph.source_ops.get(n, "")) or "_" for n in covered]

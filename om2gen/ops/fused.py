@@ -4,7 +4,8 @@ Element-wise fusion (om2gen/passes/fuse_elementwise.py) makes these nodes; a mod
 one. Each step is the C expression its own op lowers to (ops/elementwise.py and the families that
 use it), so the fused kernel computes what the separate kernels computed, without writing and
 reading back the intermediates. The kernel source names op types only, not nodes, so that equal
-chains (the GELU of every encoder layer) share one binary; the task comment lists the nodes.
+chains (the GELU of every encoder layer) share one binary; the node's fused_from lists the nodes
+(shown in the debug graph).
 """
 from __future__ import annotations
 

@@ -60,10 +60,10 @@ def run(graph: Graph, ctx=None) -> int:
             inputs.append(rewrite.add_constant(graph, f"{node.name}::bias_1x1", np.repeat(b, s * s)))
         x = graph.values[node.inputs[0]]
         z = rewrite.add_value(graph, f"{node.name}::blocks", x.dtype, (x.shape[0], m * s * s, *x.shape[2:]))
-        conv = Node(f"{node.name}::conv", "Conv", inputs, [z], {"kernel_shape": [1, 1]}, "", CONV_OPSET)
+        conv = Node(f"{node.name}::conv", "Conv", inputs, [z], {"kernel_shape": [1, 1]}, "", CONV_OPSET,
+                    fused_from=rewrite.sources(node))
         d2s = Node(f"{node.name}::depth_to_space", "DepthToSpace", [z], [node.outputs[0]],
                    {"blocksize": s, "mode": "CRD"}, "", D2S_OPSET)
-        rewrite.note_covered(conv, node)
         nodes += [conv, d2s]
         rewritten += 1
     graph.nodes = nodes

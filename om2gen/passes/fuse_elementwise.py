@@ -15,7 +15,7 @@ Data-movement nodes that only re-index (Reshape and the other aliases, Transpose
 a Gather of one index: passes/views.py) between a value and the groups that read it are absorbed:
 the fused kernel reads the value through strides instead of a copy. A group is rewritten when it
 saves a launch (two element-wise members, or an absorbed copy); every covered node is listed in
-the fused node's `nodes` attribute, which the task comment shows.
+the fused node's fused_from, which the debug graph shows and the task label names.
 """
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import Om2Error
-from ..ir.graph import Graph, Node
+from ..ir.graph import REGIONS, Graph, Node
 from ..ir.program import Alias
 from ..ops import registry
-from ..ir.graph import REGIONS
 from ..ops.fused import DOMAIN, OP_TYPE, SPEC, FusedSpec, Operand, Step
 from ..ops.movement import c_value
 from . import pointwise, rewrite, views
@@ -381,12 +380,13 @@ class _Fuser:
         outputs = tuple(i for i, m in enumerate(members) if self._written(m, covered_ids))
         spec = FusedSpec(tuple(grp.shape), tuple(operands), tuple(literals), tuple(steps), outputs)
         shown = {o for o, src in self.same_as.items() if src in step_of}
-        covered = [n.name for n in self.nodes if id(n) in covered_ids or
-                   (id(n) in self.absorbed and (any(n.name in o.via for o in operands) or n.outputs[0] in shown))]
+        covered_nodes = [n for n in self.nodes if id(n) in covered_ids or
+                         (id(n) in self.absorbed and (any(n.name in o.via for o in operands) or n.outputs[0] in shown))]
+        covered = rewrite.sources(*covered_nodes)
         root = members[-1]
         name = root.name if len(covered) == 1 else f"{root.name}::fused{len(covered)}"
-        return Node(name, OP_TYPE, [o.name for o in operands], [steps[i].output for i in outputs],
-                    {SPEC: spec, "nodes": covered}, DOMAIN, 1)
+        return Node(name, OP_TYPE, [o.name for o in operands], [steps[i].output for i in outputs], {SPEC: spec},
+                    DOMAIN, 1, fused_from=covered)
 
     def _written(self, m: Node, member_ids: set[int]) -> bool:
         """Whether the member's output is read outside the group (or is a graph output)."""

@@ -75,8 +75,8 @@ def _as_gemm(graph: Graph, mm: Node, add: Node, addend: str) -> list[Node] | Non
                                                            f"{mm.name}::rows")
     final = add.outputs[0]
     gemm_out = final if len(a.shape) == 2 else rewrite.add_value(graph, f"{mm.name}::gemm", y.dtype, (rows, n))
-    gemm = Node(f"{mm.name}::gemm", "Gemm", [a_in, mm.inputs[1], c_in], [gemm_out], {}, "", GEMM_OPSET)
-    rewrite.note_covered(gemm, mm, add)
+    gemm = Node(f"{mm.name}::gemm", "Gemm", [a_in, mm.inputs[1], c_in], [gemm_out], {}, "", GEMM_OPSET,
+                fused_from=rewrite.sources(mm, add))
     nodes.append(gemm)
     if gemm_out != final:
         _reshape(graph, nodes, gemm_out, out.shape, f"{add.name}::view", output=final)

@@ -127,8 +127,8 @@ class _Matcher:
         if beta is not None:
             inputs.append(rewrite.add_constant(g, f"{last.name}::ln_bias", beta))
         ln = Node(f"{last.name}::layernorm", "LayerNormalization", inputs, [last.outputs[0]],
-                  {"axis": axis, "epsilon": float(eps.reshape(-1)[0]), "nodes": [n.name for n in covered]}, "",
-                  LAYERNORM_OPSET)
+                  {"axis": axis, "epsilon": float(eps.reshape(-1)[0])}, "", LAYERNORM_OPSET,
+                  fused_from=rewrite.sources(*covered))
         index = next(i for i, n in enumerate(g.nodes) if n is last)
         g.nodes.insert(index, ln)
         self.removed.update(id(n) for n in covered)

@@ -52,13 +52,14 @@ def absorb(graph: Graph, producer: Node, node: Node) -> None:
     caller removes `node` from the graph."""
     graph.values.pop(producer.outputs[0])
     producer.outputs[0] = node.outputs[0]
-    note_covered(producer, node)
+    producer.fused_from = sources(producer, node)
 
 
-def note_covered(node: Node, *absorbed: Node) -> None:
-    """Records in the node's `nodes` attribute (shown in its task comment) the source nodes it now
-    computes besides itself."""
-    covered = list(node.attrs.get("nodes") or [node.name])
-    for n in absorbed:
-        covered += [c for c in (n.attrs.get("nodes") or [n.name]) if c not in covered]
-    node.attrs["nodes"] = covered
+def sources(*nodes: Node) -> list[str]:
+    """The source nodes `nodes` compute, in order, each once: what a node's fused_from lists, or
+    the node itself when no fusion made it. A node a pass makes from them records this as its
+    fused_from (shown in the debug graph and named by its task label)."""
+    covered: list[str] = []
+    for n in nodes:
+        covered += [c for c in (n.fused_from or [n.name]) if c not in covered]
+    return covered

@@ -46,6 +46,13 @@ def test_task_labels_name_the_fused_ops(entries):
     assert "k000_Conv_BatchNormalization_Relu: node \"conv1\"" in _tables(entries)
 
 
+def test_debug_graph_lists_what_each_fused_node_covers(entries):
+    nodes = {n["name"]: n for n in _json(entries, layout.ge_model_json(0))["nodes"]}
+    assert nodes["conv1"]["fused_from"] == ["conv1", "bn1", "relu1"]
+    assert nodes["pool1"]["fused_from"] == []                         # nothing fused into it
+    assert all("nodes" not in n["attrs"] for n in nodes.values())      # metadata, not an attribute
+
+
 def test_memory_plan_is_consistent_with_the_program(entries):
     plan = _json(entries, layout.memory_plan_json(0))
     tasks = _json(entries, layout.task_info_json(0))["tasks"]

@@ -16,7 +16,7 @@ def test_lowering_reads_strided_operands_and_inlines_literals():
     spec = FusedSpec((3, 2), (Operand("x", (1, 3)),), (("float", "2.0f"),),
                      (Step("mul", "Mul", "x0 * x1", (("in", 0), ("lit", 0)), ("float", "float"), "float", "y",
                            "float32", (3, 2)),), (0,))
-    node = Node("mul", OP_TYPE, ["x"], ["y"], {SPEC: spec, "nodes": ["t", "mul"]}, DOMAIN, 1)
+    node = Node("mul", OP_TYPE, ["x"], ["y"], {SPEC: spec}, DOMAIN, 1, fused_from=["t", "mul"])
     op = registry.lookup(node)
     x = Value("x", FLOAT32, (2, 3))
     (y,) = op.infer(node, [x])

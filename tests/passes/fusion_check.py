@@ -6,14 +6,14 @@ import json
 import os
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from helpers import assert_close, ort_run
 
 import om2gen
-from om2gen.formats.om2 import layout
 from om2gen import pipeline
+from om2gen.formats.om2 import layout
 
 
 @contextmanager
@@ -35,12 +35,17 @@ class Compiled:
     tasks: list[dict]          # task_info.json's tasks
     path: object
     vmath: bool = False        # some kernel uses om2/om2_vmath.h (not bit-identical to libm)
+    nodes: list[dict] = field(default_factory=list)   # ge_model.json's nodes: the graph compiled
 
     def op_types(self) -> list[str]:
         return [t["op_type"] for t in self.tasks]
 
     def attrs_of(self, op_type: str) -> list[str]:
         return [t["attrs"] for t in self.tasks if t["op_type"] == op_type]
+
+    def fused_from(self, op_type: str) -> list[list[str]]:
+        """The source nodes each node of `op_type` computes (its fused_from in the debug graph)."""
+        return [n["fused_from"] for n in self.nodes if n["op_type"] == op_type]
 
 
 def compile_run(model, feeds, tmp_path, *, fused: bool = True, name: str = "model", **opts) -> Compiled:
@@ -52,8 +57,9 @@ def compile_run(model, feeds, tmp_path, *, fused: bool = True, name: str = "mode
         outputs = m.run(feeds)
     with zipfile.ZipFile(path) as z:
         tasks = json.loads(z.read(layout.task_info_json(0)))["tasks"]
+        nodes = json.loads(z.read(layout.ge_model_json(0)))["nodes"]
         vmath = any(b"om2/om2_vmath.h" in z.read(n) for n in z.namelist() if n.endswith(".c"))
-    return Compiled(outputs, tasks, path, vmath)
+    return Compiled(outputs, tasks, path, vmath, nodes)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

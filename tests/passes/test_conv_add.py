@@ -54,7 +54,7 @@ def test_residual_add_fuses(x_shape, op, conv_side, tmp_path):
     fused, plain = check_fusion(model, feeds, tmp_path)
     assert plain.op_types() == ["Conv", op, "Relu"]
     assert fused.op_types() == ["Conv"]
-    assert "nodes=['conv', 'add', 'relu']" in fused.attrs_of("Conv")[0]
+    assert fused.fused_from("Conv") == [["conv", "add", "relu"]]
 
 
 @pytest.mark.parametrize("bias", [True, False])

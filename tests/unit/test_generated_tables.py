@@ -43,11 +43,11 @@ def test_task_names_list_every_fused_op():
                            Node("a", "Add", [], []), Node("r", "Relu", [], []))
     g = _graph_with(conv, bn, add, relu)
     assert task_name(Node("c", "Conv", [], []), "Conv", g) == "Conv"      # nothing fused
-    conv.attrs["nodes"] = ["c", "bn", "a", "r"]                            # what passes/rewrite.py records
+    conv.fused_from = ["c", "bn", "a", "r"]                                # what passes/rewrite.py records
     assert task_name(conv, "Conv", g) == "Conv_BatchNormalization_Add_Relu"
-    group = Node("r::fused2", "FusedElementwise", [], [], {"nodes": ["a", "r"]}, "om2gen")
+    group = Node("r::fused2", "FusedElementwise", [], [], {}, "om2gen", fused_from=["a", "r"])
     assert task_name(group, "Fused_Add_Relu", g) == "Fused_Add_Relu"
-    ln = Node("r::layernorm", "LayerNormalization", [], [], {"nodes": ["a", "bn", "r"]})
+    ln = Node("r::layernorm", "LayerNormalization", [], [], fused_from=["a", "bn", "r"])
     assert task_name(ln, "LayerNormalization", g) == "LayerNormalization_Add_BatchNormalization_Relu"
 
 
