@@ -33,6 +33,13 @@ def check(graph: onnx.GraphProto, opsets: dict[str, int]) -> None:
 
     missing: dict[tuple[str, str], list[str]] = {}
     for domain, op_type, name in _walk(graph, known):
+        if domain in registry.INTERNAL_DOMAINS:
+            # its attributes are whatever a pass decided (a FusedElementwise's plan is no ONNX
+            # attribute at all): no model can state them, so none may hold such a node
+            raise UnsupportedOpError(f"node {name!r}: {domain}.{op_type} is in the domain of om2gen's own fused "
+                                     f"operators ({domain!r}), which only its passes make while compiling; a model "
+                                     "cannot contain them: export the model with the operators they fuse (om2gen "
+                                     "fuses Conv + Add + Relu and the like itself)")
         if not known(domain, op_type):
             missing.setdefault((domain, op_type), []).append(name)
     if not missing:

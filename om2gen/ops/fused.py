@@ -18,10 +18,10 @@ from ..errors import UnsupportedOpError
 from ..ir import dtypes
 from ..ir.program import KernelCall
 from . import common
-from .registry import Op, register
+from .registry import OM2GEN_DOMAIN, Op, register
 
 OP_TYPE = "FusedElementwise"
-DOMAIN = "om2gen"
+DOMAIN = OM2GEN_DOMAIN
 SPEC = "_fused"                 # node.attrs key of the FusedSpec
 MAX_NAMED_OPS = 4               # op types spelled in a kernel's name
 _ARG = {"in": "v", "lit": "c", "step": "t"}   # the C variable of each kind of step argument

@@ -82,9 +82,11 @@ def register(*op_types: str, since: int = 1, domain: str = ""):
     return wrap
 
 
-# Domains of om2gen's own operators (made by its passes, e.g. om2gen.FusedElementwise): never
-# listed to users as supported, and refused in a user's model (ops/fused.py).
-INTERNAL_DOMAINS = frozenset({"om2gen"})
+# The domain of om2gen's own operators: the fused ones its passes make (om2gen.FusedElementwise,
+# om2gen.FusedConv...). Internal domains are never listed to users as supported, and a model's
+# node in one is refused (frontend/support.py): only a pass can make such a node.
+OM2GEN_DOMAIN = "om2gen"
+INTERNAL_DOMAINS = frozenset({OM2GEN_DOMAIN})
 
 
 def supported_ops() -> list[str]:

@@ -101,6 +101,21 @@ def test_every_unsupported_op_type_is_named_in_one_error(tmp_path):
     assert not (tmp_path / "o.om2").exists()
 
 
+@pytest.mark.parametrize("op_type", ["FusedConv", "NoSuchOp"])
+def test_a_node_of_om2gens_own_domain_is_refused(op_type, tmp_path):
+    """om2gen's fused operators are made by its passes only, whatever attributes a node claims
+    (FusedElementwise: tests/passes/test_fusion_elementwise.py)."""
+    node = helper.make_node(op_type, ["x", "w"], ["y"], name="mine", domain="om2gen", activation="Relu")
+    graph = helper.make_graph([node], "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [onnx.numpy_helper.from_array(rand(3, 2, 1, 1), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("om2gen", 1)])
+    refusal = f"node 'mine': om2gen.{op_type} is in the domain of om2gen's own fused operators"
+    with pytest.raises(om2gen.UnsupportedOpError, match=refusal):
+        om2gen.compile(model, tmp_path / "o.om2")
+    assert not (tmp_path / "o.om2").exists()
+
+
 def test_missing_input_shape_names_the_input(tmp_path):
     """Python's error speaks of input_shapes=, the CLI's of --input-shape; both show an example."""
     with pytest.raises(om2gen.ShapeError, match=r"'image'.*input_shapes=\{'image': \(1, 3, 32, 32\)\}") as e:
