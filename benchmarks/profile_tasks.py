@@ -120,8 +120,8 @@ def _shapes(task: dict) -> str:
 
 
 def _gflop(task: dict) -> float:
-    """Multiply-adds x 2 of a Conv (from its input/output shapes and kernel), else 0."""
-    if task["op_type"] != "Conv" or "kernel_shape=" not in task.get("attrs", ""):
+    """Multiply-adds x 2 of a Conv or FusedConv (from its input/output shapes and kernel), else 0."""
+    if task["op_type"] not in ("Conv", "FusedConv") or "kernel_shape=" not in task.get("attrs", ""):
         return 0.0
     kernel = [int(v) for v in task["attrs"].split("kernel_shape=", 1)[1].split("]")[0].strip("[").split(",")]
     group = int(task["attrs"].split("group=", 1)[1].split()[0]) if "group=" in task["attrs"] else 1

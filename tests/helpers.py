@@ -1,11 +1,15 @@
 """Test helpers: build small ONNX models and check om2gen's results against ONNX Runtime."""
 from __future__ import annotations
 
+import json
+import zipfile
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import om2gen
+from om2gen.formats.om2 import layout
 
 _NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
                np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
@@ -64,6 +68,18 @@ def check_model(model: onnx.ModelProto, feeds: dict, tmp_path, tol: float = 1e-4
     for name, r in zip(names, ref):
         assert_close(got[name], r, name, tol)
     return got
+
+
+def compile_and_run(model: onnx.ModelProto, feeds: dict, tmp_path, **compile_opts) -> tuple[dict, list[dict]]:
+    """Compiles `model` with the debug dumps and runs it: (outputs, the compiled graph's nodes as
+    debug/ge_model.json has them), for tests of what the passes made of the model."""
+    path = tmp_path / "model.om2"
+    om2gen.compile(model, path, debug=True, **compile_opts)
+    with om2gen.load(path) as m:
+        got = m.run(feeds)
+    with zipfile.ZipFile(path) as z:
+        nodes = json.loads(z.read(layout.ge_model_json(0)))["nodes"]
+    return got, nodes
 
 
 def check_op(op_type: str, inputs: dict, attrs: dict | None = None, *, consts: dict | None = None,

@@ -119,7 +119,7 @@ def task_name(node, name: str, graph: Graph) -> str:
     ops = [re.sub(r"\W", "_", graph.source_ops.get(n, "")) or "_" for n in covered]
     if covered[0] == node.name:
         return "_".join([name] + ops[1:])
-    return "_".join([_FUSED_PREFIX.get(node.op_type, node.op_type)] + ops)
+    return "_".join([_FUSED_PREFIX.get(node.op_type, name)] + ops)
 
 
 def _describe(graph: Graph, name: str) -> str:

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from ..codegen.literals import c_float
 from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
 from ..ir.program import KernelCall
 from . import common, gemm_pack, winograd
@@ -35,23 +34,6 @@ DIRECT_WINDOW_BLOCK_WORK = 4
 # int64, and with these (and every dim, frontend/limits.py) below 2^31 no such sum overflows. A
 # stride of INT64_MAX did: the convolution ran and gave wrong values.
 MAX_WINDOW_ATTR = (1 << 31) - 1
-
-
-# Set by passes/conv_act.py on a Conv that also computes the Relu or Clip after it: (lo, hi) floats,
-# either infinite when unbounded; every path clamps its final store to [lo, hi].
-ACTIVATION_ATTR = "_om2_activation"
-# Set by passes/conv_add.py on a pointwise Conv that also adds its input 3 (a tensor of the output's
-# shape) to its result, before the activation; only the packed-GEMM path (conv_gemm.c.j2) takes it.
-RESIDUAL_ATTR = "_om2_residual"
-
-
-def activation(node) -> dict | None:
-    """The fused activation's bounds as C float literals, or None."""
-    bounds = node.attrs.get(ACTIVATION_ATTR)
-    if bounds is None:
-        return None
-    lo, hi = bounds
-    return {"lo": c_float(lo), "hi": c_float(hi), "desc": f"clamped to [{lo}, {hi}]"}
 
 
 def _align16(n: int) -> int:
@@ -201,6 +183,16 @@ class Conv(Op):
         g = self.geometry(node, ins)
         return [common.out(ins[0].dtype, (g["N"], g["M"], *g["out_spatial"]))]
 
+    def activation(self, node) -> dict | None:
+        """The clamp every kernel path applies as it stores the result (their `act`): none for a
+        Conv, the fused activation's for om2gen.FusedConv (ops/fused_conv.py)."""
+        return None
+
+    def residual(self, node, ins):
+        """The tensor added to the result before the activation (only the packed GEMM adds one):
+        none for a Conv, FusedConv's input Z."""
+        return None
+
     def lower(self, node, ins, outs, ctx):
         g = self.geometry(node, ins)
         if g["W"] == 1 and g["KW"] == 1 and g["OW"] == 1 and g["PL"] == 0 and g["H"] > 1:
@@ -211,16 +203,16 @@ class Conv(Op):
         bias = len(ins) > 2 and ins[2] is not None
         if not (g["CG"] == 1 and g["MG"] == 1):
             return self.lower_gemm(node, ins, outs, ctx, g, bias)
-        if node.attrs.get(RESIDUAL_ATTR):
-            raise CompileError(f"node {node.name!r} (Conv): a fused residual Add needs the packed-GEMM kernel, "
-                               f"but this convolution is depthwise (an om2gen bug: report it; --fusion off "
+        if self.residual(node, ins) is not None:
+            raise CompileError(f"node {node.name!r} ({node.op_type}): a fused residual Add needs the packed-GEMM "
+                               f"kernel, but this convolution is depthwise (an om2gen bug: report it; --fusion off "
                                f"compiles the model without fusion meanwhile)")
         if g["D"] == 1 and g["KD"] == 1 and g["KH"] * g["KW"] <= MAX_DEPTHWISE_TAPS:
             return self.lower_depthwise(node, ins, outs, g, bias, ctx)
         cols = kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
         params = {k: v for k, v in g.items() if k not in ("out_spatial", "strides", "dilations", "pads")}
         params.update(summary=f"Conv: {ins[0].describe()} * {ins[1].describe()} -> {outs[0].describe()}",
-                      bias=bias, cols=cols, unroll=g["KW"] <= MAX_UNROLLED_COLS, act=activation(node))
+                      bias=bias, cols=cols, unroll=g["KW"] <= MAX_UNROLLED_COLS, act=self.activation(node))
         params["notes"] = [f"{g['rank']}-D, group={g['G']} strides={g['strides']} dilations={g['dilations']} "
                            f"pads={g['pads']}"]
         rows = g["N"] * g["M"] * g["OD"] * g["OH"]
@@ -235,7 +227,8 @@ class Conv(Op):
         p = g["OD"] * g["OH"] * g["OW"]
         w = ins[1]
         packed_w = w.is_const
-        if winograd.applicable(g, packed_w) and not node.attrs.get(RESIDUAL_ATTR):
+        residual = self.residual(node, ins)
+        if winograd.applicable(g, packed_w) and residual is None:
             plan = winograd.choose(g, bl, ctx.winograd)   # the compile option
             if plan is not None:
                 return self.lower_winograd(node, ins, outs, g, bias, plan, bl)
@@ -275,9 +268,8 @@ class Conv(Op):
             inputs.append(w.name)
         if bias:
             inputs.append(ins[2].name)
-        residual = bool(node.attrs.get(RESIDUAL_ATTR))
-        if residual:
-            inputs.append(ins[3].name)
+        if residual is not None:
+            inputs.append(residual.name)
         tiling = dict(N=g["N"], NI=g["N"] // images_per_row_block, RB=images_per_row_block, G=g["G"], C=g["C"], CG=g["CG"], M=g["M"], MG=g["MG"], K=k, P=p,
                       **{d: g[d] for d in ("D", "H", "W", "KD", "KH", "KW", "OD", "OH", "OW", "SD", "SH", "SW",
                                            "DD", "DH", "DW", "PF", "PT", "PL")},
@@ -287,12 +279,13 @@ class Conv(Op):
         # Nothing shape-specific goes into the source (shapes are tiling data), so every Conv of a
         # model with the same operand kinds shares one binary.
         params = dict(summary=f"Conv as packed GEMM ({'constant' if packed_w else 'input'} weights"
-                              f"{', bias' if bias else ''}{', residual added' if residual else ''}"
+                              f"{', bias' if bias else ''}"
+                              f"{', residual added' if residual is not None else ''}"
                               f"{', transposed' if transposed else ''}{' over the batch' if batched else ''}); shapes from "
                               "the tiling data",
-                      bias=bias, residual_slot=len(inputs) - 1 if residual else None, packed_w=packed_w,
+                      bias=bias, residual_slot=len(inputs) - 1 if residual is not None else None, packed_w=packed_w,
                       transposed=transposed, y_slot=len(inputs), gemm=bl.defines(),
-                      fields=list(tiling), act=activation(node))
+                      fields=list(tiling), act=self.activation(node))
         block_dim = gemm_pack.block_dim(items)
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=tiling, workspace=block_dim * ws * 4)
@@ -309,7 +302,7 @@ class Conv(Op):
                               f"compile time{', bias' if bias else ''}); shapes from the tiling data",
                       m=plan.m, points=", ".join(str(p) for p in winograd.POINTS[plan.m]), bt=code["bt"],
                       at=code["at"], bias=bias, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling),
-                      act=activation(node))
+                      act=self.activation(node))
         block_dim = gemm_pack.block_dim(g["N"] * plan.tile_blocks * plan.k_ranges)
         return KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=tiling, workspace=block_dim * plan.ws_floats * 4)
@@ -346,7 +339,7 @@ class Conv(Op):
                               f"{g['DH']}x{g['DW']}{', bias' if bias else ''}; shapes from the tiling data",
                       bias=bias, ntaps=g["KH"] * g["KW"], groups=groups, unroll=DEPTHWISE_UNROLL,
                       extra_rows=extra_rows, planes=g["SH"] * g["SW"], ahead=2 * g["SH"], y_slot=len(inputs),
-                      gemm=bl.defines(), fields=list(tiling), act=activation(node))
+                      gemm=bl.defines(), fields=list(tiling), act=self.activation(node))
         items = g["N"] * g["C"] * chunks
         block_dim = common.block_dim_for(items, rows * wq * g["KH"] * g["KW"])
         return KernelCall("kernels/dwconv.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
@@ -355,7 +348,7 @@ class Conv(Op):
     def lower_depthwise_direct(self, node, ins, outs, g, bias):
         """Depthwise on AVX-512 (templates/kernels/dwconv_direct.c.j2)."""
         inputs = [ins[0].name, ins[1].name] + ([ins[2].name] if bias else [])
-        return direct_window_call("Conv", inputs, outs[0].name, g, bias=bias, act=activation(node))
+        return direct_window_call("Conv", inputs, outs[0].name, g, bias=bias, act=self.activation(node))
 
 
 def direct_window_fits(target, g: dict) -> bool:

@@ -18,7 +18,7 @@ from ..errors import UnsupportedOpError
 from ..ir import dtypes
 from ..ir.program import KernelCall
 from . import common
-from .registry import OM2GEN_DOMAIN, Op, register
+from .registry import OM2GEN_DOMAIN, REQUIRED, Op, register
 
 OP_TYPE = "FusedElementwise"
 DOMAIN = OM2GEN_DOMAIN
@@ -68,6 +68,8 @@ class FusedSpec:
 
 @register(OP_TYPE, since=1, domain=DOMAIN)
 class FusedElementwise(Op):
+    attrs = {SPEC: REQUIRED}
+
     def spec(self, node) -> FusedSpec:
         spec = node.attrs.get(SPEC)
         if not isinstance(spec, FusedSpec):

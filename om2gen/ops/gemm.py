@@ -14,7 +14,6 @@ from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.program import KernelCall
 from . import common, gemm_pack
-from .conv import activation
 from .registry import Op, register
 
 
@@ -34,9 +33,10 @@ def _operand(v, shape, trans: bool, dims: tuple[int, int], pack, tile: int):
     return (v.name, 1, rows, rows * cols) if trans else (v.name, cols, 1, rows * cols)
 
 
-def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None,
+def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None,
                 a_batch_strides=None, b_batch_strides=None, batch_dims=(), m=None, n=None, k=None,
-                ctx=None) -> KernelCall:
+                act=None, ctx=None) -> KernelCall:
+    """act: the clamp applied to every tile stored (ops/fused_activation.py's kernel_params), or None."""
     bl = gemm_pack.blocking(ctx.target)
     batch_count = int(np.prod(batch_dims, dtype=np.int64))
     a_shape = tuple(a.shape[:-2]) + ((k, m) if trans_a else (m, k)) if len(a.shape) >= 2 else (1, k)
@@ -61,11 +61,11 @@ def matmul_call(node, name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0,
         tiling.update({f"batch{d}": size, f"a_batch{d}": sa // (m * k) * a_unit,
                        f"b_batch{d}": sb // (k * n) * b_unit})
     params = {
-        "summary": f"{node.op_type} as packed GEMM; shapes from the tiling data",
+        "summary": f"{name} as packed GEMM; shapes from the tiling data",
         "a_packed": a.is_const, "b_packed": b.is_const, "nbatch": len(batch_dims),
         "alpha": c_float(alpha), "scale_a": alpha != 1.0, "bias": False, "beta": c_float(beta), "bias_scale": False,
         "gemm": bl.defines(), "gemv": gemv, "gemv_rows": gemm_pack.GEMV_MAX_ROWS, "gemv_bias": 0,
-        "act": activation(node),   # a Relu or Clip fused by passes/gemm_act.py
+        "act": act,
     }
     if c is not None and beta != 0.0:
         cs = common.broadcast_strides(c.shape, (m, n))
@@ -100,12 +100,18 @@ class Gemm(Op):
             common.broadcast_shape(node, ins[2].shape, (m, n))
         return [common.out(ins[0].dtype, (m, n))]
 
+    def activation(self, node) -> dict | None:
+        """The clamp applied to every tile stored: none for a Gemm, the fused activation's for
+        om2gen.FusedGemm (ops/fused_gemm.py)."""
+        return None
+
     def lower(self, node, ins, outs, ctx):
         m, n, k = self.dims(node, ins)
         c = ins[2] if len(ins) > 2 else None
-        return matmul_call(node, "Gemm", ins[0], ins[1], outs[0], trans_a=bool(self.attr(node, "transA")),
+        return matmul_call("Gemm", ins[0], ins[1], outs[0], trans_a=bool(self.attr(node, "transA")),
                            trans_b=bool(self.attr(node, "transB")), alpha=float(self.attr(node, "alpha")),
-                           beta=float(self.attr(node, "beta")), c=c, m=m, n=n, k=k, ctx=ctx)
+                           beta=float(self.attr(node, "beta")), c=c, m=m, n=n, k=k, act=self.activation(node),
+                           ctx=ctx)
 
 
 @register("MatMul", since=1)
@@ -133,6 +139,10 @@ class MatMul(Op):
         common.require_float(node, ins[0])
         return [common.out(ins[0].dtype, self.shapes(node, ins)[3])]
 
+    def activation(self, node) -> dict | None:
+        """As Gemm's: none for a MatMul, the fused activation's for om2gen.FusedMatMul."""
+        return None
+
     def lower(self, node, ins, outs, ctx):
         sa, sb, batch, _ = self.shapes(node, ins)
         m, k, n = sa[-2], sa[-1], sb[-1]
@@ -141,8 +151,8 @@ class MatMul(Op):
             m, batch = m * int(np.prod(batch, dtype=np.int64)), ()
         a_strides = [s * m * k for s in common.broadcast_strides(sa[:-2], batch)] if batch else []
         b_strides = [s * k * n for s in common.broadcast_strides(sb[:-2], batch)] if batch else []
-        return matmul_call(node, "MatMul", ins[0], ins[1], outs[0], m=m, n=n, k=k, batch_dims=batch,
-                           a_batch_strides=a_strides, b_batch_strides=b_strides, ctx=ctx)
+        return matmul_call("MatMul", ins[0], ins[1], outs[0], m=m, n=n, k=k, batch_dims=batch,
+                           a_batch_strides=a_strides, b_batch_strides=b_strides, act=self.activation(node), ctx=ctx)
 
 
 @register("Gemm", since=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .. import advice
-from ..errors import ModelError, UnsupportedOpError
+from ..errors import CompileError, ModelError, UnsupportedOpError
 from ..ir.graph import Node, Value
 
 _REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
@@ -125,6 +125,14 @@ def lookup(node: Node) -> Op:
             f"node {node.name!r}: {node.op_type} at opset {node.opset} is older than om2gen supports "
             f"(from opset {versions[0].since}); re-export the model with a newer opset")
     op = usable[-1]()
+    if node.domain in INTERNAL_DOMAINS:
+        # a pass made the node (frontend/support.py refuses them in a model): it holds what its op
+        # declares and nothing else, so that no attribute travels on an op that ignores it
+        unknown = sorted(node.attrs.keys() - op.attrs.keys())
+        if unknown:
+            raise CompileError(f"node {node.name!r} ({node.domain}.{node.op_type}) has attributes {unknown} that "
+                               f"{node.op_type} does not declare; an om2gen bug: report it (--fusion off compiles "
+                               "the model without fusion meanwhile)")
     for name in FLAG_ATTRS & node.attrs.keys() & op.attrs.keys():   # checked even where the op ignores the flag
         op.attr(node, name)
     return op

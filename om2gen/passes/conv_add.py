@@ -1,8 +1,9 @@
 """Conv + Add (the residual connection): an Add (or a two-input Sum) of a pointwise (1x1, one group) float32 Conv's
 output and another tensor of exactly that shape, where the Add is the Conv's only reader, goes
-into the Conv kernel's store: conv_gemm.c.j2 adds the other tensor to each tile it has just
-computed, while the tile is in cache, instead of a separate pass over memory. A Relu or Clip
-after the Add then fuses too (conv_act runs after this pass; the kernel adds, then clamps).
+into the Conv kernel's store: the Conv becomes an om2gen.FusedConv with that tensor as its input
+Z (ops/fused_conv.py), and conv_gemm.c.j2 adds it to each tile it has just computed, while the
+tile is in cache, instead of a separate pass over memory. A Relu or Clip after the Add then fuses
+too (conv_act runs after this pass; the kernel adds, then clamps).
 
 The Conv takes the Add's place in the node order (the residual may be computed after the
 Conv) and its output name, so a graph output stays what it was. Only pointwise convolutions
@@ -12,7 +13,7 @@ convolution of a block is one).
 from __future__ import annotations
 
 from ..ir.graph import Graph
-from ..ops.conv import ACTIVATION_ATTR, RESIDUAL_ATTR
+from ..ops import fused_conv
 from . import rewrite
 
 
@@ -39,7 +40,7 @@ def run(graph: Graph, ctx=None) -> int:
             x, residual = add.inputs[side], add.inputs[1 - side]
             conv = producer.get(x)
             if not rewrite.sole_reader(conv, x, users, outputs) or conv.op_type != "Conv" or conv.domain \
-                    or x == residual or ACTIVATION_ATTR in conv.attrs or RESIDUAL_ATTR in conv.attrs:
+                    or x == residual:
                 continue
             vx, vr = graph.values.get(x), graph.values.get(residual)
             if vx is None or vr is None or vx.dtype.name != "float32" or vr.dtype != vx.dtype or vr.shape != vx.shape:
@@ -47,8 +48,8 @@ def run(graph: Graph, ctx=None) -> int:
             if not _pointwise_gemm(graph, conv):
                 continue
             bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
+            rewrite.make_fused(conv, fused_conv.OP_TYPE, fused_conv.FusedConv.attrs)
             conv.inputs[:] = [conv.inputs[0], conv.inputs[1], bias, residual]
-            conv.attrs[RESIDUAL_ATTR] = True
             rewrite.absorb(graph, conv, add)
             graph.nodes.remove(conv)
             graph.nodes[graph.nodes.index(add)] = conv

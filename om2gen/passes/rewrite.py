@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, Value
+from ..ops.registry import OM2GEN_DOMAIN
 
 
 def producers(graph: Graph) -> dict[str, Node]:
@@ -63,3 +64,11 @@ def sources(*nodes: Node) -> list[str]:
     for n in nodes:
         covered += [c for c in (n.fused_from or [n.name]) if c not in covered]
     return covered
+
+
+def make_fused(node: Node, op_type: str, declared: dict) -> None:
+    """Turns `node` into om2gen's fused operator `op_type` in place (same name, inputs, outputs and
+    fused_from), keeping the attributes that operator declares (`declared`, its attrs); the
+    caller adds what the fusion brings."""
+    node.op_type, node.domain, node.opset = op_type, OM2GEN_DOMAIN, 1
+    node.attrs = {k: v for k, v in node.attrs.items() if k in declared}

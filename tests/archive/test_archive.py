@@ -100,7 +100,7 @@ def test_generated_source_reads_as_ascend_code(archive):
     for needle in ("aclmdlRIBuildBegin", "aclmdlRIBindStream", "aclmdlRIEndTask", "aclmdlRIBuildEnd",
                    "aclrtBinaryLoadFromData", "aclrtBinaryGetFunction", "aclmdlRIExecute",
                    "GertModelLoad", "GertModelRun", "GertModelRunAsync", "GertModelUnload",
-                   'node "conv1" (Conv)', "float32[1,3,32,32]", "kOpDefs", "kArgSlots"):
+                   'node "conv1" (FusedConv)', "float32[1,3,32,32]", "kOpDefs", "kArgSlots"):
         assert needle in cpp, needle
     assert "/tmp" not in cpp and "/root" not in cpp  # no host paths
     # the model library holds no kernel code

@@ -37,8 +37,8 @@ def conv_act_model(x, w, act, *, group=1, pads=(1, 1, 1, 1), strides=(1, 1), ops
 def check_fused(model, x, tmp_path, marker=None):
     fused, plain = check_fusion(model, {"x": x}, tmp_path)
     assert len(plain.op_types()) == 2
-    assert fused.op_types() == ["Conv"]
-    assert fused.fused_from("Conv") == [["conv", "act"]]
+    assert fused.op_types() == ["FusedConv"]
+    assert fused.fused_from("FusedConv") == [["conv", "act"]]
     if marker:
         assert marker in kernel_sources(fused)
     return fused
@@ -92,6 +92,7 @@ def test_conv_read_twice_is_not_fused(tmp_path):
     model = make_model(nodes, {"x": x}, ["y"], {"w": rand(8, 4, 3, 3, seed=2)})
     fused, plain = check_fusion(model, {"x": x}, tmp_path)
     assert "Conv" in fused.op_types() and "om2_clamp_run" not in kernel_sources(fused)
+    assert "FusedConv" not in fused.op_types()
     assert len(fused.op_types()) == 2      # Relu + Add fuse element-wise, the Conv stays alone
 
 

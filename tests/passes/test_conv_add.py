@@ -53,15 +53,15 @@ def test_residual_add_fuses(x_shape, op, conv_side, tmp_path):
     model, feeds = block(x_shape, conv_side=conv_side, op=op)
     fused, plain = check_fusion(model, feeds, tmp_path)
     assert plain.op_types() == ["Conv", op, "Relu"]
-    assert fused.op_types() == ["Conv"]
-    assert fused.fused_from("Conv") == [["conv", "add", "relu"]]
+    assert fused.op_types() == ["FusedConv"]
+    assert fused.fused_from("FusedConv") == [["conv", "add", "relu"]]
 
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_residual_computed_after_the_conv(bias, tmp_path):
     model, feeds = block((1, 16, 6, 7), late_residual=True, relu=False, bias=bias)
     fused, _ = check_fusion(model, feeds, tmp_path)
-    assert fused.op_types() == ["Conv", "Conv"]
+    assert fused.op_types() == ["Conv", "FusedConv"]       # the residual's Conv, then the one adding it
 
 
 @pytest.mark.parametrize("case", ["broadcast", "second_reader", "3x3", "grouped", "strided"])

@@ -32,8 +32,8 @@ def test_conv_batchnorm_folds(group, bias, tmp_path):
     model = make_model(nodes, {"x": x}, ["y"], consts)
     fused, plain = check_fusion(model, {"x": x}, tmp_path, exact=False)
     assert plain.op_types() == ["Conv", "BatchNormalization", "Relu"]
-    assert fused.op_types() == ["Conv"]     # the Relu goes into the Conv's store too (passes/conv_act.py)
-    assert fused.fused_from("Conv") == [["conv", "bn_node", "relu"]]
+    assert fused.op_types() == ["FusedConv"]     # the Relu goes into the Conv's store too (passes/conv_act.py)
+    assert fused.fused_from("FusedConv") == [["conv", "bn_node", "relu"]]
 
 
 def test_conv_transpose_batchnorm_folds(tmp_path):
@@ -93,8 +93,8 @@ def test_matmul_add_becomes_gemm(addend, tmp_path):
     fused, plain = check_fusion(model, feeds, tmp_path, exact=False)
     assert plain.op_types() == ["MatMul", "Add", "Relu"]
     # the Relu goes into a 2-D Gemm's store (passes/gemm_act.py), not through the rank-3 product's view
-    assert fused.op_types() == (["Gemm", "Relu"] if rank3 else ["Gemm"])
-    assert fused.fused_from("Gemm")[0][:2] == ["mm", "add"]
+    assert fused.op_types() == (["Gemm", "Relu"] if rank3 else ["FusedGemm"])
+    assert fused.fused_from("Gemm" if rank3 else "FusedGemm")[0][:2] == ["mm", "add"]
 
 
 def test_matmul_add_stays_when_the_product_is_read_elsewhere(tmp_path):

@@ -33,8 +33,8 @@ def test_gemm_activation(act, rows, marker, tmp_path):
     nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["p"], name="gemm", transB=1, alpha=0.5),
              act_node(act, consts)]
     fused, plain = check_fusion(make_model(nodes, {"x": x}, ["y"], consts), {"x": x}, tmp_path)
-    assert len(plain.op_types()) == 2 and fused.op_types() == ["Gemm"]
-    assert fused.fused_from("Gemm") == [["gemm", "act"]]
+    assert len(plain.op_types()) == 2 and fused.op_types() == ["FusedGemm"]
+    assert fused.fused_from("FusedGemm") == [["gemm", "act"]]
     assert marker in kernel_sources(fused) and "clamped to" in kernel_sources(fused)
 
 
@@ -49,7 +49,7 @@ def test_matmul_add_relu(b_const, tmp_path):
              helper.make_node("Add", ["m", "b"], ["p"], name="add"),
              helper.make_node("Relu", ["p"], ["y"], name="act")]
     fused, _ = check_fusion(make_model(nodes, feeds, ["y"], consts), feeds, tmp_path)
-    assert fused.op_types() == ["Gemm"]
+    assert fused.op_types() == ["FusedGemm"]
     assert "om2_gemv(" in kernel_sources(fused) if b_const else "om2_clamp_run" in kernel_sources(fused)
 
 
@@ -58,7 +58,7 @@ def test_matmul_relu_few_rows(tmp_path):
     consts = {"w": rand(100, 50, seed=2)}
     nodes = [helper.make_node("MatMul", ["x", "w"], ["p"], name="mm"), act_node("Clip", consts)]
     fused, _ = check_fusion(make_model(nodes, {"x": x}, ["y"], consts), {"x": x}, tmp_path)
-    assert fused.op_types() == ["MatMul"] and "om2_gemv(" in kernel_sources(fused)
+    assert fused.op_types() == ["FusedMatMul"] and "om2_gemv(" in kernel_sources(fused)
 
 
 def test_product_read_elsewhere_keeps_its_relu(tmp_path):
