@@ -9,9 +9,10 @@ import pytest
 
 import om2gen
 from om2gen.formats import op_so_store
-from om2gen.formats.om import kernel_store, proto
+from om2gen.formats.om import kernel_store, proto, reader
 from om2gen.formats.om2 import layout as om2_layout
 from om2gen.formats.om.container import read_om
+from om2gen.formats.om.layout import ORIGINAL_OP_NAMES
 from om2gen.formats.om.layout import ModelPartitionType as PT
 from om2gen.ir.tasks import ModelTaskType
 
@@ -76,6 +77,19 @@ def test_model_def_holds_the_graph_and_loader_attrs(cnn):
                                                  len(f.partition(PT.TBE_KERNELS)), 0,
                                                  len(f.partition(PT.TASK_INFO)), 0]
     assert "so_in_om_flag" not in attrs
+
+
+def test_fused_ops_name_the_ops_they_compute_as_ge_does(cnn):
+    """A fused node's fused_from is GE's _datadump_original_op_names; reading the OM gives it back."""
+    f = read_om(cnn["om"])
+    ops = {op.name: op for op in _model_def(f).graph[0].op}
+    conv = ops["conv1"]
+    assert conv.type == "FusedConv" and conv.attr["_onnx_domain"].s == b"om2gen"
+    assert list(conv.attr[ORIGINAL_OP_NAMES].list.s) == [b"conv1", b"bn1", b"relu1"]
+    assert ORIGINAL_OP_NAMES not in ops["pool1"].attr and "nodes" not in conv.attr
+    nodes = {n["name"]: n for n in reader.read(f, "model.om").program.graph_json["nodes"]}
+    assert nodes["conv1"]["fused_from"] == ["conv1", "bn1", "relu1"] and nodes["pool1"]["fused_from"] == []
+    assert nodes["conv1"]["attrs"] == {"activation": "Relu", "pads": [1, 1, 1, 1]}
 
 
 def test_tasks_match_the_om2_task_list(cnn):

@@ -148,3 +148,10 @@ class ModelPartitionType(IntEnum):
     BUNDLE_MODEL_INFO = (24, False, "bundle sub-OM")
     BUNDLE_MODEL_VAR_INFO = (25, False, "bundle variable size (uint64)")
     CUSTOM_OPS = (26, True, "CustomKernelItemHeader items (KCSK)")
+
+
+# --- MODEL_DEF's OpDef attributes ------------------------------------------------------------
+# GE's ATTR_NAME_DATA_DUMP_ORIGIN_OP_NAMES (list of strings): on a fused op, the names of the
+# original ops it computes, which data dumps and profiling map back to; om2gen writes a fused
+# node's fused_from here
+ORIGINAL_OP_NAMES = "_datadump_original_op_names"

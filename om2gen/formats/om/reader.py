@@ -31,6 +31,7 @@ from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from .. import op_so_store
 from . import integrity, kernel_store, proto
 from .container import OmFile
+from .layout import ORIGINAL_OP_NAMES
 from .layout import ModelPartitionType as PT
 
 _BY_GE_PROTO = {d.ge_proto: d for d in dtypes.BY_NAME.values()}
@@ -431,6 +432,15 @@ def _attr_value(a):
     return getattr(a, kind) if kind in ("i", "f", "b") else None
 
 
+def _fused_from(op) -> list[str]:
+    """The original ops a fused op computes (GE's _datadump_original_op_names), [] for others. A
+    value of another kind names none, and is left out as the attrs _attr_value cannot read are."""
+    if ORIGINAL_OP_NAMES not in op.attr:
+        return []
+    names = _attr_value(op.attr[ORIGINAL_OP_NAMES])
+    return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else []
+
+
 def _graph_json(graph, program: Program) -> GraphJson:
     """The graph summary an OM2 archive carries (op_attr.json, debug/ge_model.json)."""
     nodes = []
@@ -439,7 +449,7 @@ def _graph_json(graph, program: Program) -> GraphJson:
             continue
         attrs = {k: v for k, v in sorted((k, _attr_value(a)) for k, a in op.attr.items())
                  if v is not None and not k.startswith("_") and k not in ("tvm_magic", "tvm_blockdim")}
-        nodes.append({"name": op.name, "op_type": op.type, "attrs": attrs})
+        nodes.append({"name": op.name, "op_type": op.type, "fused_from": _fused_from(op), "attrs": attrs})
     io = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
     return {"name": graph.name or program.name, "inputs": [io(d) for d in program.inputs],
             "outputs": [io(d) for d in program.outputs], "nodes": nodes}

@@ -22,6 +22,7 @@ from ...version import GENERATOR
 from .. import op_so_store
 from . import integrity, kernel_store, proto
 from .container import Partition, write_om
+from .layout import ORIGINAL_OP_NAMES
 from .layout import ModelPartitionType as PT
 
 FEATURE_BASE = 0x1_0000_0000     # task_gen_base_addr: logical base of feature-map memory
@@ -203,6 +204,8 @@ class _GraphBuilder:
                     op.attr[k].CopyFrom(a)
             if n.get("domain"):
                 op.attr["_onnx_domain"].CopyFrom(_a_s(n["domain"]))
+            if n.get("fused_from"):
+                op.attr[ORIGINAL_OP_NAMES].CopyFrom(_a_list_s(n["fused_from"]))
             for v in n["inputs"]:
                 if v is None:
                     op.input.append("")
