@@ -97,7 +97,8 @@ def _same(a: Value, b: Value) -> bool:
 def _renamed(n: Node, rename: dict[str, str], suffix: str) -> Node:
     """A copy of a gear's node (every field kept) under the gear's names."""
     node = dataclasses.replace(n, name=n.name + suffix, inputs=[rename.get(x, x) if x else "" for x in n.inputs],
-                               outputs=[rename.get(x, x) if x else "" for x in n.outputs])
+                               outputs=[rename.get(x, x) if x else "" for x in n.outputs],
+                               fused_from=[x + suffix for x in n.fused_from])
     _rename_regions(node, rename, suffix)
     return node
 
