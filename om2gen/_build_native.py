@@ -1,7 +1,7 @@
 """cffi builder of om2gen._native: the CPU ACL runtime plus the executor's native helpers.
 
 Built once when om2gen is installed (setup.py's cffi_modules), never at load time. The sources
-are runtime_abi/src/*.cpp plus the model load-and-run code (templates/model/load_and_run.cpp.j2)
+are runtime_abi/src/**/*.cpp (the CPU ACL runtime is runtime_abi/src/acl_rt/) plus the model load-and-run code (templates/model/load_and_run.cpp.j2)
 rendered in its table-driven form: the classic-OM executor runs OM files through the same code
 every OM2 model library carries. The Python executor reaches them through the declarations below.
 """
@@ -172,7 +172,8 @@ FUNCTIONS = (
 )
 
 _HEADERS = [*sorted((_RUNTIME / "include").rglob("*.h")), *sorted((_RUNTIME / "src").glob("*.h"))]
-_DEFINERS = [*sorted((_RUNTIME / "src").glob("*.cpp")), _ROOT / "templates" / "model" / "load_and_run.cpp.j2"]
+_SOURCES = sorted((_RUNTIME / "src").rglob("*.cpp"))
+_DEFINERS = [*_SOURCES, _ROOT / "templates" / "model" / "load_and_run.cpp.j2"]
 _DECL = re.compile(r"(?:^|[;}\n])\s*((?:[A-Za-z_]\w*[\s*]+)+?)\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?=[;{])", re.S)
 _NOT_A_TYPE = re.compile(r"\b(return|if|while|for|switch|sizeof|else|case|define)\b")
 
@@ -227,7 +228,7 @@ ffibuilder.set_source(
     'extern "C" void om2x_free(void *);\n',
     source_extension=".cpp",
     # relative to the working directory: setup.py runs from the project root and wants relative paths
-    sources=[os.path.relpath(p) for p in [*sorted((_RUNTIME / "src").glob("*.cpp")), _table_driven_load_and_run()]],
+    sources=[os.path.relpath(p) for p in [*_SOURCES, _table_driven_load_and_run()]],
     include_dirs=[str(_RUNTIME / "include")],
     extra_compile_args=["-std=c++17", "-O2", "-pthread", "-fvisibility=default"],
     extra_link_args=["-pthread"],

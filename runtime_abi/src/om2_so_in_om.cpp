@@ -1,6 +1,6 @@
 /*
  * om2_so_in_om.cpp -- symbol lookup in shared objects packed in a model (om2/om2_so_in_om.h).
- * Loading itself is om2rtLoadSharedObjectFromMemory (memfd + dlopen, acl_rt_cpu.cpp).
+ * Loading itself is om2rtLoadSharedObjectFromMemory (memfd + dlopen, acl_rt/loader.cpp).
  */
 #include <dlfcn.h>
 #include <link.h>

@@ -11,7 +11,7 @@ The kernel binary is embedded in the op library, which loads it from memory at r
 (aclrtBinaryLoadFromData); the kernel .so file is only an intermediate. The op library leaves
 the ACL runtime and Om2* factory functions undefined: they are resolved when it is loaded into a
 process that has the om2gen runtime (om2gen's Python extension, or a program linked with
-runtime_abi/src/*.cpp and -rdynamic).
+runtime_abi/src/**/*.cpp and -rdynamic).
 
 Compilers: $CC and $CXX (which may include arguments, e.g. "ccache gcc"), else cc and c++.
 The same sources and compilers give byte-identical outputs.

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.needs_cc
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "runtime_abi" / "include"
-RUNTIME_SRC = ROOT / "runtime_abi" / "src" / "acl_rt_cpu.cpp"
+RUNTIME_SRCS = sorted((ROOT / "runtime_abi" / "src" / "acl_rt").glob("*.cpp"))
 FACTORY_SRC = ROOT / "runtime_abi" / "src" / "om2_custom_ops.cpp"
 SELFTEST_SRC = Path(__file__).resolve().parent / "factory_selftest.cpp"
 SAMPLE = ROOT / "samples" / "custom_op"
@@ -95,7 +95,7 @@ def sample_lib(build_dir: Path) -> Path:
 @pytest.fixture(scope="module")
 def selftest(build_dir: Path) -> Path:
     out = build_dir / "factory_selftest"
-    _build([_cxx(), *RUNTIME_FLAGS, "-rdynamic", str(SELFTEST_SRC), str(RUNTIME_SRC), str(FACTORY_SRC),
+    _build([_cxx(), *RUNTIME_FLAGS, "-rdynamic", str(SELFTEST_SRC), *map(str, RUNTIME_SRCS), str(FACTORY_SRC),
             "-o", str(out), "-ldl"])
     return out
 

@@ -1,5 +1,5 @@
 /*
- * acl_rt_selftest.cpp -- self-test of the CPU ACL runtime (runtime_abi/src/acl_rt_cpu.cpp).
+ * acl_rt_selftest.cpp -- self-test of the CPU ACL runtime (runtime_abi/src/acl_rt/).
  *
  * Usage: acl_rt_selftest <kernels.so>
  * The kernel binary is built by tests/runtime/test_acl_rt_cpu.py and exports:

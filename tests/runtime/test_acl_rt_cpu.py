@@ -1,4 +1,4 @@
-"""Tests of the CPU ACL runtime (runtime_abi/src/acl_rt_cpu.cpp).
+"""Tests of the CPU ACL runtime (runtime_abi/src/acl_rt/).
 
 The real checks live in the C++ self-test tests/runtime/acl_rt_selftest.cpp. This module builds
 what it needs into a temporary directory: a small kernel binary (an ELF shared object following
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.needs_cc
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "runtime_abi" / "include"
-RUNTIME_SRC = ROOT / "runtime_abi" / "src" / "acl_rt_cpu.cpp"
+RUNTIME_SRCS = sorted((ROOT / "runtime_abi" / "src" / "acl_rt").glob("*.cpp"))
 SELFTEST_SRC = Path(__file__).resolve().parent / "acl_rt_selftest.cpp"
 ACL_HEADERS = [INCLUDE / "acl" / "acl_base.h", INCLUDE / "acl" / "acl_rt.h"]
 VENDOR_HEADER = INCLUDE / "om2" / "om2_cpu_runtime.h"
@@ -122,7 +122,7 @@ def _build(cmd: list[str]) -> None:
 
 
 def _build_selftest(cxx: str, out: Path, flags: list[str]) -> Path:
-    _build([cxx, *flags, str(SELFTEST_SRC), str(RUNTIME_SRC), "-o", str(out), "-ldl"])
+    _build([cxx, *flags, str(SELFTEST_SRC), *map(str, RUNTIME_SRCS), "-o", str(out), "-ldl"])
     return out
 
 
@@ -143,20 +143,25 @@ def kernels_so(build_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runtime_obj(build_dir: Path) -> Path:
-    """The runtime compiled once with its production flags (-fPIC: it goes into a shared object);
-    the self-test, the export check and the static-initializer check all use this object."""
+def runtime_objs(build_dir: Path) -> list[Path]:
+    """The runtime compiled once with its production flags (-fPIC: it goes into a shared object),
+    one object per source; the self-test, the export check and the static-initializer check all
+    use these objects."""
     _, cxx = _compilers()
-    obj = build_dir / "acl_rt_cpu.o"
-    _build([cxx, *RUNTIME_FLAGS, "-c", str(RUNTIME_SRC), "-o", str(obj)])
-    return obj
+    assert len(RUNTIME_SRCS) > 1, RUNTIME_SRCS
+    objs = []
+    for src in RUNTIME_SRCS:
+        obj = build_dir / f"acl_rt_{src.stem}.o"
+        _build([cxx, *RUNTIME_FLAGS, "-c", str(src), "-o", str(obj)])
+        objs.append(obj)
+    return objs
 
 
 @pytest.fixture(scope="module")
-def selftest(build_dir: Path, runtime_obj: Path) -> Path:
+def selftest(build_dir: Path, runtime_objs: list[Path]) -> Path:
     _, cxx = _compilers()
     out = build_dir / "acl_rt_selftest"
-    _build([cxx, *RUNTIME_FLAGS, str(SELFTEST_SRC), str(runtime_obj), "-o", str(out), "-ldl"])
+    _build([cxx, *RUNTIME_FLAGS, str(SELFTEST_SRC), *map(str, runtime_objs), "-o", str(out), "-ldl"])
     return out
 
 
@@ -187,25 +192,28 @@ def test_selftest_reports_failures(selftest: Path, build_dir: Path) -> None:
     assert "FAIL:" in result.stdout
 
 
-def test_runtime_exports_every_declared_function(build_dir: Path, runtime_obj: Path) -> None:
+def test_runtime_exports_every_declared_function(build_dir: Path, runtime_objs: list[Path]) -> None:
     elffile = pytest.importorskip("elftools.elf.elffile")
     _, cxx = _compilers()
     lib = build_dir / "libacl_rt_cpu.so"
-    _build([cxx, *RUNTIME_FLAGS, "-shared", str(runtime_obj), "-o", str(lib), "-ldl"])
+    _build([cxx, *RUNTIME_FLAGS, "-shared", *map(str, runtime_objs), "-o", str(lib), "-ldl"])
     declared = set().union(*(_declared_functions(h) for h in ACL_HEADERS), _declared_functions(VENDOR_HEADER))
     assert {"aclrtLaunchKernelV2", "aclmdlRIExecuteAsync", "aclDataTypeSize", "om2rtSetThreadCount"} <= declared
     with lib.open("rb") as f:
         dynsym = elffile.ELFFile(f).get_section_by_name(".dynsym")
         exported = {s.name for s in dynsym.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
     assert declared - exported == set(), "declared but not implemented"
+    # the runtime's C++ internals (namespace om2rt) stay hidden: only the C API is exported
+    assert not [name for name in exported if "5om2rt" in name]
 
 
-def test_runtime_has_no_static_initializers(runtime_obj: Path) -> None:
+def test_runtime_has_no_static_initializers(runtime_objs: list[Path]) -> None:
     """The runtime goes into a Python extension module: nothing may run (or start threads) at load."""
     elffile = pytest.importorskip("elftools.elf.elffile")
-    with runtime_obj.open("rb") as f:
-        sections = {s.name for s in elffile.ELFFile(f).iter_sections()}
-    assert not {".init_array", ".ctors", ".preinit_array"} & sections
+    for obj in runtime_objs:
+        with obj.open("rb") as f:
+            sections = {s.name for s in elffile.ELFFile(f).iter_sections()}
+        assert not {".init_array", ".ctors", ".preinit_array"} & sections, obj.name
 
 
 @pytest.mark.slow

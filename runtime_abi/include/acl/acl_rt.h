@@ -1,7 +1,7 @@
 /*
  * acl_rt.h -- the subset of the AscendCL runtime API (aclrt*, aclmdlRI*) that om2gen's
  * generated model code calls. Signatures, enum values and semantics follow CANN's acl_rt.h.
- * om2gen ships a CPU implementation of exactly this subset (runtime_abi/src/acl_rt_cpu.cpp):
+ * om2gen ships a CPU implementation of exactly this subset (runtime_abi/src/acl_rt/):
  * device memory is aligned host memory, a kernel binary is an ELF shared object loaded from
  * memory, and a launch of numBlocks runs blocks 0..numBlocks-1 across a worker-thread pool.
  */

@@ -1,6 +1,6 @@
 /*
  * om2_cpu_runtime.h -- vendor extensions of om2gen's CPU implementation of the ACL runtime
- * subset (runtime_abi/src/acl_rt_cpu.cpp).
+ * subset (runtime_abi/src/acl_rt/).
  *
  * NOT part of AscendCL: a program that calls these functions does not build against a real
  * ACL. Generated model code never calls them; the executor and the tests do (to size the
