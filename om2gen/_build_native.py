@@ -1,9 +1,11 @@
 """cffi builder of om2gen._native: the CPU ACL runtime plus the executor's native helpers.
 
 Built once when om2gen is installed (setup.py's cffi_modules), never at load time. The sources
-are runtime_abi/src/**/*.cpp (the CPU ACL runtime is runtime_abi/src/acl_rt/) plus the model load-and-run code (templates/model/load_and_run.cpp.j2)
-rendered in its table-driven form: the classic-OM executor runs OM files through the same code
-every OM2 model library carries. The Python executor reaches them through the declarations below.
+are runtime_abi/src/**/*.cpp (the CPU ACL runtime is runtime_abi/src/acl_rt/) plus the model
+load-and-run code (templates/model/load_and_run.cpp.j2) rendered in its table-driven form: the
+classic-OM executor runs OM files through the same code every OM2 model library carries. The
+Python executor reaches them through the cdef below, whose types and functions are read from the
+C headers.
 """
 import os
 import re
@@ -34,125 +36,120 @@ def _table_driven_load_and_run() -> Path:
         path.write_text(text)
     return path
 
-# The types cffi needs, written here ("..." lets cffi take sizes and values from the headers; the
-# structs and enums given in full are checked against them by cffi when the module is built).
-TYPES = """
-typedef int aclError;
-typedef void *aclrtStream;
-typedef void *aclrtBinHandle;
-typedef void *GertModelHandle;
 
-typedef struct GertTensor {
-    uint64_t struct_size;
-    void *data;
-    uint64_t size;
-    int64_t data_type;
-    uint64_t dim_num;
-    const int64_t *dims;
-} GertTensor;
+# The headers the module's C source includes; the cdef's types are read from them (and the headers
+# they include), in include order, so a struct, enum or constant cannot drift from its header.
+INCLUDES = ("om2/om2_executor.h", "om2/om2_cpu_runtime.h", "om2/om2_kernel.h", "om2/custom_op.h",
+            "om2/om2_model_tables.h", "om2/om2_so_in_om.h")
 
-typedef struct GertModelLoadCallbacks { uint64_t struct_size; ...; } GertModelLoadCallbacks;
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_DIRECTIVE = re.compile(r"\s*#\s*(\w+)\s*(.*?)\s*$")
+_INT_LITERAL = re.compile(r"(?:0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
+_INT_EXPRESSION = re.compile(r"[-+~()\s]*(?:0[xX][0-9a-fA-F]+|\d+)[uUlL]*[()\s]*")
+# Braces that open no declaration of their own: their contents are declared at file scope.
+_TRANSPARENT = re.compile(r'\s*(?:namespace\s*\w*|extern\s*"C")\s*')
+# The C view of the headers: what a C compiler defines that they test (never __cplusplus).
+_PREDEFINED = frozenset({"__GNUC__"})
 
-typedef struct GertModelLoadConfig {
-    uint64_t struct_size;
-    const char **bin_files;
-    const void **bin_data;
-    uint64_t *bin_size;
-    uint64_t bin_num;
-    void **constants;
-    void **var_addrs;
-    void *work_ptr;
-    uint64_t *session_id;
-    uint64_t model_id;
-    void *instance_handle;
-    const GertModelLoadCallbacks *callbacks;
-    int64_t priority;
-    uint64_t reuse_zero_copy;
-    uint64_t constant_num;
-    uint64_t work_size;
-    ...;
-} GertModelLoadConfig;
 
-typedef struct GertModelRunConfig {
-    uint64_t struct_size;
-    uint64_t input_count;
-    GertTensor **input_data;
-    uint64_t output_count;
-    GertTensor **output_data;
-    uint64_t stream_sync_timeout_ms;
-    ...;
-} GertModelRunConfig;
+def _condition(directive: str, arg: str, defined: set, where: str) -> bool:
+    name = re.fullmatch(r"defined\s*\(?\s*(\w+)\s*\)?" if directive == "if" else r"(\w+)", arg)
+    if name is None:
+        raise SystemExit(f"_build_native: {where}: cannot evaluate #{directive} {arg}; the cdef understands "
+                         "#ifdef, #ifndef and #if defined(NAME) only")
+    return (name.group(1) in defined) != (directive == "ifndef")
 
-typedef struct Om2xInstance {
-    const void *rt_model_handle;
-    uint64_t launched_tasks;
-    const char *const *bin_files;
-    const char *const *bin_digests;
-    uint64_t bin_num;
-} Om2xInstance;
 
-typedef struct Om2xEntryPoints { ...; } Om2xEntryPoints;
+def _define(arg: str, defined: set) -> str | None:
+    """`#define NAME value` for the cdef: a literal as it is (an array length may use it), any other
+    integer expression as `...` (cffi reads its value from the compiler); None for the rest (guards,
+    visibility and function-like macros)."""
+    name, function_like, value = re.match(r"(\w+)(\(?)\s*(.*)", arg).groups()
+    defined.add(name)
+    if function_like or not _INT_EXPRESSION.fullmatch(value):
+        return None
+    return f"#define {name} {value if _INT_LITERAL.fullmatch(value) else '...'}"
 
-#define OM2_CUSTOM_MAX_DIMS ...
-typedef struct Om2CustomTensorDesc {
-    int64_t data_type;
-    uint64_t dim_num;
-    int64_t dims[8];
-} Om2CustomTensorDesc;
-typedef struct Om2CustomAttr {
-    const char *name;
-    int32_t kind;
-    uint32_t count;
-    const int64_t *ints;
-    const float *floats;
-    const char *str;
-} Om2CustomAttr;
 
-/* om2/om2_so_in_om.h: custom-op registries per library and per model, symbols of packed SOs */
+def _statement(text: str, where: str) -> str | None:
+    """One file-scope statement (without its ';') as cffi takes it, or None when it declares no type.
+    Anything else stops the build: a type the cdef cannot take must not vanish from it unnoticed."""
+    text = " ".join(text.split())
+    if not text or text.startswith("extern ") or (not re.match(r"(typedef|struct|union|enum)\b", text) and "(" in text):
+        return None    # functions (FUNCTIONS below), variables, static_asserts
+    if text.startswith("typedef ") or re.fullmatch(r"static const \w+ \w+ = [-\w]+", text):
+        return text + ";"
+    cxx = re.fullmatch(r"(struct|union|enum) (\w+)(?: : [\w ]+)? (\{.*\})", text)
+    if cxx:    # C++ spelling (om2_model_tables.h): the tag names the type; an enum's base type goes
+        kind, name, body = cxx.groups()
+        return f"typedef {kind} {name} {body} {name};"
+    raise SystemExit(f"_build_native: {where}: the cdef has no rule for `{text[:80]}`")
 
-/* om2/om2_model_tables.h: what a model is made of, built in memory by the classic-OM executor */
-typedef enum { OM2_ARG_INPUT = 0, OM2_ARG_OUTPUT = 1, OM2_ARG_WORKSPACE = 2, OM2_ARG_CONSTANT = 7 } Om2ArgKind;
-typedef enum { OM2_DISPATCH_AICORE = 0, OM2_DISPATCH_END_GRAPH = 6, OM2_DISPATCH_LABEL_SET = 7,
-               OM2_DISPATCH_LABEL_GOTO_EX = 12, OM2_DISPATCH_LABEL_SWITCH_BY_INDEX = 13,
-               OM2_DISPATCH_CUSTOM_KERNEL = 21 } Om2DispatchType;
-typedef int... aclDataType;
-typedef struct Om2IoDesc { const char *name; aclDataType data_type; uint64_t size; uint64_t dim_num; const int64_t *dims; } Om2IoDesc;
-typedef struct Om2KernelBin { const char *bin_file; const char *entry; } Om2KernelBin;
-typedef struct Om2ArgSlot { uint32_t args_offset; Om2ArgKind kind; uint32_t index; uint64_t offset; } Om2ArgSlot;
-typedef struct Om2OpDef {
-    Om2DispatchType dispatch_type; uint32_t task_type; uint32_t kernel_type; uint32_t kernel; uint32_t block_dim;
-    uint32_t args_offset; uint32_t args_size; uint32_t first_slot; uint32_t slot_num; uint32_t first_tiling;
-    uint32_t tiling_num; const char *op_name; const char *op_type;
-} Om2OpDef;
-typedef struct Om2LabelList { uint32_t first; uint32_t num; } Om2LabelList;
-typedef struct Om2CustomOpDef {
-    const char *op_type; const char *bin_file; uint32_t input_num; uint32_t output_num; uint32_t first_desc;
-} Om2CustomOpDef;
-typedef struct Om2ModelTables {
-    const char *model_name;
-    uint64_t input_num; const Om2IoDesc *inputs;
-    uint64_t output_num; const Om2IoDesc *outputs;
-    uint64_t kernel_bin_num; const Om2KernelBin *kernel_bins;
-    uint64_t arg_slot_num; const Om2ArgSlot *arg_slots;
-    const int64_t *tiling_data;
-    uint64_t task_num; const Om2OpDef *op_defs;
-    uint64_t constant_num; uint64_t work_size; uint64_t args_size; uint64_t io_slot_num; uint64_t label_num;
-    uint64_t label_list_num; const Om2LabelList *label_lists; const uint32_t *label_list_entries;
-    uint64_t custom_op_num; const Om2CustomOpDef *custom_ops; const Om2CustomTensorDesc *custom_tensor_descs;
-    uint64_t tiling_word_num; uint64_t constants_size;
-    uint64_t gear_num; uint64_t gear_value_num; const int32_t *gear_values; const uint64_t *gear_io_sizes;
-} Om2ModelTables;
 
-#define OM2_MODEL_ABI_VERSION ...
-#define OM2_KERNEL_ABI_VERSION ...
+def _statements(code: str, where: str) -> list[str]:
+    """The type declarations of a header's code (comments and directives gone) at file scope:
+    namespaces and extern "C" blocks are looked through, function bodies dropped."""
+    out, start, depth, function = [], 0, 0, False
+    for m in re.finditer(r"[{};]", code):
+        head = code[start:m.start()]
+        if m.group() == "{" and depth == 0 and _TRANSPARENT.fullmatch(head):
+            start = m.end()
+        elif m.group() == "{":
+            if depth == 0:
+                function = re.search(r"\)\s*(const\s*)?$", head) is not None
+            depth += 1
+        elif m.group() == "}" and depth == 0:    # the end of a namespace or extern "C" block
+            start = m.end()
+        elif m.group() == "}":
+            depth -= 1
+            if depth == 0 and function:
+                start = m.end()
+        elif depth == 0:
+            out.extend(filter(None, [_statement(head, where)]))
+            start = m.end()
+    return out
 
-typedef enum { ACL_MEM_MALLOC_HUGE_FIRST = 0, ... } aclrtMemMallocPolicy;
-typedef enum { ACL_MEMCPY_HOST_TO_DEVICE = 1, ... } aclrtMemcpyKind;
 
-typedef struct Om2rtProfMark { uint64_t time_ns; char msg[128]; } Om2rtProfMark;
-#define OM2RT_MAX_PROF_MARKS ...
-#define OM2RT_MAX_THREADS ...
-"""
+def _scan_types(include_dir: Path, name: str, seen: set, defined: set, out: list) -> None:
+    """Appends the cdef declarations of header `name` (and first of those it includes) to `out`."""
+    if name in seen:
+        return
+    seen.add(name)
+    text = _COMMENT.sub(" ", (include_dir / name).read_text()).replace("\\\n", " ")
+    live, code = [True], []   # live: per open #if, whether its lines count
+    for line in text.split("\n"):
+        d = _DIRECTIVE.match(line)
+        if d is None:
+            if all(live):
+                code.append(line)
+            continue
+        directive, arg = d.groups()
+        if directive in ("if", "ifdef", "ifndef"):
+            live.append(all(live) and _condition(directive, arg, defined, name))
+        elif directive == "else":
+            live[-1] = all(live[:-1]) and not live[-1]
+        elif directive == "endif":
+            live.pop()
+        elif all(live) and directive == "define":
+            out.extend(filter(None, [_define(arg, defined)]))
+        elif all(live) and directive == "include" and arg.startswith('"'):
+            out.extend(_statements("\n".join(code), name))
+            code = []
+            _scan_types(include_dir, arg.strip('"'), seen, defined, out)
+    out.extend(_statements("\n".join(code), name))
+
+
+def type_declarations(includes=INCLUDES, include_dir: Path = _RUNTIME / "include") -> list[str]:
+    """The typedefs, structs, unions, enums and integer constants of the headers `includes` (names
+    under include_dir), as cffi's cdef takes them: comments, #ifdef __cplusplus parts, functions,
+    inline bodies and other macros dropped."""
+    out: list[str] = []
+    seen: set = set()
+    defined = set(_PREDEFINED)
+    for name in includes:
+        _scan_types(include_dir, name, seen, defined, out)
+    return out
+
 
 # The functions the Python side calls: their declarations are taken from the headers (from the
 # runtime source or the load-and-run template that defines them where no header declares one), so
@@ -212,15 +209,13 @@ def function_declarations() -> list[str]:
     return out
 
 
-CDEF = TYPES + "\n".join(function_declarations()) + "\n"
+CDEF = "\n".join([*type_declarations(), *function_declarations()]) + "\n"
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "om2gen._native",
-    '#include "om2/om2_executor.h"\n#include "om2/om2_cpu_runtime.h"\n#include "om2/om2_kernel.h"\n'
-    '#include "om2/custom_op.h"\n#include "om2/om2_model_tables.h"\n#include "om2/om2_so_in_om.h"\n'
-    'using namespace om2;\n'
+    "".join(f'#include "{name}"\n' for name in INCLUDES) + 'using namespace om2;\n'
     'extern "C" int32_t om2x_tables_model_load(const void *, const GertModelLoadConfig *, GertModelHandle *);\n'
     'extern "C" void om2x_tables_entry_points(Om2xEntryPoints *);\n'
     'extern "C" int32_t om2x_custom_prepare(const char *, const char *, const Om2CustomTensorDesc *, size_t,\n'
