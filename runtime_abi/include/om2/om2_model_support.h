@@ -1,6 +1,7 @@
 /*
  * om2_model_support.h -- small helpers of the generated load-and-run code: the thread-local
- * last-error record and the checks around ACL calls. Kept here (not re-emitted per model).
+ * last-error record, the checks around ACL calls and the executor's run reports. Kept here (not
+ * re-emitted per model).
  */
 #ifndef OM2_OM2_MODEL_SUPPORT_H
 #define OM2_OM2_MODEL_SUPPORT_H
@@ -44,6 +45,30 @@ inline int32_t Fail(int32_t code, const char *format, ...) {
     va_end(args);
     SetLastError(buffer);
     return code;
+}
+
+enum class RunReport { kPreprocess, kPostprocess };
+
+/* Calls the executor's GertModelRunCallbacks (GertModelRunConfig.run_callbacks; GE's executor
+ * passes them when profiling is on) around a run, as GE's generated Run does: preprocess once the
+ * run's addresses are in the args table and before the replay is launched, postprocess once the
+ * replay is done (GertModelRun) or queued on the caller's stream (GertModelRunAsync). A NULL
+ * run_callbacks or callback is skipped. The report carries the load config's model_id, the
+ * stream the run was issued on (NULL for GertModelRun: aclmdlRIExecute takes none) and is_async.
+ * A non-zero return fails the run with that code, as any other run error: a failing preprocess
+ * means no replay, a failing postprocess comes after it. */
+inline int32_t ReportRun(RunReport when, const GertModelRunConfig &run, const GertModelLoadConfig &model,
+                         aclrtStream stream, bool async) {
+    if (run.run_callbacks == nullptr) return ACL_SUCCESS;
+    const bool pre = when == RunReport::kPreprocess;
+    const GertModelRunCallbacks &callbacks = *run.run_callbacks;
+    const auto report = pre ? callbacks.report_run_info_preprocess : callbacks.report_run_info_postprocess;
+    if (report == nullptr) return ACL_SUCCESS;
+    const GertModelRunReportInfo info = {sizeof(GertModelRunReportInfo), model.model_id, stream, async ? 1u : 0u};
+    const int32_t rc = report(model.instance_handle, &info);
+    if (rc == 0) return ACL_SUCCESS;
+    return Fail(rc, "%s: the executor's report_run_info_%s returned %d", async ? "GertModelRunAsync" : "GertModelRun",
+                pre ? "preprocess" : "postprocess", rc);
 }
 
 }  // namespace om2
