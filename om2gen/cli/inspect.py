@@ -31,7 +31,8 @@ def _inspect_om2(path) -> dict:
             entry = {"index": model["index"], "name": meta["name"], "inputs": meta["inputs"],
                      "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
                      "library": meta["library"], "stats": meta.get("stats", {}),
-                     "custom_ops": meta.get("custom_ops") or {}, "so_bins": meta.get("so_bins")}
+                     "custom_ops": meta.get("custom_ops") or {}, "so_bins": meta.get("so_bins"),
+                     "gears": _gears(meta, str(path))}
             tinfo = layout.task_info_json(model["index"])
             if tinfo in a.entries:
                 entry["tasks"] = a.read_json(tinfo)["tasks"]
@@ -45,6 +46,19 @@ def _inspect_om2(path) -> dict:
                 entry["ops"] = sorted({t["op_type"] for t in entry["tasks"]})
             info["models"].append(entry)
     return info
+
+
+def _gears(meta: dict, where: str) -> dict | None:
+    """A gear model's gears: the type, and per gear its input and output shapes (runtime/gears.py
+    reads model_meta.json's GE keys)."""
+    from ..runtime import gears
+    g = gears.from_meta(meta, where)
+    if g is None:
+        return None
+    outputs = [d["name"] for d in meta["outputs"]]
+    return {"dynamic_type": gears.TYPE_NAMES[g.dynamic_type], "values": [list(v) for v in g.values],
+            "gears": [{"inputs": {n: list(s[n]) for n in g.inputs}, "outputs": dict(zip(outputs, map(list, o)))}
+                      for s, o in zip(g.input_shapes, g.output_shapes)]}
 
 
 def _tasks_from_source(a: Archive, meta: dict, index: int) -> list[dict]:
@@ -75,9 +89,17 @@ def render_text(info: dict) -> str:
         lines.append(f"model {model['index']}: {model['name']}  workspace {model['work_size']} bytes, "
                      f"{model['stats'].get('tasks', '?')} tasks, {len(model['kernels'])} kernels")
         for io in model["inputs"]:
-            lines.append(f"  input  {io['name']}: {io['dtype']}{io['shape']}")
+            dims = f" (dims {io['origin_input_dims']}: -1 where a gear decides)" if "origin_input_dims" in io else ""
+            lines.append(f"  input  {io['name']}: {io['dtype']}{io['shape']}{dims}")
         for io in model["outputs"]:
             lines.append(f"  output {io['name']}: {io['dtype']}{io['shape']}")
+        gears = model.get("gears")
+        if gears:
+            lines.append(f"  gears ({gears['dynamic_type']}, {len(gears['gears'])}; shapes: the largest gear's):")
+            for i, g in enumerate(gears["gears"]):
+                ins = ", ".join(f"{n}{d}" for n, d in g["inputs"].items())
+                outs = ", ".join(f"{n}{d}" for n, d in g["outputs"].items())
+                lines.append(f"    gear {i} {gears['values'][i]}: {ins} -> {outs}")
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
         custom = model.get("custom_ops") or {}
         if custom.get("op_types"):

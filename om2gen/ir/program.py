@@ -59,6 +59,7 @@ class Control:
     kind: str
     labels: list[int]
     index: str = ""             # value holding the uint32 branch index (switch, goto)
+    note: str = ""              # what the position is ("then", "batch_2", "end"), in the task's label
 
 
 @dataclass

@@ -59,14 +59,14 @@ def _emit_if(state: Lowering, node: Node) -> None:
     state.add(node, Control("switch", [then_label, else_label], index.name))
     for key, label in (("then", then_label), ("else", else_label)):
         nodes, names = node.attrs[REGIONS][key]
-        state.add(node, Control("label", [label]))
+        state.add(node, Control("label", [label], note=key))
         emit(state, nodes)
         for src, dst in zip(names, node.outputs):
             if dst:
                 state.add(node, copy_call(values[src], values[dst]))
         if key == "then":
-            state.add(node, Control("goto", [end_label], index.name))
-    state.add(node, Control("label", [end_label]))
+            state.add(node, Control("goto", [end_label], index.name, note="end"))
+    state.add(node, Control("label", [end_label], note="end"))
 
 
 def _emit_case(state: Lowering, node: Node) -> None:
@@ -81,7 +81,7 @@ def _emit_case(state: Lowering, node: Node) -> None:
     state.add(node, Control("switch", labels, index))
     in_shapes, out_shapes = [], []
     for g, (key, (nodes, outs)) in enumerate(regions.items()):
-        state.add(node, Control("label", [labels[g]]))
+        state.add(node, Control("label", [labels[g]], note=key))
         outer_of = io[g]
         for gear_value, outer in outer_of.items():
             if outer in state.input_index:
@@ -90,11 +90,11 @@ def _emit_case(state: Lowering, node: Node) -> None:
         emit(state, nodes)
         bind.bind_branch(state, outs)
         if g < len(regions) - 1:
-            state.add(node, Control("goto", [end_label], index))
+            state.add(node, Control("goto", [end_label], index, note="end"))
         gear_of = {outer: v for v, outer in outer_of.items()}
         in_shapes.append([values[gear_of[n]].shape if n in gear_of else values[n].shape for n in state.graph.inputs])
         out_shapes.append([values[o].shape for o in outs])
-    state.add(node, Control("label", [end_label]))
+    state.add(node, Control("label", [end_label], note="end"))
     state.gears = GearTable(node.attrs["dynamic_type"], [list(node.attrs[f"pred_value_{g}"]) for g in range(len(regions))],
                             list(node.attrs["user_designate_shape_order"]), dict(node.attrs[ORIGIN_DIMS]),
                             in_shapes, out_shapes)

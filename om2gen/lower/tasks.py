@@ -101,8 +101,8 @@ def _control_task(node, call: Control, t: int, places: Places, label_lists: list
         args, inputs = [places.ref(call.index)], [f"{call.index}: uint32[] (branch index)"]
     targets = ", ".join(f"L{x}" for x in call.labels)
     return Task(task_type=task_type, dispatch_type=dispatch, kernel_type=CcKernelType.INVALID, args=args,
-                op_name=node.name, op_type=node.op_type, label=f"k{t:03d}_{name}", inputs_desc=inputs,
-                attrs_desc=f"labels {targets}", roles=["i"] * len(args), label_ref=label)
+                op_name=node.name, op_type=node.op_type, label=f"k{t:03d}_{name}" + (f"_{call.note}" if call.note else ""),
+                inputs_desc=inputs, attrs_desc=f"labels {targets}", roles=["i"] * len(args), label_ref=label)
 
 
 _FUSED_PREFIX = {"FusedElementwise": "Fused"}
