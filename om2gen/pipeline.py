@@ -350,7 +350,8 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
 def gear_meta(program: Program) -> dict:
     """A gear model's model_meta keys, GE's (om2_zip_saver.cc): each dynamic input's
     origin_input_dims, and dynamic_type, dynamic_batch_info, user_designate_shape_order and
-    dynamic_output_shape ("gear,output,d0,d1,..."; gear -1: the same at every gear)."""
+    dynamic_output_shape ("gear,output,d0,d1,..."; gear -1: the same at every gear); and the
+    newer writers' dynamic_dims object."""
     g = program.gears
     out_dims = []
     for j in range(len(program.outputs)):
@@ -359,8 +360,12 @@ def gear_meta(program: Program) -> dict:
             out_dims.append(",".join(map(str, [-1, j, *shapes[0]])))
         else:
             out_dims += [",".join(map(str, [i, j, *s])) for i, s in enumerate(shapes)]
+    # GE's newer model_meta groups the same under "dynamic_dims", each gear with its shapes
+    grouped = {"dynamic_type": g.dynamic_type, "user_designate_shape_order": g.order,
+               "gears": [{"inputs": [list(s) for s in ins], "outputs": [list(s) for s in outs]}
+                         for ins, outs in zip(g.input_shapes, g.output_shapes)]}
     return {"dynamic_type": g.dynamic_type, "dynamic_batch_info": g.values,
-            "user_designate_shape_order": g.order, "dynamic_output_shape": out_dims}
+            "user_designate_shape_order": g.order, "dynamic_output_shape": out_dims, "dynamic_dims": grouped}
 
 
 def _so_bins_json(so_pack) -> dict:
