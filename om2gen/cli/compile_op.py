@@ -16,6 +16,14 @@ def add_parser(sub) -> None:
                    help="an attribute; TYPE: int, float, string, ints, floats, strings, bool, tensor")
     o.add_argument("--output", dest="outputs", action="append", metavar="NAME",
                    help="output names, in order (default: the op's required outputs)")
+    o.add_argument("--dynamic-batch-size", "--dynamic_batch_size", dest="dynamic_batch_size", metavar="B1,B2,...",
+                   help="gears of dim 0 of the inputs whose SHAPE marks it -1 (as for compile)")
+    o.add_argument("--dynamic-image-size", "--dynamic_image_size", dest="dynamic_image_size", metavar="H,W;H,W",
+                   help="gears of H and W of the inputs marked -1 there (as for compile)")
+    o.add_argument("--dynamic-dims", "--dynamic_dims", dest="dynamic_dims", metavar="D,D;D,D",
+                   help="gears of every -1 dim of the inputs, in input order (as for compile)")
+    o.add_argument("--input-format", "--input_format", dest="input_format", choices=("NCHW", "NHWC", "ND"),
+                   help="where H and W are for --dynamic-image-size (default NCHW)")
     o.add_argument("-o", dest="output", required=True, metavar="FILE", help="the .om2 (or .om) file to write")
     o.add_argument("--format", choices=("om2", "om"), default=None,
                    help="om2 or om (classic GE OM); default: from the output's extension (.om: om, otherwise om2)")

@@ -124,8 +124,10 @@ def _spec(text: str, what: str, form: str, whole: str | None = None) -> tuple[st
     except ValueError:
         raise ModelError(f"{what} {whole!r}: SHAPE must be integers separated by commas (e.g. 1,3,224,224), "
                          f"got {dims!r}") from None
-    if any(d < 0 for d in shape):
-        raise ModelError(f"{what} {whole!r}: dims must be >= 0 (shapes are static), got {list(shape)}")
+    dynamic = form == INPUT_FORM   # a run-time input's dim may be -1: a gear option decides it
+    if any(d < (-1 if dynamic else 0) for d in shape):
+        allowed = ">= 0, or -1 where a gear option (--dynamic-batch-size, ...) decides" if dynamic else ">= 0"
+        raise ModelError(f"{what} {whole!r}: dims must be {allowed}, got {list(shape)}")
     return name, dt, shape
 
 

@@ -12,6 +12,7 @@ a bad combination is reported before any kernel compiles and nothing is written.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import onnx
 from onnx import TensorProto, defs, helper, numpy_helper
 
 from ..errors import ModelError, NeedsConstantError, UnsupportedOpError
-from ..frontend import ge_import
+from ..frontend import ge_import, gears
 from ..frontend.onnx_import import infer_shapes
 from ..ir.graph import Graph, Node, Value
 from ..ops import registry
@@ -273,27 +274,66 @@ def _model(graph: Graph, nodes: list) -> onnx.ModelProto:
 def compile_op(op_type: str, inputs, attrs, output, *, outputs=None, domain: str = "",
                opset: int | None = None, frontend: str | None = None, target: str | None = None,
                format: str | None = None, custom_op_libs=None, debug: bool = False, jobs: int | None = None,
-               progress: bool = False) -> Path:
+               progress: bool = False, **gear_options) -> Path:
     """Compiles one operator into an .om2 archive (format="om2") or a classic .om file ("om") at
     `output` (without `format`: as its extension says, see om2gen.compile); arguments as
-    build_model's. Nothing is written when anything is wrong."""
+    build_model's. gear_options: om2gen.compile's dynamic_batch_size, dynamic_image_size,
+    dynamic_dims and input_format, for inputs whose shapes mark dims -1. Nothing is written when
+    anything is wrong."""
     from ..pipeline import compile as om2_compile
-    model = build_model(op_type, inputs, attrs, outputs=outputs, domain=domain, opset=opset, frontend=frontend,
-                        custom_op_libs=custom_op_libs, target=target)
+    model, shapes = geared_model(op_type, inputs, attrs, gear_options, outputs=outputs, domain=domain, opset=opset,
+                                 frontend=frontend, custom_op_libs=custom_op_libs, target=target)
     return om2_compile(model, output, custom_op_libs=custom_op_libs, target=target, debug=debug, jobs=jobs,
-                       progress=progress, format=format)
+                       progress=progress, format=format, input_shapes=shapes, **gear_options)
+
+
+GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_format")
+
+
+def geared_model(op_type: str, inputs, attrs, gear_options: dict, **build) -> tuple[onnx.ModelProto, dict]:
+    """build_model's model, and the input shapes to compile it with. Without a -1 dim and a gear
+    option that is build_model's model as it is. Otherwise the operator is checked at every gear
+    (build_model at that gear's shapes), and the model's dims that differ between gears are made
+    symbolic, so that om2gen.compile pins them per gear."""
+    unknown = set(gear_options) - set(GEAR_OPTIONS)
+    if unknown:
+        raise TypeError(f"compile_op() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
+    operands = parse_operands(inputs)
+    runtime = {o.name: o.shape for o in operands if o is not None and not o.is_const}
+    if not any(v is not None for k, v in gear_options.items() if k != "input_format"):
+        if any(-1 in s for s in runtime.values()):
+            gears.resolve(input_shapes=runtime, declared=[])   # the error naming the gear options
+        return build_model(op_type, operands, attrs, **build), {}
+    spec = gears.resolve(input_shapes=runtime, declared=[(n, tuple(None if d == -1 else d for d in s))
+                                                          for n, s in runtime.items()], **gear_options)
+    models = []
+    for i in range(len(spec.gears)):
+        at = spec.shapes(i)
+        models.append(build_model(op_type, [o if o is None or o.is_const else dataclasses.replace(o, shape=at[o.name])
+                                            for o in operands], attrs, **build))
+    model = models[0]
+    for k, vi in enumerate([*model.graph.input, *model.graph.output]):
+        shapes = [[d.dim_value for d in ([*m.graph.input, *m.graph.output][k]).type.tensor_type.shape.dim]
+                  for m in models]
+        for j, dim in enumerate(vi.type.tensor_type.shape.dim):
+            if len({s[j] for s in shapes}) > 1:
+                dim.Clear()
+                dim.dim_param = f"{vi.name}_d{j}"
+    return model, runtime
 
 
 def run_cli(args) -> int:
     """`om2gen compile-op` (om2gen/cli/compile_op.py declares the arguments)."""
     operands = [None if item is None else (parse_input(item[1]) if item[0] == "input" else parse_const(item[1]))
                 for item in args.operands or []]
-    model = build_model(args.op, operands, list(args.attr or []), outputs=args.outputs, domain=args.domain or "",
-                        opset=args.opset, frontend=args.frontend, custom_op_libs=args.custom_op_lib,
-                        target=args.target)
+    gear_options = {k: getattr(args, k) for k in GEAR_OPTIONS if getattr(args, k, None) is not None}
+    model, shapes = geared_model(args.op, operands, list(args.attr or []), gear_options, outputs=args.outputs,
+                                 domain=args.domain or "", opset=args.opset, frontend=args.frontend,
+                                 custom_op_libs=args.custom_op_lib, target=args.target)
     from ..pipeline import compile as om2_compile
     out = om2_compile(model, args.output, custom_op_libs=args.custom_op_lib, target=args.target, debug=args.debug,
-                      jobs=args.jobs, progress=not args.quiet, format=args.format)
+                      jobs=args.jobs, progress=not args.quiet, format=args.format, input_shapes=shapes,
+                      **gear_options)
     if args.save_onnx:
         path = Path(args.save_onnx)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")

@@ -225,7 +225,8 @@ def test_bad_descriptions_are_typed_errors_and_write_nothing(tmp_path, op, input
     (parse_input, "x:float32", r"--input 'x:float32': expected NAME:DTYPE:SHAPE"),
     (parse_input, "x:flaot32:1", r"unknown dtype 'flaot32' \(did you mean float32\?\)"),
     (parse_input, "x:float32:1,a", r"SHAPE must be integers"),
-    (parse_input, "x:float32:-1", r"dims must be >= 0"),
+    (parse_input, "x:float32:-2", r"dims must be >= 0, or -1 where a gear option"),
+    (parse_const, "w:float32:-1=1", r"dims must be >= 0"),
     (parse_input, "x:float32:2=1,2", r"a constant operand is given with --const"),
     (parse_const, "s:int64:2", r"--const 's:int64:2': expected NAME:DTYPE:SHAPE=FILE.npy"),
     (parse_const, "s:int64:2=1,2,3", r"3 value\(s\) given, shape \[2\] needs 2"),
@@ -257,3 +258,31 @@ def test_attr_texts_are_typed_by_the_schema():
     assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [2]
     model = build_model("Transpose", ["x:float32:2,3,4"], ["perm=2,0,1"])
     assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [4, 2, 3]
+
+
+def test_gears_for_one_operator(tmp_path):
+    """A -1 dim and a gear option: one archive for every gear, each like ONNX Runtime."""
+    w = rand(8, 3, 3, 3, seed=4)
+    out = compile_op("Conv", ["x:float32:-1,3,8,8", ("w", w)], {"pads": [1, 1, 1, 1]}, tmp_path / "conv.om2",
+                     dynamic_batch_size=[1, 3])
+    ref_model = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(w, "w")]), opset_imports=[helper.make_opsetid("", 17)])
+    with om2gen.load(out) as m:
+        assert m.gears == [{"x": (1, 3, 8, 8)}, {"x": (3, 3, 8, 8)}]
+        for batch in (3, 1):
+            x = rand(batch, 3, 8, 8, seed=batch)
+            assert_close(list(m.run({"x": x}).values())[0], ort_run(ref_model, {"x": x})[0], f"batch {batch}")
+
+
+def test_gears_from_the_command_line_and_a_minus_one_without_them(tmp_path, capsys):
+    path = tmp_path / "relu.om2"
+    assert main(["compile-op", "Relu", "--input", "x:float32:16,-1", "--dynamic-dims", "4;8", "-o", str(path),
+                 "-q"]) == 0
+    with om2gen.load(path) as m:
+        x = rand(16, 8, seed=2)
+        assert np.array_equal(list(m.run({"x": x}).values())[0], np.maximum(x, 0))
+    assert main(["compile-op", "Relu", "--input", "x:float32:16,-1", "-o", str(tmp_path / "no.om2"), "-q"]) != 0
+    assert "--dynamic-dims" in capsys.readouterr().err and not (tmp_path / "no.om2").exists()
