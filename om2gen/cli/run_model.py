@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
     r.add_argument("--trusted-key", action="append", metavar="KEY.pub",
                    help="run only if an Ed25519 public key given here signed the archive (om2gen sign); "
                         "repeatable; default: the keys $OM2GEN_TRUSTED_KEYS names")
+    r.add_argument("--pad-to-gear", action="store_true",
+                   help="a model with gears of the batch: run a batch that is no gear on the next gear up "
+                        "(zero-padded) and write the results of the given batch (docs/gears.md)")
     r.set_defaults(func=cmd_run)
 
 
@@ -28,7 +31,7 @@ def cmd_run(args) -> int:
     from .. import load
     from ..advice import cli_words
     with cli_words(), load(args.model, threads=args.threads, allow_platform_mismatch=args.allow_platform_mismatch,
-                           trusted_keys=args.trusted_key) as model:
+                           trusted_keys=args.trusted_key, pad_to_gear=args.pad_to_gear) as model:
         feeds = {}
         for name, path in args.input or []:
             try:

@@ -4,9 +4,11 @@ import json
 import zipfile
 
 import numpy as np
+import onnx
 import pytest
 
 import om2gen
+from om2gen.cli import main
 from om2gen.errors import InputError, ShapeError
 
 import gear_models
@@ -114,3 +116,19 @@ def test_a_symbolic_dim_without_a_gear_names_the_gear_options(tmp_path):
     with pytest.raises(ShapeError) as e:
         om2gen.compile(gear_models.cnn_batch(), tmp_path / "m.om2")
     assert "dynamic_batch_size=[1, 2, 4, 8]" in str(e.value)
+
+
+def test_the_command_line_takes_atc_spellings(tmp_path, capsys):
+    onnx_path, out = tmp_path / "cnn.onnx", tmp_path / "cnn.om2"
+    onnx.save(gear_models.cnn_batch(), onnx_path)
+    assert main(["compile", str(onnx_path), "-o", str(out), "--input_shape", "x:-1,3,16,16",
+                 "--dynamic_batch_size", "2,4", "-q"]) == 0
+    x = np.random.default_rng(4).standard_normal((3, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path)]) != 0
+    assert "no gear" in capsys.readouterr().err
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path),
+                 "--pad-to-gear"]) == 0
+    assert_close(np.load(tmp_path / "y.npy"), ort_run(gear_models.cnn_batch(), {"x": x})[0], "y")
+    assert main(["inspect", str(out)]) == 0
+    assert "gear 1 [4]: x[4, 3, 16, 16] -> y[4, 10]" in capsys.readouterr().out
