@@ -117,7 +117,8 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     `format`, the output's extension decides (.om: om; .om2 and anything else: om2); a format the
     extension contradicts (format="om" to x.om2) is refused.
 
-    input_shapes: {input name: static shape} for inputs with dynamic or missing dims.
+    input_shapes: {input name: static shape} for inputs with dynamic or missing dims (-1 marks a
+    dim a gear option decides).
     input_values: {input name: value(s)} freezes inputs as constants (e.g. a sample rate), so
     that shape computations and branches depending on them fold at compile time.
     custom_op_libs: paths of custom-op shared libraries (om2/custom_op.h); the directory named by

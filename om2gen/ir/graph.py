@@ -1,7 +1,8 @@
 """The graph om2gen compiles: typed values with static shapes, nodes in topological order.
 
 Constants are kept as numpy arrays on their values. Every stage after the frontend reads
-static shapes only (dynamic dims are pinned by --input-shape).
+static shapes only (dynamic dims are pinned by --input-shape, or per gear: a gear model's Case
+holds one static graph per gear, frontend/multi_batch.py).
 """
 from __future__ import annotations
 
