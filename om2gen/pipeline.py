@@ -312,7 +312,9 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         "internal_weight_size": program.constants_size,
         "consts": {c.name: {"index": i, "type": "INTERNAL", "file_name": layout.constants_blob(idx).rsplit("/", 1)[1],
                             "offset": c.offset, "size": c.nbytes, "op_name": c.name,
-                            "dtype": c.array.dtype.name, "shape": list(c.array.shape)}
+                            "dtype": c.array.dtype.name, "shape": list(c.array.shape),
+                            # where it comes from: the model's initializers, and how it was made
+                            "sources": list(c.sources), "transforms": list(c.transforms)}
                    for i, c in enumerate(program.constants)},
     }
     blob = bytearray(program.constants_size)

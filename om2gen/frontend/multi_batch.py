@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Graph, Node, Value
+from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Derivation, Graph, Node, Value
 from .gears import SHAPE_DATA_INPUT, GearSpec
 
 # node names GE gives the parts it adds (multi_batch_clone_pass.cc)
@@ -40,9 +40,11 @@ def merge(spec: GearSpec, graphs: list[Graph]) -> Graph:
     first = graphs[0]
     values: dict[str, Value] = {}
     regions, case_io, source_ops = {}, {}, {}
+    renames = []
     for i, g in enumerate(graphs):
         assert g.inputs == first.inputs and g.outputs == first.outputs, "gears of one model have the same I/O"
         rename = _renames(g, i, values)
+        renames.append(rename)
         for old, new in rename.items():
             if new not in values:
                 v = g.values[old]
@@ -74,6 +76,12 @@ def merge(spec: GearSpec, graphs: list[Graph]) -> Graph:
     case.inputs += [x for x in captured if x in values and values[x].is_const]
     merged = Graph(first.name, values, [map_index, case], [*first.inputs, SHAPE_DATA_INPUT], list(first.outputs),
                    dict(first.opsets), first.source_digest, first.producer, source_ops)
+    for i, g in enumerate(graphs):   # how each gear's constants were made, under the merged names
+        rename = renames[i]
+        for name, d in g.derivations.items():
+            merged.derivations.setdefault(rename.get(name, name + SUFFIX + str(i)),
+                                          Derivation(tuple(rename.get(x, x) for x in d.sources), d.transform))
+    merged.derive(TABLE_CONST, [], "the gear table: each gear's values of ascend_mbatch_shape_data")
     return merged
 
 

@@ -64,6 +64,22 @@ class Node:
         return self.inputs[i] if i < len(self.inputs) else ""
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """How a constant the compiler made came about: from which values (initializers, model
+    inputs whose shape it holds, or other derived constants), by which transform."""
+    sources: tuple[str, ...]
+    transform: str              # "BatchNormalization 'bn1' folded into Conv 'conv1' weights", ...
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A constant traced back to the model: the initializers (or inputs) it comes from and every
+    transform applied on the way, in order; an initializer itself has no transforms."""
+    sources: tuple[str, ...]
+    transforms: tuple[str, ...]
+
+
 @dataclass
 class Graph:
     name: str
@@ -77,6 +93,33 @@ class Graph:
     # op type of every node as imported, by name: a fused node's fused_from lists the source nodes
     # it computes, and its task label names their op types
     source_ops: dict[str, str] = field(default_factory=dict)
+    # constants the compiler made (folded nodes, fused weights, packed layouts), by value name:
+    # how each came about, so that every constant can be traced back to the model (origin())
+    derivations: dict[str, Derivation] = field(default_factory=dict)
+
+    def derive(self, name: str, sources, transform: str) -> None:
+        self.derivations[name] = Derivation(tuple(s for s in sources if s), transform)
+
+    def origin(self, name: str) -> Origin:
+        """The initializers (or model inputs) behind constant `name` and the transforms that made it."""
+        sources: list[str] = []
+        transforms: list[str] = []
+        seen: set[str] = set()
+
+        def walk(n: str) -> None:
+            if n in seen:
+                return
+            seen.add(n)
+            d = self.derivations.get(n)
+            if d is None:
+                if n not in sources:
+                    sources.append(n)
+                return
+            for s in d.sources:
+                walk(s)
+            transforms.append(d.transform)
+        walk(name)
+        return Origin(tuple(sources), tuple(transforms))
 
     def note_source_ops(self) -> None:
         """Records the op type of every node (If branches' too) before the passes rewrite them."""

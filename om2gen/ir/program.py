@@ -14,15 +14,25 @@ from .dtypes import DType
 from .tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 
 
+@dataclass(frozen=True, eq=False)
+class Derived:
+    """An array an op derives for its kernel at lowering time (weights packed into the GEMM's
+    panels, a Winograd transform, an index table), with what it is made from and how:
+    lower/constants.py names it and records the derivation (graph.origin traces it)."""
+    array: np.ndarray
+    sources: tuple[str, ...]    # the values it is computed from (none: from the shapes alone)
+    transform: str
+
+
 @dataclass
 class KernelCall:
     """What an op's lower() returns for a node that needs a kernel."""
     template: str                       # e.g. "kernels/binary.c.j2"
     name: str                           # what the kernel is, e.g. "Add" or "Conv_Relu"
     params: dict[str, object]           # template parameters (all literals decided)
-    # value names, or arrays for constants derived at compile time (lowering names those before
-    # anything else reads the call: lower/constants.py)
-    inputs: list[str | np.ndarray]
+    # value names, or constants derived at compile time (a Derived, or a bare array): lowering
+    # names those before anything else reads the call (lower/constants.py)
+    inputs: list["str | Derived | np.ndarray"]
     outputs: list[str]
     block_dim: int = 1
     # the int64 words after the address slots, by the names of the kernel's TilingData fields (in
@@ -128,6 +138,9 @@ class Constant:
     name: str
     array: np.ndarray
     offset: int                 # in the constants blob
+    # the model's initializers (or inputs) it comes from and the transforms that made it
+    sources: tuple[str, ...] = ()
+    transforms: tuple[str, ...] = ()
 
     @property
     def nbytes(self) -> int:
@@ -215,8 +228,18 @@ class _GraphJsonBase(TypedDict):
     nodes: list[NodeJson]
 
 
+class ConstantJson(TypedDict):
+    name: str
+    offset: int
+    dtype: str
+    shape: list[int]
+    sources: list[str]          # the model's initializers (or inputs) it comes from
+    transforms: list[str]       # how it was made from them, in order
+
+
 class GraphJson(_GraphJsonBase, total=False):
     opsets: dict[str, int]
+    constants: list[ConstantJson]
 
 
 @dataclass(frozen=True)

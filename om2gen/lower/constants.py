@@ -8,23 +8,34 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.dtypes import from_numpy
-from ..ir.program import Constant, Control, CustomCall
+from ..ir.program import Constant, Control, CustomCall, Derived
 from . import memplan
 from .state import Lowering
 
 
 def name_derived(state: Lowering) -> None:
-    """Replaces each array among the kernel calls' inputs by a constant value of its own, so that
-    every later stage sees value names only."""
+    """Replaces each derived array among the kernel calls' inputs by a constant value of its own,
+    so that every later stage sees value names only, and records how it was derived: a Derived
+    says from what and how; of a bare array only the node is known, so its constant inputs are
+    named as what it may come from."""
+    graph = state.graph
     for step in state.steps:
         call = step.call
         if isinstance(call, (Control, CustomCall)):
             continue
         for i, item in enumerate(call.inputs):
-            if isinstance(item, np.ndarray):
-                value = state.new_value(f"{step.node.name}.packed_input{i}", from_numpy(item.dtype),
-                                        tuple(item.shape), np.asarray(item, order="C"))
-                call.inputs[i] = value.name
+            if isinstance(item, Derived):
+                arr, sources, transform = item.array, item.sources, item.transform
+            elif isinstance(item, np.ndarray):
+                node = step.node
+                arr, transform = item, f"laid out by {node.op_type} {node.name!r} for its kernel"
+                sources = [n for n in getattr(node, "inputs", []) if n and graph.values[n].is_const]
+            else:
+                continue
+            value = state.new_value(f"{step.node.name}.packed_input{i}", from_numpy(arr.dtype), tuple(arr.shape),
+                                    np.asarray(arr, order="C"))
+            graph.derive(value.name, sources, transform)
+            call.inputs[i] = value.name
 
 
 @dataclass
@@ -48,10 +59,11 @@ def place(state: Lowering) -> Blob:
                 data = arr.tobytes()
                 key = (arr.dtype.str, hashlib.blake2b(data, digest_size=16).digest())
                 same = next((c for c in placed.get(key, []) if c.array.tobytes() == data), None)
+                origin = state.graph.origin(r)
                 if same is not None:
-                    constants[r] = Constant(r, arr, same.offset)
+                    constants[r] = Constant(r, arr, same.offset, origin.sources, origin.transforms)
                     continue
-                constants[r] = Constant(r, arr, end)
+                constants[r] = Constant(r, arr, end, origin.sources, origin.transforms)
                 placed.setdefault(key, []).append(constants[r])
                 end = memplan.align(end + arr.nbytes)
     return Blob(constants, end)

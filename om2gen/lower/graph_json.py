@@ -9,7 +9,8 @@ from ..ir.graph import Graph
 from ..ir.program import GraphJson, ValueJson
 
 
-def graph_json(graph: Graph) -> GraphJson:
+def graph_json(graph: Graph, constants=()) -> GraphJson:
+    """constants: the Program's (ir.program.Constant), each listed with what it comes from."""
     def val(name: str) -> ValueJson:
         v = graph.values[name]
         return {"name": name, "dtype": v.dtype.name, "shape": list(v.shape), "const": v.is_const}
@@ -23,6 +24,8 @@ def graph_json(graph: Graph) -> GraphJson:
                    "outputs": [val(o) if o else None for o in n.outputs],   # None: an omitted position
                    "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items()) if not k.startswith("_")}}
                   for n in graph.nodes],
+        "constants": [{"name": c.name, "offset": c.offset, "dtype": c.array.dtype.name, "shape": list(c.array.shape),
+                       "sources": list(c.sources), "transforms": list(c.transforms)} for c in constants],
     }
 
 

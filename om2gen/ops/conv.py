@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
-from ..ir.program import KernelCall
+from ..ir.program import Derived, KernelCall
 from . import common, gemm_pack, winograd
 from .registry import Op, register
 
@@ -263,7 +263,8 @@ class Conv(Op):
         if packed_w:
             wg = np.asarray(w.const, np.float32).reshape(g["G"], g["MG"], k)
             packed = gemm_pack.pack_b(wg.swapaxes(1, 2), bl.nr) if transposed else gemm_pack.pack_a(wg, bl.mr)
-            inputs.append(packed)
+            panels = f"B panels of {bl.nr} columns" if transposed else f"A panels of {bl.mr} rows"
+            inputs.append(Derived(packed, (w.name,), f"packed into the GEMM's {panels} ({g['G']} group(s))"))
         else:
             inputs.append(w.name)
         if bias:
@@ -293,6 +294,7 @@ class Conv(Op):
     def lower_winograd(self, node, ins, outs, g, bias, plan, bl):
         """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now."""
         u = winograd.pack_weights(np.asarray(ins[1].const, np.float32), plan.m, bl)
+        u = Derived(u, (ins[1].name,), f"Winograd F({plan.m}x{plan.m}, 3x3) weight transform, packed for its GEMMs")
         inputs = [ins[0].name, u] + ([ins[2].name] if bias else [])
         tiling = dict(N=g["N"], C=g["C"], M=g["M"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"],
                       PL=g["PL"], TH=plan.TH, TW=plan.TW, tile_block=plan.tile_block,

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir.program import KernelCall
+from ..ir.program import Derived, KernelCall
 from . import common, gemm_pack
 from .registry import Op, register
 
@@ -23,13 +23,14 @@ def _matrices(v, shape, trans: bool) -> np.ndarray:
     return arr.swapaxes(-1, -2) if trans else arr
 
 
-def _operand(v, shape, trans: bool, dims: tuple[int, int], pack, tile: int):
+def _operand(v, shape, trans: bool, dims: tuple[int, int], pack, tile: int, panels: str):
     """(input, row stride, column stride, elements per batch matrix) of one operand of the product:
     a constant packed now (its strides unused: the kernel walks the panels), else read in place."""
     rows, cols = dims
     if v.is_const:
         packed = pack(_matrices(v, shape, trans))
-        return packed, 0, 0, packed.shape[-3] * packed.shape[-2] * tile
+        how = f"{'transposed and ' if trans else ''}packed into the GEMM's {panels}"
+        return Derived(packed, (v.name,), how), 0, 0, packed.shape[-3] * packed.shape[-2] * tile
     return (v.name, 1, rows, rows * cols) if trans else (v.name, cols, 1, rows * cols)
 
 
@@ -42,8 +43,10 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
     a_shape = tuple(a.shape[:-2]) + ((k, m) if trans_a else (m, k)) if len(a.shape) >= 2 else (1, k)
     b_shape = tuple(b.shape[:-2]) + ((n, k) if trans_b else (k, n)) if len(b.shape) >= 2 else (k, 1)
     # a constant operand is packed now; strides of a packed batch are in whole packed matrices
-    a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k), lambda x: gemm_pack.pack_a(x, bl.mr), bl.mr)
-    b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n), lambda x: gemm_pack.pack_b(x, bl.nr), bl.nr)
+    a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k), lambda x: gemm_pack.pack_a(x, bl.mr), bl.mr,
+                                        f"A panels of {bl.mr} rows")
+    b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n), lambda x: gemm_pack.pack_b(x, bl.nr), bl.nr,
+                                        f"B panels of {bl.nr} columns")
     inputs = [a_in, b_in]
     # a few rows over constant weights (batch-1 dense layers): bound by streaming B, om2/om2_gemv.h
     gemv = b.is_const and not a.is_const and m <= gemm_pack.GEMV_MAX_ROWS

@@ -17,7 +17,7 @@ import numpy as np
 from ..advice import value_option
 from ..codegen.literals import c_float
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
-from ..ir.program import KernelCall
+from ..ir.program import Derived, KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
 
@@ -290,9 +290,11 @@ class ResizeBase(Op):
                       notes=[f"scales={[float(s) for s in p['scale']]} taps per axis={[ax['taps'] for ax in axes]}"],
                       ctype=x.dtype.c_type, outer=axes[:-1], inner=axes[-1], weighted=weighted, fill=fill,
                       base=prev_s or "0", weight=prev_w or "1.0f", inner_pad=" " * (8 + 4 * (rank - 1)))
-        inputs = [x.name, np.concatenate(idx_parts).astype(np.int64)]
+        inputs = [x.name, Derived(np.concatenate(idx_parts).astype(np.int64), (),
+                                  f"{node.op_type} {node.name!r}: the source index of every output position")]
         if weighted:
-            inputs.append(np.concatenate(w_parts).astype(np.float32))
+            inputs.append(Derived(np.concatenate(w_parts).astype(np.float32), (),
+                                  f"{node.op_type} {node.name!r}: the interpolation weight of every tap"))
         rows = int(np.prod(p["out_shape"][:-1], dtype=np.int64))
         work = axes[-1]["out"] * int(np.prod([ax["taps"] for ax in axes]))
         return KernelCall("kernels/resize.c.j2", node.op_type, params, inputs, [outs[0].name],

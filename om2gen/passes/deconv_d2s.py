@@ -53,11 +53,14 @@ def run(graph: Graph, ctx=None) -> int:
         w = np.asarray(graph.values[node.inputs[1]].const, np.float32)      # [C, M, S, S]
         c, m = w.shape[:2]
         w2 = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(m * s * s, c, 1, 1))
-        inputs = [node.inputs[0], rewrite.add_constant(graph, f"{node.name}::weights_1x1", w2)]
+        inputs = [node.inputs[0], rewrite.add_constant(
+            graph, f"{node.name}::weights_1x1", w2, sources=[node.inputs[1]],
+            transform=f"ConvTranspose {node.name!r} weights rearranged for a 1x1 Conv and DepthToSpace")]
         bias = node.input(2)
         if bias:
             b = np.asarray(rewrite.const_array(graph, bias), np.float32).reshape(-1)
-            inputs.append(rewrite.add_constant(graph, f"{node.name}::bias_1x1", np.repeat(b, s * s)))
+            inputs.append(rewrite.add_constant(graph, f"{node.name}::bias_1x1", np.repeat(b, s * s), sources=[bias],
+                                               transform=f"ConvTranspose {node.name!r} bias repeated per block pixel"))
         x = graph.values[node.inputs[0]]
         z = rewrite.add_value(graph, f"{node.name}::blocks", x.dtype, (x.shape[0], m * s * s, *x.shape[2:]))
         conv = Node(f"{node.name}::conv", "Conv", inputs, [z], {"kernel_shape": [1, 1]}, "", CONV_OPSET,

@@ -30,7 +30,7 @@ def run(graph: Graph, ctx=None) -> int:
         if affine is None or not rewrite.sole_reader(p, x, users, outputs):
             continue
         fold = _FOLDS.get(p.op_type)
-        if p.domain or fold is None or not fold(graph, p, *affine):
+        if p.domain or fold is None or not fold(graph, p, *affine, bn):
             continue
         rewrite.absorb(graph, p, bn)   # the producer now computes the BatchNormalization's output
         folded.add(id(bn))
@@ -67,7 +67,7 @@ def _bias(graph: Graph, node: Node, i: int, channels: int) -> np.ndarray | None:
     return None if b is None or b.size != channels else b.reshape(-1)
 
 
-def _conv(graph: Graph, conv: Node, s, t) -> bool:
+def _conv(graph: Graph, conv: Node, s, t, bn: Node) -> bool:
     w = _const_f32(graph, conv.input(1))
     if w is None or w.shape[0] != s.size:
         return False
@@ -75,11 +75,11 @@ def _conv(graph: Graph, conv: Node, s, t) -> bool:
     if b is None:
         return False
     w = w * s.reshape((-1,) + (1,) * (w.ndim - 1))
-    _set_inputs(graph, conv, w, b * s + t)
+    _set_inputs(graph, conv, w, b * s + t, bn)
     return True
 
 
-def _conv_transpose(graph: Graph, conv: Node, s, t) -> bool:
+def _conv_transpose(graph: Graph, conv: Node, s, t, bn: Node) -> bool:
     """The weight is C x M/group x kernel; output channel g * M/group + j reads W[c, j] for the
     input channels c of group g."""
     w = _const_f32(graph, conv.input(1))
@@ -92,11 +92,11 @@ def _conv_transpose(graph: Graph, conv: Node, s, t) -> bool:
     c, mg = w.shape[:2]
     grouped = w.reshape((group, c // group, mg) + w.shape[2:])
     grouped = grouped * s.reshape((group, 1, mg) + (1,) * (w.ndim - 2))
-    _set_inputs(graph, conv, grouped.reshape(w.shape), b * s + t)
+    _set_inputs(graph, conv, grouped.reshape(w.shape), b * s + t, bn)
     return True
 
 
-def _gemm(graph: Graph, gemm: Node, s, t) -> bool:
+def _gemm(graph: Graph, gemm: Node, s, t, bn: Node) -> bool:
     """Y = alpha * A' B' + beta * C over [M, N]; the channel is N: column n of B' scales by s[n]
     and C becomes beta * C * s + t (beta 1)."""
     if gemm.opset < 7:
@@ -117,12 +117,12 @@ def _gemm(graph: Graph, gemm: Node, s, t) -> bool:
         c = beta * c * s + t
     else:
         c = t
-    _set_inputs(graph, gemm, b, c, first=1)
+    _set_inputs(graph, gemm, b, c, bn, first=1)
     gemm.attrs["beta"] = 1.0
     return True
 
 
-def _matmul(graph: Graph, mm: Node, s, t) -> bool:
+def _matmul(graph: Graph, mm: Node, s, t, bn: Node) -> bool:
     """A 2-D MatMul by a constant [K, N]: the channel is N, so it becomes a Gemm with the
     columns scaled and t as C."""
     a = graph.values[mm.inputs[0]]
@@ -130,15 +130,20 @@ def _matmul(graph: Graph, mm: Node, s, t) -> bool:
     if len(a.shape) != 2 or b is None or b.ndim != 2 or b.shape[1] != s.size:
         return False
     mm.op_type, mm.opset, mm.attrs = "Gemm", max(mm.opset, 13), {}
-    _set_inputs(graph, mm, b * s.reshape(1, -1), t, first=1)
+    _set_inputs(graph, mm, b * s.reshape(1, -1), t, bn, first=1)
     return True
 
 
-def _set_inputs(graph: Graph, node: Node, w: np.ndarray, bias: np.ndarray, first: int = 1) -> None:
+def _set_inputs(graph: Graph, node: Node, w: np.ndarray, bias: np.ndarray, bn: Node, first: int = 1) -> None:
     """Points inputs `first` and `first + 1` of the node at new constants (the old ones may be
-    shared with other nodes)."""
-    names = [rewrite.add_constant(graph, f"{node.name}::bn_folded_{what}", arr.astype(np.float32))
-             for what, arr in (("weight", w), ("bias", bias))]
+    shared with other nodes), derived from them and the statistics of `bn`."""
+    old = [node.input(first), node.input(first + 1)]
+    stats = list(bn.inputs[1:5])
+    names = [rewrite.add_constant(graph, f"{node.name}::bn_folded_{what}", arr.astype(np.float32),
+                                  sources=[src, *stats],
+                                  transform=f"BatchNormalization {bn.name!r} folded into the {what} of "
+                                            f"{node.op_type} {node.name!r}")
+             for what, arr, src in (("weight", w, old[0]), ("bias", bias, old[1]))]
     node.inputs = list(node.inputs[:first]) + names + list(node.inputs[first + 2:])
 
 

@@ -397,7 +397,9 @@ class _Fuser:
 
     def _constant(self, node: Node, i: int, arr: np.ndarray) -> str:
         """A constant the op derived at lowering time (e.g. BatchNormalization's scale), as a value."""
-        return rewrite.add_constant(self.graph, f"{node.name}::operand{i}", arr)
+        return rewrite.add_constant(self.graph, f"{node.name}::operand{i}", arr,
+                                    sources=[x for x in node.inputs if x and self.graph.values[x].is_const],
+                                    transform=f"operand {i} {node.op_type} {node.name!r} derives for its fused step")
 
     def _reorder(self, fused: dict[int, Node]) -> None:
         """The new node list, topologically sorted with ties in original order."""

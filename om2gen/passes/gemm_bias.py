@@ -61,12 +61,14 @@ def _as_gemm(graph: Graph, mm: Node, add: Node, addend: str) -> list[Node] | Non
     nodes: list[Node] = []
     if c.size == n and c.shape and c.shape[-1] == n:
         if c.is_const:
-            c_in = rewrite.add_constant(graph, f"{add.name}::bias", np.asarray(c.const).reshape(n))
+            c_in = rewrite.add_constant(graph, f"{add.name}::bias", np.asarray(c.const).reshape(n), sources=[addend],
+                                        transform=f"Add {add.name!r} addend as the bias of a Gemm")
         else:
             c_in = _reshape(graph, nodes, addend, (n,), f"{add.name}::bias_view")
     elif c.shape == y.shape:
         if c.is_const:
-            c_in = rewrite.add_constant(graph, f"{add.name}::addend", np.asarray(c.const).reshape(rows, n))
+            c_in = rewrite.add_constant(graph, f"{add.name}::addend", np.asarray(c.const).reshape(rows, n),
+                                        sources=[addend], transform=f"Add {add.name!r} addend as a Gemm's C")
         else:
             c_in = _reshape(graph, nodes, addend, (rows, n), f"{add.name}::addend_view")
     else:
@@ -86,7 +88,8 @@ def _as_gemm(graph: Graph, mm: Node, add: Node, addend: str) -> list[Node] | Non
 
 def _reshape(graph: Graph, nodes: list[Node], src: str, shape, name: str, output: str | None = None) -> str:
     """Appends a Reshape (a view: no kernel) of `src` to `shape`; returns the new value's name."""
-    spec = rewrite.add_constant(graph, f"{name}_shape", np.asarray(shape, np.int64))
+    spec = rewrite.add_constant(graph, f"{name}_shape", np.asarray(shape, np.int64), sources=[],
+                                transform=f"the shape of the view {name!r}")
     if output is None:
         output = rewrite.add_value(graph, name, graph.values[src].dtype, shape)
     nodes.append(Node(name, "Reshape", [src, spec], [output], {}, "", RESHAPE_OPSET))

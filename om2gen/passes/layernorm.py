@@ -123,9 +123,13 @@ class _Matcher:
             gamma = np.ones(norm_shape, np.float32)
         if g.values[last.outputs[0]].shape != x.shape:
             return 0
-        inputs = [x_name, rewrite.add_constant(g, f"{last.name}::ln_scale", gamma)]
+        consts = [i for n in covered for i in n.inputs if i and g.values[i].is_const]
+        what = f"the LayerNormalization pattern ending in {last.name!r}"
+        inputs = [x_name, rewrite.add_constant(g, f"{last.name}::ln_scale", gamma, sources=consts,
+                                               transform=f"the scale of {what}")]
         if beta is not None:
-            inputs.append(rewrite.add_constant(g, f"{last.name}::ln_bias", beta))
+            inputs.append(rewrite.add_constant(g, f"{last.name}::ln_bias", beta, sources=consts,
+                                               transform=f"the bias of {what}"))
         ln = Node(f"{last.name}::layernorm", "LayerNormalization", inputs, [last.outputs[0]],
                   {"axis": axis, "epsilon": float(eps.reshape(-1)[0])}, "", LAYERNORM_OPSET,
                   fused_from=rewrite.sources(*covered))

@@ -21,11 +21,13 @@ def fresh_name(graph: Graph, base: str) -> str:
     return name
 
 
-def add_constant(graph: Graph, base: str, array: np.ndarray) -> str:
-    """A new constant value (under a name no value has yet); returns its name."""
+def add_constant(graph: Graph, base: str, array: np.ndarray, *, sources, transform: str) -> str:
+    """A new constant value (under a name no value has yet), made from the values `sources` by
+    `transform` (recorded: graph.origin() traces it back to the model); returns its name."""
     name = fresh_name(graph, base)
     arr = np.asarray(array, order="C")
     graph.values[name] = Value(name, dtypes.from_numpy(arr.dtype), tuple(arr.shape), arr)
+    graph.derive(name, sources, transform)
     return name
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CompileError, UnsupportedOpError
+from ..toolchain import targets
 
 ENV_PATH = "OM2GEN_CUSTOM_OP_PATH"
 REGISTER_SYMBOL = "Om2RegisterCustomOpCreator"
@@ -56,10 +57,10 @@ def _registered(registry) -> tuple[str, ...]:
     return tuple(ffi.string(names[i]).decode() for i in range(n))
 
 
-def load_library(path: Path, target) -> CustomOpLibrary:
+def load_library(path: Path, target=None) -> CustomOpLibrary:
     """Compile time: read, ELF-check and load a library given by path. `target` is the machine
-    the library runs on here: when cross-compiling, the host (the target's own build is packed
-    from the op package, so_providers)."""
+    the library runs on here (None: this one): when cross-compiling, the host (the target's own
+    build is packed from the op package, so_providers)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -67,6 +68,8 @@ def load_library(path: Path, target) -> CustomOpLibrary:
         raise CompileError(f"custom-op library {path}: cannot read it ({exc.strerror})") from None
     digest = hashlib.sha256(data).hexdigest()
     if digest not in _loaded:
+        if target is None:
+            target = targets.default_target()
         check(data, path.name, target)
     return load_bytes(data, path.name, CompileError)
 
