@@ -386,7 +386,7 @@ def task_info(program: Program) -> dict:
         "label_ref": t.label_ref if t.kernel < 0 else None, "block_dim": t.block_dim, "op_name": t.op_name,
         "op_type": t.op_type, "args_format": t.args_format, "args_offset": t.args_offset, "args_size": t.args_size,
         "args": [a.to_json() for a in t.args], "tiling": _tiling_json(t), "inputs": t.inputs_desc,
-        "outputs": t.outputs_desc, "attrs": t.attrs_desc} for i, t in enumerate(program.tasks)],
+        "outputs": t.outputs_desc, "attrs": t.attrs_desc, "fuses": t.fuses} for i, t in enumerate(program.tasks)],
         "work_size": program.work_size, "args_size": program.args_size}
 
 

@@ -64,6 +64,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
             "block_dim": t.block_dim,
             "tiling_rows": _tiling_rows(list(tables.tiling_of(op)), tiling_names(t)),
             "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
+            "fuses": t.fuses,
         })
     m = {
         "file_name": file_name, "model_name": tables.model_name, "generator": GENERATOR,

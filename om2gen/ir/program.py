@@ -114,6 +114,7 @@ class Task:
     inputs_desc: list[str] = field(default_factory=list)    # "name: float32[1,3,224,224]"
     outputs_desc: list[str] = field(default_factory=list)
     attrs_desc: str = ""                # the node's non-default attributes, for the dispatch comment
+    fuses: str = ""                     # a fused node's source nodes with their op types, for the same
     args_offset: int = 0                # byte offset of this task's args in the model's args table
     roles: list[str] = field(default_factory=list)      # per address slot: "i", "o" or "ws" (args_format)
     # LABEL_SET: the label it sets; switch/goto: the index of its list in Program.label_lists;

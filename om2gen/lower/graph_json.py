@@ -2,6 +2,8 @@
 JSON, attributes by value (tensors and branches by what they are, not their contents)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 
@@ -30,6 +32,8 @@ def graph_json(graph: Graph, constants=()) -> GraphJson:
 
 
 def _attr_json(v):
+    if isinstance(v, float) and not math.isfinite(v):   # JSON has no infinities: a Clip's open bound
+        return str(v)   # "inf", "-inf", "nan"
     if isinstance(v, np.ndarray):
         return {"tensor": list(v.shape), "dtype": v.dtype.name}
     if isinstance(v, (list, tuple)):

@@ -63,7 +63,8 @@ def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, k
                 op_type=node.op_type, label=f"k{t:03d}_{task_name(node, call.name, graph)}",
                 inputs_desc=[_describe(graph, n) for n in ins],
                 outputs_desc=[_describe(graph, n) for n in call.outputs],
-                attrs_desc=_attrs_desc(node), roles=roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling))
+                attrs_desc=_attrs_desc(node), roles=roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling),
+                fuses=_covers(graph, node))
 
 
 def _custom_task(graph: Graph, node, call: CustomCall, t: int, places: Places, customs: list[CustomOpDef]) -> Task:
@@ -123,8 +124,23 @@ def task_name(node, name: str, graph: Graph) -> str:
 
 
 def _describe(graph: Graph, name: str) -> str:
+    """'x: float32[1,3]'; a constant also says where it comes from, when that is not itself: the
+    model's initializers and each transform that made it ('(const: w, bn_var; BN folded; packed)')."""
     v = graph.values[name]
-    return f"{name}: {v.describe()}{' (const)' if v.is_const else ''}"
+    if not v.is_const:
+        return f"{name}: {v.describe()}"
+    o = graph.origin(name)
+    if o.sources == (name,) and not o.transforms:
+        return f"{name}: {v.describe()} (const)"
+    return f"{name}: {v.describe()} (const: from {', '.join(o.sources) or 'no initializer'}; {'; '.join(o.transforms)})"
+
+
+def _covers(graph: Graph, node) -> str:
+    """The source nodes a fused node computes, with their op types: 'conv1 (Conv), bn1 (...)'."""
+    covered = list(getattr(node, "fused_from", None) or [])
+    if len(covered) < 2:
+        return ""
+    return ", ".join(f"{n} ({graph.source_ops.get(n, '?')})" for n in covered)
 
 
 def _attrs_desc(node) -> str:
