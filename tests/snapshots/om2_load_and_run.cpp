@@ -107,6 +107,7 @@ public:
         /* A replay queued by an earlier RunAsync still reads the args table: let it finish first. */
         int32_t rc = WaitPendingReplay();
         if (rc == ACL_SUCCESS) rc = UpdateIoArgs(run);
+        if (rc == ACL_SUCCESS) rc = ReportRun(RunReport::kPreprocess, run, config_, exe_stream, async);
         if (rc != ACL_SUCCESS) return rc;
         if (async) {
             OM2_CHECK_ACL(aclmdlRIExecuteAsync(model_ri_, exe_stream), "replaying the model");
@@ -117,7 +118,7 @@ public:
             const int32_t timeout_ms = (timeout == 0 || timeout > INT32_MAX) ? -1 : (int32_t)timeout;
             OM2_CHECK_ACL(aclmdlRIExecute(model_ri_, timeout_ms), "replaying the model");
         }
-        return ACL_SUCCESS;
+        return ReportRun(RunReport::kPostprocess, run, config_, exe_stream, async);
     }
 
     int32_t Unload() {
@@ -219,6 +220,15 @@ private:
      * declares (its launch note: block_dim, tiling bytes, and the bytes each slot may touch). A
      * tiling edited in the tables would otherwise set a kernel's loop bounds. */
     int32_t CheckTasks() const {
+        if (tables_.gear_num > 0) {  /* the gear check of each run reads the last input as int32[gear_value_num] */
+            const Om2IoDesc *data = tables_.input_num > 0 ? &tables_.inputs[tables_.input_num - 1] : nullptr;
+            if (data == nullptr || tables_.gear_value_num == 0 || data->data_type != ACL_INT32 ||
+                data->size != tables_.gear_value_num * sizeof(int32_t)) {
+                return Fail(ACL_ERROR_PARSE_MODEL, "the model has %llu gears but no int32[%llu] last input "
+                            "(ascend_mbatch_shape_data); the model is corrupt or was modified",
+                            (unsigned long long)tables_.gear_num, (unsigned long long)tables_.gear_value_num);
+            }
+        }
         for (uint64_t s = 0; s < tables_.arg_slot_num; ++s) {
             const Om2ArgSlot &slot = tables_.arg_slots[s];
             if (tables_.args_size < 8 || slot.args_offset > tables_.args_size - 8 || RegionSize(slot) == UINT64_MAX) {
@@ -621,7 +631,8 @@ private:
         return runtime_message != nullptr ? runtime_message : "no runtime message";
     }
 
-    static int32_t CheckTensor(const GertTensor *tensor, const Om2IoDesc &desc, const char *what, uint64_t index) {
+    static int32_t CheckTensor(const GertTensor *tensor, const Om2IoDesc &desc, uint64_t size, const char *what,
+                               uint64_t index) {
         if (tensor == nullptr || tensor->data == nullptr) {
             return Fail(ACL_ERROR_INVALID_PARAM, "%s %llu (%s) has no data", what, (unsigned long long)index, desc.name);
         }
@@ -629,12 +640,44 @@ private:
             return Fail(ACL_ERROR_INVALID_PARAM, "%s %llu (%s) has aclDataType %lld, the model expects %d", what,
                         (unsigned long long)index, desc.name, (long long)tensor->data_type, (int)desc.data_type);
         }
-        if (tensor->size < desc.size) {
+        if (tensor->size < size) {
             return Fail(ACL_ERROR_INVALID_PARAM, "%s %llu (%s) has %llu bytes, the model expects %llu", what,
                         (unsigned long long)index, desc.name, (unsigned long long)tensor->size,
-                        (unsigned long long)desc.size);
+                        (unsigned long long)size);
         }
         return ACL_SUCCESS;
+    }
+
+    /* A gear model: the gear whose values ascend_mbatch_shape_data (the last input) holds. The
+     * captured MapIndex task finds the same one on the device; a value that is no gear is
+     * refused here, before the replay could run a gear on buffers of another's size. */
+    int32_t FindGear(const GertModelRunConfig &run, uint64_t *gear) {
+        const uint64_t last = tables_.input_num - 1;
+        const int32_t rc = CheckTensor(run.input_data[last], tables_.inputs[last], tables_.inputs[last].size,
+                                       "input", last);
+        if (rc != ACL_SUCCESS) return rc;
+        const uint64_t n = tables_.gear_value_num;
+        OM2_CHECK_ACL(aclrtMemcpy(gear_scratch_.data(), n * sizeof(int32_t), run.input_data[last]->data,
+                                  n * sizeof(int32_t), ACL_MEMCPY_DEVICE_TO_HOST),
+                      "reading the gear from ascend_mbatch_shape_data");
+        for (uint64_t g = 0; g < tables_.gear_num; ++g) {
+            if (std::memcmp(tables_.gear_values + g * n, gear_scratch_.data(), n * sizeof(int32_t)) == 0) {
+                *gear = g;
+                return ACL_SUCCESS;
+            }
+        }
+        return Fail(ACL_ERROR_INVALID_PARAM, "ascend_mbatch_shape_data holds %lld%s, which is no gear of the model "
+                    "(%llu gears); set it with aclmdlSetDynamicBatchSize, aclmdlSetDynamicHWSize or "
+                    "aclmdlSetInputDynamicDims", (long long)gear_scratch_[0], n > 1 ? ", ..." : "",
+                    (unsigned long long)tables_.gear_num);
+    }
+
+    /* Bytes input (or, from input_num on, output) `i` holds at gear `gear` (the compiled size of
+     * a static model). */
+    uint64_t IoSize(uint64_t gear, uint64_t i) const {
+        if (tables_.gear_num == 0) return i < tables_.input_num ? tables_.inputs[i].size
+                                                                : tables_.outputs[i - tables_.input_num].size;
+        return tables_.gear_io_sizes[gear * (tables_.input_num + tables_.output_num) + i];
     }
 
     /* The per-run refresh touches only the input/output slots of the args table. */
@@ -644,12 +687,18 @@ private:
                         (unsigned long long)tables_.input_num, (unsigned long long)tables_.output_num,
                         (unsigned long long)run.input_count, (unsigned long long)run.output_count);
         }
+        uint64_t gear = 0;
+        if (tables_.gear_num > 0) {
+            const int32_t rc = FindGear(run, &gear);
+            if (rc != ACL_SUCCESS) return rc;
+        }
         for (uint64_t i = 0; i < tables_.input_num; ++i) {
-            const int32_t rc = CheckTensor(run.input_data[i], tables_.inputs[i], "input", i);
+            const int32_t rc = CheckTensor(run.input_data[i], tables_.inputs[i], IoSize(gear, i), "input", i);
             if (rc != ACL_SUCCESS) return rc;
         }
         for (uint64_t i = 0; i < tables_.output_num; ++i) {
-            const int32_t rc = CheckTensor(run.output_data[i], tables_.outputs[i], "output", i);
+            const int32_t rc = CheckTensor(run.output_data[i], tables_.outputs[i], IoSize(gear, tables_.input_num + i),
+                                           "output", i);
             if (rc != ACL_SUCCESS) return rc;
         }
         uint8_t *host = static_cast<uint8_t *>(host_args_);
@@ -679,6 +728,7 @@ private:
     std::vector<GertModelTaskDesc> task_descs_ = std::vector<GertModelTaskDesc>(tables_.task_num);
     std::vector<const Om2ArgSlot *> io_slots_ = std::vector<const Om2ArgSlot *>(tables_.io_slot_num);
     std::vector<aclrtLabel> labels_ = std::vector<aclrtLabel>(tables_.label_num);
+    std::vector<int32_t> gear_scratch_ = std::vector<int32_t>(tables_.gear_value_num);  /* FindGear's copy */
     std::vector<void *> custom_ops_ = std::vector<void *>(tables_.custom_op_num);  /* om2::BaseCustomOp* */
     std::vector<aclrtLabelList> label_lists_ = std::vector<aclrtLabelList>(tables_.label_list_num);
     uint64_t io_slot_num_ = 0;
