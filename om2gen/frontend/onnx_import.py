@@ -258,7 +258,7 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                 reads[name] = node.inputs
                 val.name = name
                 graph.values[name] = val
-                if val.is_const:   # a Constant node, or a node folded: what it was computed from
+                if val.is_const and node.op_type != "Constant":   # a folded node: what it was computed from
                     graph.derive(name, node.inputs, f"{node.op_type} {node.name!r} evaluated at compile time")
         if not all(v.is_const for n, v in zip(node.outputs, outs) if n):
             kept.append(node)

@@ -132,7 +132,28 @@ def _describe(graph: Graph, name: str) -> str:
     o = graph.origin(name)
     if o.sources == (name,) and not o.transforms:
         return f"{name}: {v.describe()} (const)"
-    return f"{name}: {v.describe()} (const: from {', '.join(o.sources) or 'no initializer'}; {'; '.join(o.transforms)})"
+    sources = [s if s not in graph.values or graph.values[s].is_const else f"the shape of {s}" for s in o.sources]
+    return f"{name}: {v.describe()} (const: from {', '.join(sources) or 'no initializer'}; " \
+           f"{'; '.join(_compact(o.transforms))})"
+
+
+_FOLDED = " evaluated at compile time"
+
+
+def _compact(transforms) -> list[str]:
+    """Consecutive nodes folded at import as one entry ('Shape, Gather, Range folded at compile time')."""
+    out, run = [], []
+    for t in [*transforms, None]:
+        if t is not None and t.endswith(_FOLDED):
+            run.append(t)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else
+                       f"{', '.join(r.split(' ', 1)[0] for r in run)}{_FOLDED}")
+            run = []
+        if t is not None:
+            out.append(t)
+    return out
 
 
 def _covers(graph: Graph, node) -> str:
