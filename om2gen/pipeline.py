@@ -211,8 +211,9 @@ def _optimized_graph(model, opts: Options, frontend, ctx: LowerContext):
 
 def _gear_spec(model, opts: Options, frontend) -> gears.GearSpec | None:
     """The gears the options ask for (None: a static model). Gears are compiled from ONNX models."""
+    shapes = pins.shapes(opts.input_shapes)   # a shape that is no sequence of ints is refused first
     if opts.dynamic_batch_size is None and opts.dynamic_image_size is None and opts.dynamic_dims is None:
-        gears.resolve(input_shapes=opts.input_shapes, declared=[])   # a -1 without a gear option is an error
+        gears.resolve(input_shapes=shapes, declared=[])   # a -1 without a gear option is an error
         return None
     from .formats.om import proto as ge_proto
     if frontend == "ge" or isinstance(model, ge_proto.ModelDef):
@@ -221,7 +222,7 @@ def _gear_spec(model, opts: Options, frontend) -> gears.GearSpec | None:
     loaded = onnx_import.Loaded(*onnx_import.load_model(model))
     declared = onnx_import.declared_inputs(loaded, opts.input_values)
     pins.check_names(opts.input_shapes, opts.input_values, [(n, pins.dims_text(d)) for n, d in declared])
-    return gears.resolve(input_shapes=opts.input_shapes, declared=declared,
+    return gears.resolve(input_shapes=shapes, declared=declared,
                          dynamic_batch_size=opts.dynamic_batch_size, dynamic_image_size=opts.dynamic_image_size,
                          dynamic_dims=opts.dynamic_dims, input_format=opts.input_format)
 

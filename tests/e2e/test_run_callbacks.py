@@ -54,10 +54,10 @@ class Reports:
 def reporting(model):
     """Attaches Reports to the model's run config for one test, and takes them off again."""
     def attach(reports: Reports) -> Reports:
-        model._run_cfg.run_callbacks = reports.struct
+        model._runs[0].cfg.run_callbacks = reports.struct
         return reports
     yield attach
-    model._run_cfg.run_callbacks = ffi.NULL
+    model._runs[0].cfg.run_callbacks = ffi.NULL
 
 
 def test_reports_come_before_and_after_the_replay(model, reporting):
@@ -83,9 +83,9 @@ def test_async_reports_name_the_stream(model, reporting):
     out = np.zeros((1, 10), np.float32)
     keep = [ffi.from_buffer(IMAGE), ffi.from_buffer(out)]
     try:
-        model._in_t[0].data, model._out_t[0].data = keep
+        model._runs[0].in_t[0].data, model._runs[0].out_t[0].data = keep
         before = lib.om2rtGetLaunchCount()
-        assert lib.om2x_model_run_async(model._ep, model._handle, stream[0], model._run_cfg) == 0
+        assert lib.om2x_model_run_async(model._ep, model._handle, stream[0], model._runs[0].cfg) == 0
         assert lib.aclrtSynchronizeStream(stream[0]) == 0
     finally:
         lib.aclrtDestroyStream(stream[0])
@@ -113,7 +113,7 @@ def test_a_failing_postprocess_fails_the_run_after_the_replay(model, reporting):
         model.run({"image": IMAGE})
     assert lib.om2rtGetLaunchCount() > before
     assert reports.stages() == ["preprocess", "postprocess"]
-    model._run_cfg.run_callbacks = ffi.NULL                 # the model still runs
+    model._runs[0].cfg.run_callbacks = ffi.NULL                 # the model still runs
     assert model.run({"image": IMAGE})["probs"].shape == (1, 10)
 
 
