@@ -21,6 +21,7 @@ address, nothing is copied. `load_phases` lists how long each loading stage took
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import threading
@@ -76,6 +77,9 @@ class _Run:
     in_spec: list      # (name, dtype, shape, GertTensor, TensorInfo) per fed input
     out_spec: list     # (name, dtype, shape, GertTensor) per output
     call: tuple        # om2x_model_run's arguments
+    # (GertTensor, buffer) of inputs run() does not feed but points at the model's own data before
+    # each run: a gear model's ascend_mbatch_shape_data (execute_raw points it at the caller's)
+    own: tuple = ()
 
 
 def _tensor_infos(described) -> list[TensorInfo]:
@@ -392,9 +396,9 @@ class Model:
                 ins = [TensorInfo(t.name, t.dtype, g.input_shapes[i].get(t.name, t.shape)) for t in self.io_inputs]
                 outs = [TensorInfo(t.name, t.dtype, s) for t, s in zip(self.outputs, g.output_shapes[i])]
                 run = self._prepare_shapes(ins, outs)
-                run.in_t[len(ins) - 1].data = ffi.from_buffer(data)   # ascend_mbatch_shape_data: this gear's
+                own = (run.in_t[len(ins) - 1], ffi.from_buffer(data))   # ascend_mbatch_shape_data: this gear's
                 self._keep.append(data)
-                self._runs.append(run)
+                self._runs.append(dataclasses.replace(run, own=(own,)))
 
     def _prepare_shapes(self, ins: list[TensorInfo], outs: list[TensorInfo]) -> "_Run":
         in_t, in_ptrs, in_dims = _gert_tensors(ins)
@@ -448,6 +452,8 @@ class Model:
     def _run_locked(self, feeds: dict, run: "_Run") -> dict[str, np.ndarray]:
         if self._handle is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
+        for tensor, buf in run.own:
+            tensor.data = buf
         keep = []
         for name, dtype, shape, tensor, info in run.in_spec:
             arr = feeds[name]

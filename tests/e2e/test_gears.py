@@ -60,6 +60,22 @@ def test_pad_to_gear_runs_a_smaller_batch_on_the_next_gear(batch_model):
             m.run({"x": np.zeros((9, 3, 16, 16), np.float32)})   # above the largest gear
 
 
+def test_run_after_execute_raw_uses_its_own_gear_data(batch_model):
+    """execute_raw points a gear's ascend_mbatch_shape_data at the caller's buffer; a later run()
+    of that gear must not read it (the caller may have changed or freed it)."""
+    proto = gear_models.cnn_batch()
+    x = np.random.default_rng(4).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    with om2gen.load(batch_model) as m:
+        inp = np.zeros(m.io_inputs[0].nbytes, np.uint8)
+        inp[:x.nbytes] = x.reshape(-1).view(np.uint8)
+        shape_data = np.array([2], np.int32)
+        out = np.empty(m.outputs[0].nbytes, np.uint8)
+        m.execute_raw([inp.ctypes.data, shape_data.ctypes.data], [out.ctypes.data])
+        assert_close(out.view(np.float32)[:20].reshape(2, 10), ort_run(proto, {"x": x})[0], "y")
+        shape_data[0] = 99   # the caller reuses its buffer
+        run_and_compare(m, proto, {"x": x})
+
+
 def test_the_archive_stores_constants_once_and_sizes_memory_for_the_largest_gear(batch_model, tmp_path):
     static = tmp_path / "static.om2"
     om2gen.compile(gear_models.cnn_batch(), static, input_shapes={"x": (8, 3, 16, 16)})
