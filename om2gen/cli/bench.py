@@ -13,6 +13,10 @@ bound beforehand: om2gen `Model.run(feeds)` minus `Model.execute_raw` on preallo
 outputs, ORT `session.run(None, feeds)` minus `session.run_with_iobinding` on bound OrtValues.
 On a model whose compute is negligible (the single-Add model) the whole run latency is
 overhead; that is the issue's target figure.
+
+A model compiled with gears (docs/gears.md) is timed at every gear, next to ONNX Runtime on the
+same .onnx at that gear's shapes, and for the cost of a gear switch: the run time of a gear
+right after a run of another gear against right after a run of its own.
 """
 from __future__ import annotations
 
@@ -25,10 +29,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..errors import InputError, ModelError, Om2Error, RuntimeFailure
+from ..runtime import gears as gears_mod
 from . import bench_report as report
 from . import parsing
 
@@ -47,18 +53,26 @@ def summary(seconds: list[float]) -> dict:
             "n": len(ordered)}
 
 
-def overhead(run_call: list[float], engine_call: list[float]) -> dict:
-    """Per-run overhead from the paired samples of one engine (each round times a run call and
-    an engine call back to back): the median of the differences, in microseconds, with the
-    standard error of that median (from the differences' median absolute deviation).
-    `resolved` is False when the overhead is within two standard errors of zero, that is
-    below the noise of the model's run time (measure it on the single-Add model instead)."""
-    diffs = [a - b for a, b in zip(run_call, engine_call)]
+def paired_difference(a: list[float], b: list[float]) -> dict:
+    """The median of the paired differences a[i] - b[i] (seconds), with the standard error of
+    that median (from the differences' median absolute deviation); `resolved` is False when it
+    is within two standard errors of zero."""
+    diffs = [x - y for x, y in zip(a, b)]
     med = statistics.median(diffs)
     mad = statistics.median([abs(d - med) for d in diffs])
     stderr = 1.4826 * mad * 1.2533 / math.sqrt(len(diffs))
+    return {"median": med, "stderr": stderr, "resolved": abs(med) > 2 * stderr}
+
+
+def overhead(run_call: list[float], engine_call: list[float]) -> dict:
+    """Per-run overhead from the paired samples of one engine (each round times a run call and
+    an engine call back to back): the median of the differences, in microseconds, with the
+    standard error of that median. `resolved` is False when the overhead is within two standard
+    errors of zero, that is below the noise of the model's run time (measure it on the
+    single-Add model instead)."""
+    d = paired_difference(run_call, engine_call)
     return {"run_call_us": statistics.median(run_call) * 1e6, "engine_call_us": statistics.median(engine_call) * 1e6,
-            "overhead_us": med * 1e6, "stderr_us": stderr * 1e6, "resolved": abs(med) > 2 * stderr}
+            "overhead_us": d["median"] * 1e6, "stderr_us": d["stderr"] * 1e6, "resolved": d["resolved"]}
 
 
 def default_threads() -> int:
@@ -269,12 +283,15 @@ def measure_loads(model_path, onnx_path, threads: int, loads: int, max_seconds: 
 
 
 def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int = 50, warmup: int = 5,
-            loads: int = 10, seed: int = 0, feeds: dict | None = None, max_seconds: float | None = None) -> dict:
+            loads: int = 10, seed: int = 0, feeds: dict | None = None, max_seconds: float | None = None,
+            switch: tuple[int, int] | None = None) -> dict:
     """Everything `om2gen bench` prints, as a dict (times in milliseconds).
 
     feeds: {name: array} overriding the random inputs (and giving ORT-only inputs);
     max_seconds: a time budget for each of the load and run measurements (at least 3 loads and
-    5 runs are always made)."""
+    5 runs are always made). A model with gears is measured at every gear (`gears`: one entry
+    per gear with the figures a static model has at the top level) and for the cost of a gear
+    switch (`switch`) between the gears `switch` names (default: its first two)."""
     threads = threads or default_threads()
     if threads < 1 or runs < 1 or warmup < 0 or loads < 1:
         raise InputError(f"bench needs threads >= 1, runs >= 1, warmup >= 0, loads >= 1 "
@@ -290,41 +307,176 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
     session = None
     try:
         given = dict(feeds or {})
-        om2_feeds = random_feeds([t for t in model.inputs if t.name not in given], seed)
-        om2_feeds.update({t.name: given[t.name] for t in model.inputs if t.name in given})
-        unknown = set(given) - {t.name for t in model.inputs}
-        result["inputs"] = [{"name": t.name, "dtype": str(np.dtype(t.dtype)), "shape": list(t.shape),
-                             "data": "given" if t.name in given else f"random, seed {seed}"} for t in model.inputs]
-        blocks = {"om2gen": {"run": lambda: model.run(om2_feeds), "engine": om2_engine_call(model, om2_feeds)}}
         if onnx_path is not None:
             session = ort_session(onnx_path, threads)
-            o_feeds = ort_feeds(session, {**om2_feeds, **given}, onnx_path)
-            blocks["onnxruntime"] = {"run": lambda: session.run(None, o_feeds),
-                                     "engine": ort_engine_call(session, o_feeds)}
-            unknown -= set(o_feeds)
-        if unknown:
-            raise InputError(f"--input {', '.join(sorted(unknown))}: neither model has such an input; the compiled "
-                             f"model's inputs are {', '.join(t.name for t in model.inputs)}")
-        for _ in range(warmup):
-            for series in blocks.values():
-                for fn in series.values():
-                    fn()
-        samples = interleave(blocks, runs, max_seconds,
-                             idle_gap=IDLE_GAP_SECONDS if threads > 1 and len(blocks) > 1 else 0.0)
+        result["inputs"] = [{"name": t.name, "dtype": str(np.dtype(t.dtype)), "shape": list(t.shape),
+                             "data": "given" if t.name in given else f"random, seed {seed}"} for t in model.inputs]
+        timing = {"runs": runs, "warmup": warmup, "max_seconds": max_seconds,
+                  "idle_gap": IDLE_GAP_SECONDS if threads > 1 and session is not None else 0.0}
+        if model._gears is None:
+            f = run_feeds(model.inputs, given, seed)
+            result.update(run_figures(_timed_blocks(_blocks(model, session, onnx_path, f, given), **timing)))
+        else:
+            result.update(measure_gears(model, session, onnx_path, given, seed, timing, switch))
     finally:
         model.close()
         del session
-    result["run"] = {e: summary(s["run"]) for e, s in samples.items()}
-    result["overhead"] = {e: overhead(s["run"], s["engine"]) for e, s in samples.items()}
     if onnx_path is not None:
-        result["ratio"] = {
-            "load": report.ratio(result["load"]["om2gen"]["median_ms"], result["load"]["onnxruntime"]["median_ms"]),
-            **{f"run_{k}": report.ratio(result["run"]["om2gen"][f"{k}_ms"], result["run"]["onnxruntime"][f"{k}_ms"])
-               for k in ("median", "p90", "min")},
-            "overhead": report.ratio(*(o["overhead_us"] if o["resolved"] else None
-                                 for o in (result["overhead"]["om2gen"], result["overhead"]["onnxruntime"]))),
-        }
+        load_ratio = report.ratio(result["load"]["om2gen"]["median_ms"], result["load"]["onnxruntime"]["median_ms"])
+        result["ratio"] = {"load": load_ratio, **result.get("ratio", {})}
     return result
+
+
+def run_feeds(inputs, given: dict, seed: int) -> dict:
+    """The given arrays, and random ones (random_feeds) for the other inputs."""
+    out = random_feeds([t for t in inputs if t.name not in given], seed)
+    out.update({t.name: given[t.name] for t in inputs if t.name in given})
+    return out
+
+
+def _check_given(model, session, given: dict) -> None:
+    unknown = set(given) - {t.name for t in model.inputs} - {i.name for i in (session.get_inputs() if session else [])}
+    if unknown:
+        raise InputError(f"--input {', '.join(sorted(unknown))}: neither model has such an input; the compiled "
+                         f"model's inputs are {', '.join(t.name for t in model.inputs)}")
+
+
+def _blocks(model, session, onnx_path, om2_feeds: dict, given: dict, engine_calls: bool = True) -> dict:
+    """The timed calls of one input shape: per engine, its run call (and its engine call)."""
+    o_feeds = ort_feeds(session, {**om2_feeds, **given}, onnx_path) if session is not None else None
+    _check_given(model, session, given)
+    blocks = {"om2gen": {"run": lambda: model.run(om2_feeds)}}
+    if engine_calls:
+        blocks["om2gen"]["engine"] = om2_engine_call(model, om2_feeds)
+    if session is not None:
+        blocks["onnxruntime"] = {"run": lambda: session.run(None, o_feeds)}
+        if engine_calls:
+            blocks["onnxruntime"]["engine"] = ort_engine_call(session, o_feeds)
+    return blocks
+
+
+def _timed_blocks(blocks: dict, runs: int, warmup: int, max_seconds, idle_gap: float) -> dict:
+    """Warm-up calls of every series, then `interleave`."""
+    for _ in range(warmup):
+        for series in blocks.values():
+            for fn in series.values():
+                fn()
+    return interleave(blocks, runs, max_seconds, idle_gap=idle_gap if len(blocks) > 1 else 0.0)
+
+
+def run_figures(samples: dict) -> dict:
+    """run (median, p90, min), per-run overhead (when the engine calls were timed) and the
+    om2gen / ORT ratios of one shape's samples."""
+    out = {"run": {e: summary(s["run"]) for e, s in samples.items()}}
+    if "engine" in samples["om2gen"]:
+        out["overhead"] = {e: overhead(s["run"], s["engine"]) for e, s in samples.items()}
+    if "onnxruntime" in samples:
+        run = out["run"]
+        out["ratio"] = {f"run_{k}": report.ratio(run["om2gen"][f"{k}_ms"], run["onnxruntime"][f"{k}_ms"])
+                        for k in ("median", "p90", "min")}
+        if "overhead" in out:
+            ov = out["overhead"]
+            out["ratio"]["overhead"] = report.ratio(*(o["overhead_us"] if o["resolved"] else None
+                                                      for o in (ov["om2gen"], ov["onnxruntime"])))
+    return out
+
+
+# ---- models with gears ------------------------------------------------------------------------
+
+def gear_feeds(model, gear: int, given: dict, seed: int) -> dict:
+    """Inputs at one gear's shapes: the given arrays, random data for the others."""
+    shapes = model.gears[gear]
+    return run_feeds([SimpleNamespace(name=t.name, dtype=t.dtype, shape=shapes[t.name]) for t in model.inputs],
+                     given, seed)
+
+
+def _gears_given_inputs_fit(model, given: dict) -> list[int]:
+    """The gears whose shapes the given arrays of dynamic inputs have (all gears if none is given)."""
+    dynamic = [t.name for t in model.inputs if -1 in t.shape and t.name in given]
+    fit = [i for i, g in enumerate(model.gears) if all(tuple(np.shape(given[n])) == g[n] for n in dynamic)]
+    if not fit:
+        raise InputError(f"--input {', '.join(f'{n}{list(np.shape(given[n]))}' for n in dynamic)}: no gear of the "
+                         f"model has these shapes; its gears are {model._gears.listing()}")
+    return fit
+
+
+def measure_gears(model, session, onnx_path, given: dict, seed: int, timing: dict,
+                  switch: tuple[int, int] | None = None) -> dict:
+    """A model with gears: run figures at every gear (that the given inputs fit), each gear's
+    runs interleaved with ONNX Runtime's at the same shapes, then the gear switch."""
+    g = model._gears
+    measured = _gears_given_inputs_fit(model, given)
+    dynamic = g.dynamic
+    out = {"gear_type": gears_mod.TYPE_NAMES[g.dynamic_type], "gears": []}
+    for i in measured:
+        f = gear_feeds(model, i, given, seed)
+        samples = _timed_blocks(_blocks(model, session, onnx_path, f, given, engine_calls=False), **timing)
+        out["gears"].append({"gear": i, "shapes": {n: list(model.gears[i][n]) for n in dynamic},
+                             **run_figures(samples)})
+    if switch is None and len(measured) >= 2:
+        switch = (measured[0], measured[1])
+    if switch is not None:
+        a, b = switch
+        for k in (a, b):
+            if k not in measured:
+                raise InputError(f"--switch {a},{b}: gear {k} is not among the measured gears "
+                                 f"({', '.join(map(str, measured))})")
+        if a == b:
+            raise InputError(f"--switch {a},{b}: a switch needs two different gears")
+        fa, fb = gear_feeds(model, a, given, seed), gear_feeds(model, b, given, seed)
+        calls = {"om2gen": (lambda: model.run(fa), lambda: model.run(fb))}
+        if session is not None:
+            oa, ob = (ort_feeds(session, {**f, **given}, onnx_path) for f in (fa, fb))
+            calls["onnxruntime"] = (lambda: session.run(None, oa), lambda: session.run(None, ob))
+        # a round times 8 runs per engine (SWITCH_CYCLE): runs / 4 rounds make 2 x runs
+        rounds = max(5, math.ceil(timing["runs"] / 4))
+        out["switch"] = {"gears": [a, b], **measure_switch(calls, rounds, timing["max_seconds"],
+                                                           timing["idle_gap"] if len(calls) > 1 else 0.0)}
+    return out
+
+
+# Each round of the gear-switch measurement runs, after one untimed run of the first gear, the
+# cycle A B B A twice: every run of the cycle follows either the other gear (a switch) or its
+# own (a repeat), and each kind sits at two positions of the round.
+SWITCH_CYCLE = "ABBAABBA"
+
+
+def measure_switch(calls: dict, rounds: int, max_seconds: float | None = None, idle_gap: float = 0.0,
+                   min_rounds: int = 5) -> dict:
+    """The cost of a gear switch between consecutive runs. calls: {engine: (run gear A, run gear
+    B)}. Per engine and gear: the run time right after the same gear (repeat) and right after
+    the other gear (switched), and the switch cost, the median of the paired differences
+    (switched - repeat, within a round) with its standard error. The engines alternate by
+    round, after idle_gap seconds each."""
+    engines = list(calls)
+    samples = {e: {k: [] for k in ("A_repeat", "A_switched", "B_repeat", "B_switched")} for e in engines}
+    start = time.perf_counter()
+    done = 0
+    for r in range(rounds):
+        for e in (engines if r % 2 == 0 else engines[::-1]):
+            run = dict(zip("AB", calls[e]))
+            if idle_gap:
+                time.sleep(idle_gap)
+            run["A"]()
+            last = "A"
+            for gear in SWITCH_CYCLE:
+                samples[e][f"{gear}_{'repeat' if gear == last else 'switched'}"].append(_timed(run[gear])[0])
+                last = gear
+        done = r + 1
+        if max_seconds is not None and done >= min_rounds and time.perf_counter() - start > max_seconds:
+            break
+    out = {"rounds": done}
+    for e in engines:
+        s = samples[e]
+        per_gear = []
+        for gear in "AB":
+            # two of each kind per round: pair the k-th repeat with the k-th switched run
+            d = paired_difference(s[f"{gear}_switched"], s[f"{gear}_repeat"])
+            per_gear.append({"repeat": summary(s[f"{gear}_repeat"]), "switched": summary(s[f"{gear}_switched"]),
+                             "cost_ms": d["median"] * 1e3, "stderr_ms": d["stderr"] * 1e3,
+                             "resolved": d["resolved"]})
+        out[e] = per_gear
+    return out
 
 
 # ---- load phases ------------------------------------------------------------------------------
@@ -404,8 +556,22 @@ def add_parser(sub) -> None:
     b.add_argument("--phases", action="store_true", help="break loading into stages (Model.load_phases)")
     b.add_argument("--compare", metavar="MODEL", help="with --phases: a second model (e.g. the .om of the same "
                                                       "model) shown side by side")
+    b.add_argument("--switch", type=_gear_pair, metavar="I,J",
+                   help="a model with gears: the two gears (indices into Model.gears) whose switch is timed "
+                        "(default: the first two)")
     b.add_argument("--json", action="store_true", help="machine-readable output")
     b.set_defaults(func=cmd_bench)
+
+
+def _gear_pair(text: str) -> tuple[int, int]:
+    import argparse
+    try:
+        a, b = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected two gear indices, I,J (e.g. 0,3)") from None
+    if a < 0 or b < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: gear indices are >= 0")
+    return a, b
 
 
 def _read_inputs(pairs) -> dict:
@@ -434,7 +600,7 @@ def cmd_bench(args) -> int:
     if len(models) != 1:
         raise InputError("bench takes one model; two (or --compare) only with --phases")
     result = measure(models[0], args.onnx, threads=args.threads, runs=args.runs, warmup=args.warmup,
-                     loads=args.loads or 10, seed=args.seed, feeds=_read_inputs(args.input))
+                     loads=args.loads or 10, seed=args.seed, feeds=_read_inputs(args.input), switch=args.switch)
     print(json.dumps(result, indent=1) if args.json else report.render_text(result))
     sys.stdout.flush()
     return 0

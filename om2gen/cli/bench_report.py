@@ -22,17 +22,24 @@ def _x(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def render_text(r: dict) -> str:
-    ort = r["onnx"] is not None
+def _header(r: dict, what: str, counts: str) -> list[str]:
+    """The model, the engines, the machine, the inputs and how many loads and runs."""
     mi = r["machine"]
-    head = f"om2gen bench: {r['model']} ({r['format']})"
-    if ort:
+    head = f"om2gen bench: {r['model']} ({what})"
+    if r["onnx"] is not None:
         head += f" vs {r['onnx']} (ONNX Runtime {mi['onnxruntime']}, CPU EP)"
-    lines = [head,
-             f"{r['threads']} thread(s); {mi['cpu']}, {mi['cores']} cores, {mi['isa']}; Python {mi['python']}",
-             "inputs: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']} ({i['data']})" for i in r["inputs"]),
-             f"{r['load']['om2gen']['n']} loads, {r['run']['om2gen']['n']} runs after {r['warmup']} warm-up, "
-             "the engines alternating; times in ms", ""]
+    return [head,
+            f"{r['threads']} thread(s); {mi['cpu']}, {mi['cores']} cores, {mi['isa']}; Python {mi['python']}",
+            "inputs: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']} ({i['data']})" for i in r["inputs"]),
+            f"{r['load']['om2gen']['n']} loads{counts} after {r['warmup']} warm-up, the engines alternating; "
+            "times in ms", ""]
+
+
+def render_text(r: dict) -> str:
+    if "gears" in r:
+        return render_gears(r)
+    ort = r["onnx"] is not None
+    lines = _header(r, r["format"], f", {r['run']['om2gen']['n']} runs")
     cols = ["om2gen"] + (["ORT", "om2gen/ORT"] if ort else [])
     rows = [("", *cols)]
 
@@ -73,6 +80,57 @@ def render_text(r: dict) -> str:
     if noisy:
         lines.append(f"(noise): smaller than this model's run-time noise for {', '.join(noisy)}; measure it on a "
                      "model with little compute, such as a single Add")
+    return "\n".join(lines)
+
+
+def _table(rows: list[tuple]) -> list[str]:
+    """Rows of cells: the first column left-aligned, the others right-aligned, each as wide as it needs."""
+    widths = [max(len(str(row[i])) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
+    return ["".join([str(row[0]).ljust(widths[0])] + [str(c).rjust(w + 2) for c, w in zip(row[1:], widths[1:])])
+            .rstrip() for row in rows]
+
+
+def _shapes(shapes: dict) -> str:
+    return ", ".join(f"{n}[{','.join(map(str, s))}]" for n, s in shapes.items())
+
+
+def render_gears(r: dict) -> str:
+    """A model with gears: its load times, the run figures at every gear and the gear switch."""
+    ort = r["onnx"] is not None
+    gears = r["gears"]
+    lines = _header(r, f"{r['format']}, {len(gears)} gears of {r['gear_type']}",
+                    f"; per gear {gears[0]['run']['om2gen']['n']} runs")
+    load = [("", "om2gen", *(["ORT", "om2gen/ORT"] if ort else []))]
+    for label, key in (("load, median", "median_ms"), ("load, first in process", "first_ms")):
+        lo = r["load"]
+        load.append((label, _ms(lo["om2gen"][key]),
+                     *([_ms(lo["onnxruntime"][key]), _x(ratio(lo["om2gen"][key], lo["onnxruntime"][key]))] if ort
+                       else [])))
+    lines += _table(load)
+    engines = [("om2gen", "om2gen")] + ([("onnxruntime", "ORT")] if ort else [])
+    lines += ["", "run at each gear (ms)"]
+    rows = [("gear", "shapes", *(f"{name} {k}" for _, name in engines for k in ("median", "p90", "min")),
+             *(["om2gen/ORT"] if ort else []))]
+    for g in gears:
+        rows.append((str(g["gear"]), _shapes(g["shapes"]),
+                     *(_ms(g["run"][e][k]) for e, _ in engines for k in ("median_ms", "p90_ms", "min_ms")),
+                     *([_x(g["ratio"]["run_median"])] if ort else [])))
+    lines += _table(rows)
+    sw = r.get("switch")
+    if sw:
+        a, b = sw["gears"]
+        shapes = {g["gear"]: _shapes(g["shapes"]) for g in gears}
+        lines += ["", f"gear switch between gear {a} ({shapes[a]}) and gear {b} ({shapes[b]}), {sw['rounds']} rounds: "
+                  "each run right after a run of the same gear (repeat) or of the other gear (switched), median ms; "
+                  "cost = median of the paired differences"]
+        rows = [("", "repeat", "switched", "cost", "cost / repeat")]
+        for e, name in engines:
+            for gear, x in zip((a, b), sw[e]):
+                cost = f"{x['cost_ms']:+.3g}" if x["resolved"] else f"(noise +-{2 * x['stderr_ms']:.2g})"
+                rel = f"{x['cost_ms'] / x['repeat']['median_ms'] * 100:+.1f}%" if x["resolved"] else ""
+                rows.append((f"{name}, gear {gear}", _ms(x["repeat"]["median_ms"]), _ms(x["switched"]["median_ms"]),
+                             cost, rel))
+        lines += _table(rows)
     return "\n".join(lines)
 
 

@@ -97,6 +97,81 @@ def test_bench_given_inputs(tiny, tmp_path, capsys):
     assert {i["name"]: i["data"] for i in r["inputs"]} == {"x": "given", "y": "random, seed 0"}
 
 
+@pytest.fixture(scope="module")
+def geared(tmp_path_factory):
+    """z = relu(x + b) over x[N, 8], compiled with gears of the batch 1, 2, 4."""
+    d = tmp_path_factory.mktemp("bench_gears")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Relu", ["s"], ["z"])], "geared",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, ["N", 8])],
+        [onnx.numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, d / "geared.onnx")
+    om2gen.compile(d / "geared.onnx", d / "geared.om2", input_shapes={"x": (-1, 8)}, dynamic_batch_size=[1, 2, 4])
+    return d
+
+
+def test_bench_of_a_gear_model_times_every_gear_and_the_switch(geared, capsys):
+    assert main(["bench", str(geared / "geared.om2"), "--onnx", str(geared / "geared.onnx"), *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "(OM2, 3 gears of dynamic batch)" in out and "x float32[-1, 8] (random, seed 0)" in out
+    assert "per gear 3 runs" in out
+    for row in ("load, median", "load, first in process"):
+        assert len(next(ln for ln in out.splitlines() if ln.startswith(row))[len(row):].split()) == 3
+    table = out.split("run at each gear (ms)\n")[1].splitlines()
+    assert table[0].split()[:2] == ["gear", "shapes"]
+    for gear, batch in enumerate((1, 2, 4)):
+        cells = table[1 + gear].split()
+        assert cells[:2] == [str(gear), f"x[{batch},8]"] and len(cells) == 9, cells   # 3 + 3 figures and the ratio
+    assert "gear switch between gear 0 (x[1,8]) and gear 1 (x[2,8])" in out
+    for who in ("om2gen, gear 0", "om2gen, gear 1", "ORT, gear 0", "ORT, gear 1"):
+        assert len(next(ln for ln in out.splitlines() if ln.startswith(who))[len(who):].split()) >= 3, who
+
+
+def test_bench_of_a_gear_model_json(geared, capsys):
+    assert main(["bench", str(geared / "geared.om2"), "--onnx", str(geared / "geared.onnx"), "--switch", "2,0",
+                 "--json", *RUN]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["gear_type"] == "dynamic batch" and set(r["ratio"]) == {"load"} and "run" not in r
+    assert [g["shapes"] for g in r["gears"]] == [{"x": [b, 8]} for b in (1, 2, 4)]
+    for g in r["gears"]:
+        for engine in ("om2gen", "onnxruntime"):
+            assert g["run"][engine]["n"] == 3 and 0 < g["run"][engine]["min_ms"] <= g["run"][engine]["median_ms"]
+        assert g["ratio"]["run_median"] == pytest.approx(g["run"]["om2gen"]["median_ms"] /
+                                                         g["run"]["onnxruntime"]["median_ms"])
+    sw = r["switch"]
+    assert sw["gears"] == [2, 0] and sw["rounds"] == 5   # at least 5 rounds
+    for engine in ("om2gen", "onnxruntime"):
+        assert len(sw[engine]) == 2
+        for x in sw[engine]:
+            assert x["repeat"]["n"] == x["switched"]["n"] == 2 * sw["rounds"]
+            assert isinstance(x["cost_ms"], float) and x["stderr_ms"] >= 0 and isinstance(x["resolved"], bool)
+
+
+def test_bench_of_a_gear_model_at_the_gear_of_a_given_input(geared, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones((2, 8), np.float32))
+    assert main(["bench", str(geared / "geared.om2"), "--input", f"x={tmp_path / 'x.npy'}", "--json", *RUN]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert [g["gear"] for g in r["gears"]] == [1] and "switch" not in r   # one gear: nothing to switch to
+    np.save(tmp_path / "x.npy", np.ones((3, 8), np.float32))
+    assert main(["bench", str(geared / "geared.om2"), "--input", f"x={tmp_path / 'x.npy'}", *RUN]) != 0
+    assert "x[3, 8]: no gear of the model has these shapes; its gears are x[1,8]; x[2,8]; x[4,8]" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("switch, message", [("0,3", "gear 3 is not among the measured gears (0, 1, 2)"),
+                                             ("1,1", "needs two different gears"),
+                                             ("0", "expected two gear indices")])
+def test_bench_switch_errors(geared, capsys, switch, message):
+    try:
+        rc = main(["bench", str(geared / "geared.om2"), "--switch", switch, *RUN])
+    except SystemExit as exc:   # argparse's usage error
+        rc = exc.code
+    assert rc != 0 and message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["MODEL", "MODEL"], "two (or --compare) only with --phases"),
     (["MODEL", "--onnx", "missing.onnx"], "--onnx missing.onnx: no such file"),
