@@ -114,5 +114,7 @@ class FusedElementwise(Op):
             "chunk_len": chunk_len,
         }
         work = max(1, size // max(items, 1)) * len(spec.steps)
-        return KernelCall("kernels/fused_elementwise.c.j2", kernel_name, params, [o.name for o in spec.operands],
+        # the node's inputs are its operands, renamed where the graph renamed them (each gear of a
+        # gear model has its own values: frontend/multi_batch.py)
+        return KernelCall("kernels/fused_elementwise.c.j2", kernel_name, params, [v.name for v in ins],
                           [v.name for v in outs], block_dim=common.block_dim_for(items, work), tiling={"items": items})

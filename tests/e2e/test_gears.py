@@ -76,6 +76,26 @@ def test_run_after_execute_raw_uses_its_own_gear_data(batch_model):
         run_and_compare(m, proto, {"x": x})
 
 
+def test_fused_elementwise_nodes_read_their_own_gears_values(tmp_path):
+    """An element-wise chain over an intermediate value (swish after a MatMul) fuses into one
+    node per gear; each reads its own gear's value (a static model has no other to read)."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.random.default_rng(5).standard_normal((8, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["s"]), helper.make_node("Sigmoid", ["s"], ["g"]),
+         helper.make_node("Mul", ["s", "g"], ["m"]), helper.make_node("Add", ["m", "x"], ["y"])], "swish",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], [numpy_helper.from_array(w, "w")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    path = tmp_path / "swish.om2"
+    om2gen.compile(proto, path, input_shapes={"x": (-1, 8)}, dynamic_batch_size=[1, 2, 4])
+    rng = np.random.default_rng(6)
+    with om2gen.load(path) as m:
+        for b in (4, 1, 2):
+            run_and_compare(m, proto, {"x": rng.standard_normal((b, 8)).astype(np.float32)})
+
+
 def test_the_archive_stores_constants_once_and_sizes_memory_for_the_largest_gear(batch_model, tmp_path):
     static = tmp_path / "static.om2"
     om2gen.compile(gear_models.cnn_batch(), static, input_shapes={"x": (8, 3, 16, 16)})
