@@ -24,6 +24,7 @@ from .formats.op_so_store import SoBinType
 from .frontend import gears, multi_batch, onnx_import, pins
 from .frontend.onnx_import import import_onnx
 from .ir import dtypes
+from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
 from .lower import memplan
 from .lower.lowering import lower_graph
@@ -357,13 +358,7 @@ def gear_meta(program: Program) -> dict:
     dynamic_output_shape ("gear,output,d0,d1,..."; gear -1: the same at every gear); and the
     newer writers' dynamic_dims object."""
     g = program.gears
-    out_dims = []
-    for j in range(len(program.outputs)):
-        shapes = [s[j] for s in g.output_shapes]
-        if all(s == shapes[0] for s in shapes):
-            out_dims.append(",".join(map(str, [-1, j, *shapes[0]])))
-        else:
-            out_dims += [",".join(map(str, [i, j, *s])) for i, s in enumerate(shapes)]
+    out_dims = dynamic_output_dims(g.output_shapes)
     # GE's newer model_meta groups the same under "dynamic_dims", each gear with its shapes
     grouped = {"dynamic_type": g.dynamic_type, "user_designate_shape_order": g.order,
                "gears": [{"inputs": [list(s) for s in ins], "outputs": [list(s) for s in outs]}

@@ -24,11 +24,9 @@ from dataclasses import dataclass
 
 from ..advice import gear_option, shape_option
 from ..errors import ShapeError
+from ..ir.gears import DYNAMIC, input_shapes
 
-# ACL_DYNAMIC_TENSOR_NAME (acl_mdl.h): the extra, last input that tells a run its gear
-SHAPE_DATA_INPUT = "ascend_mbatch_shape_data"
 MIN_GEARS, MAX_GEARS = 2, 100          # ATC's bounds (--dynamic_batch_size.md)
-DYNAMIC = -1                            # kDynamicInputDim
 FORMATS = ("NCHW", "NHWC", "ND")
 _HW = {"NCHW": (2, 3), "NHWC": (1, 2)}
 
@@ -65,16 +63,7 @@ class GearSpec:
 
     def shapes(self, index: int) -> dict[str, tuple[int, ...]]:
         """{input: static dims} at gear `index`: the -1 dims filled in the user's input order."""
-        values = iter(self._dim_values(self.gears[index]))
-        return {name: tuple(next(values) if d == DYNAMIC else d for d in dims)
-                for name, dims in ((n, self.templates[n]) for n in self.order)}
-
-    def _dim_values(self, gear: tuple[int, ...]) -> list[int]:
-        """The value of each -1 dim, in order: a batch or an H,W pair repeats for every input."""
-        if self.dynamic_type is DynamicType.DYNAMIC_DIMS:
-            return list(gear)
-        per_input = list(gear)
-        return [v for n in self.dynamic_inputs for v in per_input]
+        return input_shapes(self.dynamic_type, self.templates, self.order, self.gears[index])
 
     def describe(self, index: int) -> str:
         """'x[4,3,224,224]' (each dynamic input at gear `index`)."""

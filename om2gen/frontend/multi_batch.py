@@ -19,19 +19,11 @@ import dataclasses
 import numpy as np
 
 from ..ir import dtypes
+from ..ir.gears import CASE_NODE, MAP_INDEX_NODE, SHAPE_DATA_INPUT, SUFFIX, TABLE_CONST, branch_key
 from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Derivation, Graph, Node, Value
-from .gears import SHAPE_DATA_INPUT, GearSpec
+from .gears import GearSpec
 
-# node names GE gives the parts it adds (multi_batch_clone_pass.cc)
-CASE_NODE = "ascend_mbatch_shape_case"
-MAP_INDEX_NODE = "ascend_mbatch_shape_mapindex"
-TABLE_CONST = "ascend_mbatch_shape_const"
-INDEX_VALUE = "ascend_mbatch_shape_mapindex:0"
-SUFFIX = "_ascend_mbatch_batch_"
-
-
-def branch_key(index: int) -> str:
-    return f"batch_{index}"
+INDEX_VALUE = MAP_INDEX_NODE + ":0"
 
 
 def merge(spec: GearSpec, graphs: list[Graph]) -> Graph:

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ArchiveError, InputError
+# the type numbers and SHAPE_DATA_INPUT are also the runtime's names for them (acl.mdl, runtime/model.py)
+from ..ir.gears import (DYNAMIC_BATCH, DYNAMIC_DIMS, DYNAMIC_IMAGE, SHAPE_DATA_INPUT, input_shapes,
+                        parse_dynamic_output_dims)
 
-SHAPE_DATA_INPUT = "ascend_mbatch_shape_data"   # ACL_DYNAMIC_TENSOR_NAME
-DYNAMIC_BATCH, DYNAMIC_IMAGE, DYNAMIC_DIMS = 1, 2, 3    # GE's DynamicInputType
 TYPE_NAMES = {DYNAMIC_BATCH: "dynamic batch", DYNAMIC_IMAGE: "dynamic image size", DYNAMIC_DIMS: "dynamic dims"}
 
 
@@ -97,38 +98,29 @@ def from_meta(meta: dict, where: str) -> Gears | None:
         users = ios[:-1]
         origin = {d["name"]: tuple(int(x) for x in d.get("origin_input_dims", d["shape"])) for d in users}
         values = tuple(tuple(int(v) for v in g) for g in info)
-        if kind not in TYPE_NAMES or len(values) < 2 or len({len(g) for g in values}) != 1:
-            raise ValueError("dynamic_type or dynamic_batch_info is malformed")
-        if ios[-1]["shape"] != [len(values[0])]:
+        if values and ios[-1]["shape"] != [len(values[0])]:
             raise ValueError(f"{SHAPE_DATA_INPUT} does not hold one value per gear dim")
-        order = [n for n in meta.get("user_designate_shape_order") or [d["name"] for d in users] if n in origin]
-        in_shapes = tuple(_fill(origin, order, kind, g) for g in values)
         outs = [tuple(int(x) for x in d["shape"]) for d in meta["outputs"]]
-        per_gear = [list(outs) for _ in values]
-        for text in meta.get("dynamic_output_shape") or []:
-            gear, out, *dims = (int(x) for x in str(text).split(","))
-            for g in (range(len(values)) if gear == -1 else [gear]):
-                per_gear[g][out] = tuple(dims)
-        out_shapes = tuple(tuple(s) for s in per_gear)
+        given = parse_dynamic_output_dims(meta.get("dynamic_output_shape") or [], len(values), len(outs))
+        out_shapes = tuple(tuple(given.get((g, j), s) for j, s in enumerate(outs)) for g in range(len(values)))
+        return _gears(kind, [d["name"] for d in users], origin, values, meta.get("user_designate_shape_order"),
+                      out_shapes)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ArchiveError(f"{where}: model_meta.json describes its gears inconsistently ({exc}); the archive is "
                            "corrupt or was written by another tool: recompile it") from None
-    gears = Gears(kind, tuple(d["name"] for d in users), origin, values, in_shapes, out_shapes, tuple(order))
+
+
+def _gears(kind: int, users: list[str], origin: dict, values: tuple, order, out_shapes: tuple) -> Gears:
+    """The Gears of these facts, each gear's input shapes by GE's rule (ir/gears.py); a ValueError
+    where the facts disagree."""
+    if kind not in TYPE_NAMES or len(values) < 2 or len({len(g) for g in values}) != 1:
+        raise ValueError("dynamic_type or dynamic_batch_info is malformed")
+    order = [n for n in order or users if n in origin]
+    in_shapes = tuple(input_shapes(kind, origin, order, g) for g in values)
+    gears = Gears(kind, tuple(users), origin, values, in_shapes, out_shapes, tuple(order))
     for i, shapes in enumerate(in_shapes):
         gears._by_shapes.setdefault(gears.key(shapes), i)
     return gears
-
-
-def _fill(origin: dict, order: list[str], kind: int, gear: tuple[int, ...]) -> dict:
-    """Every user input's shape at a gear: its -1 dims take the gear's values in the user's
-    order (a batch or an H,W pair for every input, dims one value each)."""
-    dynamic = [n for n in order if -1 in origin[n]]
-    values = list(gear) if kind == DYNAMIC_DIMS else [v for _ in dynamic for v in gear]
-    it = iter(values)
-    shapes = {n: tuple(next(it) if d == -1 else d for d in origin[n]) for n in order}
-    for n, dims in origin.items():
-        shapes.setdefault(n, dims)
-    return shapes
 
 
 def shape_data(gears: Gears) -> list[np.ndarray]:
