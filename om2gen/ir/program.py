@@ -208,6 +208,7 @@ class _ValueJsonBase(TypedDict):
 
 class ValueJson(_ValueJsonBase, total=False):
     const: bool
+    outer: str      # a subgraph's input or output: the value outside it that it stands for
 
 
 class _NodeJsonBase(TypedDict):
@@ -220,6 +221,16 @@ class NodeJson(_NodeJsonBase, total=False):
     domain: str
     inputs: list[ValueJson | None]      # None: an omitted position
     outputs: list[ValueJson | None]
+    subgraphs: list["SubgraphJson"]     # a node with regions (Case, If): one per region, in order
+
+
+class SubgraphJson(TypedDict):
+    """A region of a node (ir.graph.REGIONS): its key ("batch_0", "then"), the values standing
+    for the outer values it reads and writes, and its nodes."""
+    name: str
+    inputs: list[ValueJson]
+    outputs: list[ValueJson]
+    nodes: list[NodeJson]
 
 
 class _GraphJsonBase(TypedDict):

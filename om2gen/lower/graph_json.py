@@ -1,5 +1,7 @@
 """The final graph's readable dump (debug/ge_model.json, op_attr.json): its values and nodes as
-JSON, attributes by value (tensors and branches by what they are, not their contents)."""
+JSON, attributes by value (tensors and branches by what they are, not their contents); a node
+with regions (a gear model's Case, an If) has them as subgraphs, which the OM writer turns into
+MODEL_DEF's subgraphs (formats/om/writer.py)."""
 from __future__ import annotations
 
 import math
@@ -7,28 +9,54 @@ import math
 import numpy as np
 import onnx
 
-from ..ir.graph import Graph
-from ..ir.program import GraphJson, ValueJson
+from ..ir.graph import CASE_IO, REGIONS, Graph, Node
+from ..ir.program import GraphJson, NodeJson, SubgraphJson, ValueJson
 
 
 def graph_json(graph: Graph, constants=()) -> GraphJson:
     """constants: the Program's (ir.program.Constant), each listed with what it comes from."""
-    def val(name: str) -> ValueJson:
-        v = graph.values[name]
-        return {"name": name, "dtype": v.dtype.name, "shape": list(v.shape), "const": v.is_const}
     return {
         "name": graph.name,
         "opsets": graph.opsets,
-        "inputs": [val(n) for n in graph.inputs],
-        "outputs": [val(n) for n in graph.outputs],
-        "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain, "fused_from": list(n.fused_from),
-                   "inputs": [val(i) if i else None for i in n.inputs],
-                   "outputs": [val(o) if o else None for o in n.outputs],   # None: an omitted position
-                   "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items()) if not k.startswith("_")}}
-                  for n in graph.nodes],
+        "inputs": [_value(graph, n) for n in graph.inputs],
+        "outputs": [_value(graph, n) for n in graph.outputs],
+        "nodes": [_node(graph, n) for n in graph.nodes],
         "constants": [{"name": c.name, "offset": c.offset, "dtype": c.array.dtype.name, "shape": list(c.array.shape),
                        "sources": list(c.sources), "transforms": list(c.transforms)} for c in constants],
     }
+
+
+def _value(graph: Graph, name: str, outer: str | None = None) -> ValueJson:
+    v = graph.values[name]
+    out: ValueJson = {"name": name, "dtype": v.dtype.name, "shape": list(v.shape), "const": v.is_const}
+    if outer is not None:
+        out["outer"] = outer
+    return out
+
+
+def _node(graph: Graph, n: Node) -> NodeJson:
+    out: NodeJson = {
+        "name": n.name, "op_type": n.op_type, "domain": n.domain, "fused_from": list(n.fused_from),
+        "inputs": [_value(graph, i) if i else None for i in n.inputs],
+        "outputs": [_value(graph, o) if o else None for o in n.outputs],   # None: an omitted position
+        "attrs": {k: _attr_json(v) for k, v in sorted(n.attrs.items()) if not k.startswith("_")}}
+    if REGIONS in n.attrs:
+        out["subgraphs"] = [_subgraph(graph, n, g, key, nodes, names)
+                            for g, (key, (nodes, names)) in enumerate(n.attrs[REGIONS].items())]
+    return out
+
+
+def _subgraph(graph: Graph, n: Node, index: int, key: str, nodes: list[Node], names: list[str]) -> SubgraphJson:
+    """A region as the subgraph GE would make of it: its inputs are the values that stand for the
+    model's inputs in it (a gear's inputs: CASE_IO; an If's branches read outer values
+    directly, so have none), its outputs the values the node's outputs take, each with the
+    outer value it stands for."""
+    outer_of = n.attrs.get(CASE_IO, {}).get(index, {})
+    by_outer = {outer: v for v, outer in outer_of.items()}
+    return {"name": key,
+            "inputs": [_value(graph, by_outer[x], x) for x in graph.inputs if x in by_outer],
+            "outputs": [_value(graph, src, dst) for src, dst in zip(names, n.outputs) if src and dst],
+            "nodes": [_node(graph, m) for m in nodes]}
 
 
 def _attr_json(v):

@@ -168,3 +168,14 @@ def test_the_command_line_takes_atc_spellings(tmp_path, capsys):
     assert_close(np.load(tmp_path / "y.npy"), ort_run(gear_models.cnn_batch(), {"x": x})[0], "y")
     assert main(["inspect", str(out)]) == 0
     assert "gear 1 [4]: x[4, 3, 16, 16] -> y[4, 10]" in capsys.readouterr().out
+
+
+def test_the_graph_dump_has_each_gear_as_a_subgraph_of_the_case(batch_model):
+    graph = json.loads(zipfile.ZipFile(batch_model).read("data/model_0/debug/ge_model.json"))
+    case = next(n for n in graph["nodes"] if n["op_type"] == "Case")
+    assert [s["name"] for s in case["subgraphs"]] == [f"batch_{i}" for i in range(4)]
+    for i, (b, sub) in enumerate(zip((1, 2, 4, 8), case["subgraphs"])):
+        x, = sub["inputs"]
+        assert (x["name"], x["outer"], x["shape"]) == (f"x_ascend_mbatch_batch_{i}", "x", [b, 3, 16, 16])
+        assert [(o["outer"], o["shape"]) for o in sub["outputs"]] == [("y", [b, 10])]
+        assert sub["nodes"] and all(n["name"].endswith(f"_ascend_mbatch_batch_{i}") for n in sub["nodes"])
