@@ -1,8 +1,9 @@
-"""MODEL_DEF attrs read with their kind checked: a value of another kind is a corrupt model,
-an ArchiveError naming the attr and what it holds."""
+"""MODEL_DEF attrs (ge.proto.AttrDef): made from Python values, and read with their kind checked
+(a value of another kind is a corrupt model, an ArchiveError naming the attr and what it holds)."""
 from __future__ import annotations
 
 from ...errors import ArchiveError
+from . import proto
 
 # ge.proto.AttrDef's value kinds (its oneof "value"), as error messages name them
 _ATTR_KINDS = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "bt": "bytes", "list": "a list",
@@ -32,3 +33,19 @@ def flag_from_model_def(model_def, where: str) -> int:
     if "so_in_om_flag" not in model_def.attr:
         return 0
     return model_def_attr(model_def, "so_in_om_flag", "i", where)
+
+
+def attr_s(text: str):
+    return proto.AttrDef(s=text.encode("utf-8"))
+
+
+def attr_i(v: int):
+    return proto.AttrDef(i=int(v))
+
+
+def attr_list_i(values):
+    return proto.AttrDef(list=proto.AttrDef.ListValue(i=[int(v) for v in values], val_type=2))
+
+
+def attr_list_s(values):
+    return proto.AttrDef(list=proto.AttrDef.ListValue(s=[v.encode("utf-8") for v in values], val_type=1))
