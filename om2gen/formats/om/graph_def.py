@@ -13,10 +13,11 @@ from __future__ import annotations
 import struct
 
 from ...ir import dtypes
+from ...ir.gears import SUFFIX, batch_label, dynamic_output_dims
 from ...ir.tasks import ArgKind, ModelTaskType
-from . import proto
+from . import gears, proto
 from .layout import ORIGINAL_OP_NAMES
-from .model_def_attrs import attr_i, attr_list_i, attr_list_s, attr_s
+from .model_def_attrs import attr_i, attr_list_i, attr_list_s, attr_of, attr_s
 
 FEATURE_BASE = 0x1_0000_0000     # task_gen_base_addr: logical base of feature-map memory
 WEIGHT_BASE = 0x100_0000_0000    # task_gen_weight_addr: logical base of the weights
@@ -67,28 +68,6 @@ class MemoryPlan:
         return b"".join(struct.pack("<Q", self.address(a)) for a in task.args) + bytes(task.tiling)
 
 
-# ---------------------------------------------------------------------------------------------
-# AttrDef values
-
-def _onnx_attr(v):
-    """A graph_json attribute value as an AttrDef, or None if it has no plain GE form."""
-    if isinstance(v, bool):
-        return proto.AttrDef(b=v)
-    if isinstance(v, int):
-        return attr_i(v)
-    if isinstance(v, float):
-        return proto.AttrDef(f=v)
-    if isinstance(v, str):
-        return attr_s(v)
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return attr_list_i(v)
-    if isinstance(v, list) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-        return proto.AttrDef(list=proto.AttrDef.ListValue(f=[float(x) for x in v], val_type=3))
-    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-        return attr_list_s(v)
-    return None
-
-
 def _tensor_desc(val: dict, *, data_offset: int | None = None):
     dt = dtypes.BY_NAME[val["dtype"]]
     shape = [int(d) for d in val["shape"]]
@@ -112,15 +91,31 @@ def _tensor_desc(val: dict, *, data_offset: int | None = None):
 # ---------------------------------------------------------------------------------------------
 # MODEL_DEF graph
 
+class _Scope:
+    """One GraphDef being built (the root graph, or a gear's subgraph) and where its values come
+    from: each graph reads only what its own ops produce, as GE's subgraphs do."""
+
+    def __init__(self, name: str, label: str | None = None):
+        self.graph = proto.GraphDef(name=name)
+        self.producer: dict[str, str] = {}      # value name -> "op:idx"
+        self.label = label                      # a gear's subgraph: its _batch_label, "Batch_<i>"
+
+
 class GraphBuilder:
+    """The GraphDefs of a program: the root graph, then (a gear model) one subgraph per gear.
+    build() makes the ops of the graph dump, op_for_task() the op each task belongs to, in task
+    order, and finish() the NetOutputs and the OpDef ids (unique over all graphs, in order)."""
+
     def __init__(self, program, graph_json, mem: MemoryPlan):
         self.program, self.g, self.mem = program, graph_json, mem
-        self.graph = proto.GraphDef(name=graph_json.get("name") or program.name)
+        self.root = _Scope(graph_json.get("name") or program.name)
+        self.scopes = [self.root]               # the root, then each gear's subgraph
+        self.scope = self.root                  # where the next task's op goes (op_for_task)
         self.names: set[str] = set()
-        self.producer: dict[str, str] = {}     # value name -> "op:idx"
-        self.values: dict[str, dict] = {}
-        self.op_id: dict[str, int] = {}        # graph node name -> OpDef.id
-        self.ops: dict[str, object] = {}
+        self.ops: dict[str, object] = {}        # graph node name -> its OpDef
+        self.constants = {c.name: c for c in program.constants}
+        self.case = None                        # a gear model's Case node (graph dump)
+        self.gear_labels: list[int] = []        # the labels its switch jumps to, one per gear
 
     def unique(self, name: str) -> str:
         base, n = name or "op", 1
@@ -130,94 +125,187 @@ class GraphBuilder:
         self.names.add(name)
         return name
 
-    def add_op(self, name: str, op_type: str):
-        op = self.graph.op.add(name=name, type=op_type, id=len(self.graph.op), stream_id=0)
+    def add_op(self, name: str, op_type: str, scope: _Scope | None = None):
+        scope = scope or self.root
+        op = scope.graph.op.add(name=name, type=op_type, stream_id=0)
+        if scope.label:
+            op.attr[gears.BATCH_LABEL].CopyFrom(attr_s(scope.label))
         return op
 
     def build(self):
-        g, mem = self.g, self.mem
-        for v in g["inputs"] + g["outputs"]:
-            self.values[v["name"]] = v
-        for n in g["nodes"]:
-            for v in [x for x in n["inputs"] + n["outputs"] if x]:
-                self.values.setdefault(v["name"], v)
-        for n in g["nodes"]:
+        g, table = self.g, self.program.gears
+        if table is not None:
+            self.case = next(n for n in g["nodes"] if n["op_type"] == "Case" and n.get("subgraphs"))
+            assert len(self.case["subgraphs"]) == len(table.values), "a gear model's Case has a region per gear"
+        for n in g["nodes"] + [m for s in (self.case or {}).get("subgraphs", []) for m in s["nodes"]]:
             self.names.add(n["name"])   # graph nodes keep their names; synthetic ops give way
-        constants = {c.name: c for c in self.program.constants}
 
         # Data ops, one per model input
         for i, v in enumerate(g["inputs"]):
             op = self.add_op(self.unique(v["name"]), "Data")
             op.attr["index"].CopyFrom(attr_i(i))
-            op.input_desc.append(_tensor_desc(v))
-            op.output_desc.append(_tensor_desc(v))
-            op.input_i.append(FEATURE_BASE + mem.inputs[i])
-            op.output_i.append(FEATURE_BASE + mem.inputs[i])
-            self.producer[v["name"]] = f"{op.name}:0"
-            self.graph.input.append(f"{op.name}:0")
+            if table is not None:
+                gears.set_attrs(op, gears.shape_data_attrs() if i == len(g["inputs"]) - 1
+                                else gears.user_input_attrs(table, v["name"], self.case["name"]))
+            self._data_op(self.root, op, v, i)
 
-        # Const ops for initializers that no node produces
-        produced = {o["name"] for n in g["nodes"] for o in n["outputs"] if o}
+        self._const_ops(self.root, [n for n in g["nodes"] if n is not self.case])
         for n in g["nodes"]:
+            if n is self.case:
+                self._case_op(n)
+            else:
+                self._node_op(self.root, n)
+        for i, sub in enumerate(self.case["subgraphs"] if self.case else []):
+            self._gear_subgraph(i, sub)
+
+    def _data_op(self, scope: _Scope, op, v: dict, index: int) -> None:
+        """A Data op standing for model input `index` (value `v` in `scope`)."""
+        op.input_desc.append(_tensor_desc(v))
+        op.output_desc.append(_tensor_desc(v))
+        op.input_i.append(FEATURE_BASE + self.mem.inputs[index])
+        op.output_i.append(FEATURE_BASE + self.mem.inputs[index])
+        scope.producer[v["name"]] = f"{op.name}:0"
+        scope.graph.input.append(f"{op.name}:0")
+
+    def _const_ops(self, scope: _Scope, nodes: list[dict], suffix: str = "") -> None:
+        """Const ops for the initializers `nodes` read that none of them produces (a gear's
+        copies are named with its suffix, as GE clones them; all point at the one stored copy)."""
+        produced = {o["name"] for n in nodes for o in n["outputs"] if o}
+        for n in nodes:
             for v in n["inputs"]:
-                if not v or v["name"] in self.producer or v["name"] in produced or not v.get("const"):
+                if not v or v["name"] in scope.producer or v["name"] in produced or not v.get("const"):
                     continue
-                c = constants.get(v["name"])
-                op = self.add_op(self.unique(v["name"]), "Const")
+                c = self.constants.get(v["name"])
+                op = self.add_op(self.unique(v["name"] + suffix), "Const", scope)
                 op.output_desc.append(_tensor_desc(v, data_offset=c.offset if c else None))
                 if c is not None:
                     op.output_i.append(WEIGHT_BASE + c.offset)
-                self.producer[v["name"]] = f"{op.name}:0"
+                scope.producer[v["name"]] = f"{op.name}:0"
 
-        # the compiled graph's nodes
-        for n in g["nodes"]:
-            op = self.add_op(n["name"], n["op_type"])
-            self.op_id[n["name"]] = op.id
-            self.ops[n["name"]] = op
-            for k, v in sorted(n.get("attrs", {}).items()):
-                a = _onnx_attr(v)
-                if a is not None:
-                    op.attr[k].CopyFrom(a)
-            if n.get("domain"):
-                op.attr["_onnx_domain"].CopyFrom(attr_s(n["domain"]))
-            if n.get("fused_from"):
-                op.attr[ORIGINAL_OP_NAMES].CopyFrom(attr_list_s(n["fused_from"]))
-            for v in n["inputs"]:
-                if v is None:
-                    op.input.append("")
-                    continue
-                op.input.append(self.producer.get(v["name"], ""))
-                op.input_desc.append(_tensor_desc(v))
-                op.is_input_const.append(bool(v.get("const")))
-            for k, v in enumerate(n["outputs"]):
-                if v is None:   # an omitted optional output keeps its position, as in GE's OpDesc
-                    op.output_desc.append(proto.TensorDescriptor(dtype=proto.DT_UNDEFINED, layout="ND"))
-                    continue
-                op.output_desc.append(_tensor_desc(v))
-                self.producer[v["name"]] = f"{op.name}:{k}"
-
-    def op_for_task(self, t, task) -> int:
-        """OpDef.id of the op a task belongs to; control tasks and tasks of nodes the compiler
-        added (e.g. output copies) get an op of their own."""
-        if task.task_type in _LABEL_OP_TYPES:
-            op = self.add_op(self.unique(f"{task.op_name}/{task.label}"), _LABEL_OP_TYPES[task.task_type])
-            return op.id
-        if task.op_name not in self.op_id:
-            op = self.add_op(self.unique(task.op_name), task.op_type)
-            self.op_id[task.op_name] = op.id
-            self.ops[task.op_name] = op
-        return self.op_id[task.op_name]
-
-    def finish(self):
-        g, mem = self.g, self.mem
-        op = self.add_op(self.unique("NetOutput"), "NetOutput")
-        for i, v in enumerate(g["outputs"]):
-            src = self.producer.get(v["name"], "")
-            op.input.append(src)
+    def _node_op(self, scope: _Scope, n: dict):
+        """The op of graph node `n`: its plain attributes, inputs from the ops of `scope`."""
+        op = self.add_op(n["name"], n["op_type"], scope)
+        self.ops[n["name"]] = op
+        for k, v in sorted(n.get("attrs", {}).items()):
+            a = attr_of(v)
+            if a is not None:
+                op.attr[k].CopyFrom(a)
+        if n.get("domain"):
+            op.attr["_onnx_domain"].CopyFrom(attr_s(n["domain"]))
+        if n.get("fused_from"):
+            op.attr[ORIGINAL_OP_NAMES].CopyFrom(attr_list_s(n["fused_from"]))
+        for v in n["inputs"]:
+            if v is None:
+                op.input.append("")
+                continue
+            op.input.append(scope.producer.get(v["name"], ""))
             op.input_desc.append(_tensor_desc(v))
-            op.input_i.append(FEATURE_BASE + mem.outputs[i])
-            self.graph.output.append(src)
-        return self.graph
+            op.is_input_const.append(bool(v.get("const")))
+        self._outputs(scope, op, n)
+        return op
+
+    def _outputs(self, scope: _Scope, op, n: dict) -> None:
+        for k, v in enumerate(n["outputs"]):
+            if v is None:   # an omitted optional output keeps its position, as in GE's OpDesc
+                op.output_desc.append(proto.TensorDescriptor(dtype=proto.DT_UNDEFINED, layout="ND"))
+                continue
+            op.output_desc.append(_tensor_desc(v))
+            scope.producer[v["name"]] = f"{op.name}:{k}"
+
+    def _case_op(self, n: dict) -> None:
+        """GE's Case: it reads the gear index and the model's inputs (each gear's subgraph takes
+        them by _parent_node_index), names a subgraph per gear and holds the gear table."""
+        op = self.add_op(n["name"], "Case")
+        self.ops[n["name"]] = op
+        if n.get("domain"):
+            op.attr["_onnx_domain"].CopyFrom(attr_s(n["domain"]))
+        gears.set_attrs(op, gears.case_attrs(self.program.gears))
+        index = n["inputs"][0]
+        for v in [index] + self.g["inputs"][:-1]:
+            op.input.append(self.root.producer.get(v["name"], ""))
+            op.input_desc.append(_tensor_desc(v))
+        op.subgraph_name.extend(batch_label(i) for i in range(len(n["subgraphs"])))
+        self._outputs(self.root, op, n)
+
+    def _gear_subgraph(self, i: int, sub: dict) -> None:
+        """Gear i's subgraph Batch_<i>: Data ops for the model inputs at the gear's shapes (at the
+        inputs' addresses), Const ops, the gear's nodes; label ops and NetOutput come later."""
+        scope = _Scope(batch_label(i), batch_label(i))
+        self.scopes.append(scope)
+        names = [v["name"] for v in self.g["inputs"]]
+        for v in sub["inputs"]:
+            k = names.index(v["outer"])
+            op = self.add_op(self.unique(v["name"]), "Data", scope)
+            gears.set_attrs(op, {"index": k, gears.PARENT_NODE_INDEX: k + 1,
+                                 **gears.origin_dims_attrs(self.program.gears, v["outer"])})
+            self._data_op(scope, op, v, k)
+        self._const_ops(scope, sub["nodes"], SUFFIX + str(i))
+        for n in sub["nodes"]:
+            self._node_op(scope, n)
+
+    def op_for_task(self, task):
+        """The OpDef a task belongs to; control tasks and tasks of nodes the compiler added (e.g.
+        output copies) get an op of their own, in the graph the task runs in: a gear's tasks, from
+        its LabelSet on, in the gear's subgraph; the switch in the first gear's, as GE's
+        CaseOpLabelMaker puts it."""
+        case = self.case is not None and task.op_name == self.case["name"]
+        tt = task.task_type
+        if case and tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
+            self.gear_labels = list(self.program.label_lists[task.label_ref])
+            self.scope = self.scopes[1]
+        elif case and tt == ModelTaskType.MODEL_TASK_LABEL_SET and task.label_ref in self.gear_labels:
+            self.scope = self.scopes[1 + self.gear_labels.index(task.label_ref)]
+        scope = self.scope
+        if tt in _LABEL_OP_TYPES:
+            op = self.add_op(self.unique(f"{task.op_name}/{task.label}"), _LABEL_OP_TYPES[tt], scope)
+            if case and tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
+                op.input.append(self._switch_index(scope, task))
+            elif case and tt == ModelTaskType.MODEL_TASK_LABEL_SET and task.label_ref not in self.gear_labels:
+                self.scope = self.root      # the Case's end: what follows runs in the root graph
+            return op
+        if task.op_name not in self.ops:
+            self.ops[task.op_name] = self.add_op(self.unique(task.op_name), task.op_type, scope)
+        return self.ops[task.op_name]
+
+    def _switch_index(self, scope: _Scope, task) -> str:
+        """GE's SwitchIndexData: the first gear's Data op for the Case's input 0, the gear index
+        the switch reads."""
+        op = self.add_op(self.unique(f"{self.case['name']}/SwitchIndexData"), "Data", scope)
+        op.attr[gears.PARENT_NODE_INDEX].CopyFrom(attr_i(0))
+        index = self.case["inputs"][0]
+        op.output_desc.append(_tensor_desc(index))
+        op.output_i.append(self.mem.address(task.args[0]))
+        return f"{op.name}:0"
+
+    def _net_output(self, scope: _Scope, outputs: list[tuple[dict, int]], name: str, parent_index: bool):
+        """A NetOutput writing each (value of `scope`, model output index) at that output's
+        address; in a subgraph each input says which Case output it is (_parent_node_index)."""
+        op = self.add_op(self.unique(name), "NetOutput", scope)
+        for v, j in outputs:
+            src = scope.producer.get(v["name"], "")
+            op.input.append(src)
+            td = op.input_desc.add()
+            td.CopyFrom(_tensor_desc(v))
+            if parent_index:
+                td.attr[gears.PARENT_NODE_INDEX].CopyFrom(attr_i(j))
+            op.input_i.append(FEATURE_BASE + self.mem.outputs[j])
+            scope.graph.output.append(src)
+        return op
+
+    def finish(self) -> list:
+        """The GraphDefs, root first, with every op's id set (tasks refer to ops by id)."""
+        outputs = [v["name"] for v in self.g["outputs"]]
+        net = self._net_output(self.root, [(v, j) for j, v in enumerate(self.g["outputs"])], "NetOutput", False)
+        if self.case is not None:
+            net.attr[gears.DYNAMIC_OUTPUT_DIMS].CopyFrom(
+                attr_list_s(dynamic_output_dims(self.program.gears.output_shapes)))
+            for i, sub in enumerate(self.case["subgraphs"]):
+                self._net_output(self.scopes[1 + i], [(v, outputs.index(v["outer"])) for v in sub["outputs"]],
+                                 f"NetOutput{SUFFIX}{i}", True)
+        ops = [op for s in self.scopes for op in s.graph.op]
+        for i, op in enumerate(ops):
+            op.id = i
+        return [s.graph for s in self.scopes]
 
 
 def fill_addresses(op, task, mem: MemoryPlan) -> None:

@@ -49,3 +49,23 @@ def attr_list_i(values):
 
 def attr_list_s(values):
     return proto.AttrDef(list=proto.AttrDef.ListValue(s=[v.encode("utf-8") for v in values], val_type=1))
+
+
+def attr_of(v):
+    """A plain value (bool, int, float, str, or a list of ints, floats or strs: a graph_json
+    attribute) as an AttrDef, or None if it has no plain GE form."""
+    if isinstance(v, bool):
+        return proto.AttrDef(b=v)
+    if isinstance(v, int):
+        return attr_i(v)
+    if isinstance(v, float):
+        return proto.AttrDef(f=v)
+    if isinstance(v, str):
+        return attr_s(v)
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return attr_list_i(v)
+    if isinstance(v, list) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        return proto.AttrDef(list=proto.AttrDef.ListValue(f=[float(x) for x in v], val_type=3))
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        return attr_list_s(v)
+    return None

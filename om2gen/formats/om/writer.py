@@ -41,28 +41,31 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
     mtd = proto.ModelTaskDef(version="om2gen", memory_size=mem.memory_size, stream_num=1, event_num=0,
                              weight_size=mem.weight_size, base_addr=FEATURE_BASE, weight_addr=WEIGHT_BASE,
                              batch_num=0)
+    refers = []     # (the part of a TaskDef that names its op, the op): ids are final after finish()
     for t, task in enumerate(program.tasks):
-        op_index = gb.op_for_task(t, task)
-        op = gb.graph.op[op_index]
+        op = gb.op_for_task(task)
         args = mem.args(task)
         td = mtd.task.add(id=t, type=int(task.task_type), stream_id=0)
         tt = task.task_type
         if tt == ModelTaskType.MODEL_TASK_LABEL_SET:
             td.label_id = task.label_ref
-            td.label_set.CopyFrom(proto.LabelSetDef(op_index=op_index, label_id=task.label_ref))
+            td.label_set.CopyFrom(proto.LabelSetDef(label_id=task.label_ref))
+            refers.append((td.label_set, op))
         elif tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
             labels = program.label_lists[task.label_ref]
-            td.label_switch_by_index.CopyFrom(proto.LabelSwitchByIndexDef(op_index=op_index, label_max=len(labels)))
+            td.label_switch_by_index.CopyFrom(proto.LabelSwitchByIndexDef(label_max=len(labels)))
+            refers.append((td.label_switch_by_index, op))
             op.attr["_label_switch_list"].CopyFrom(attr_list_i(labels))
             fill_addresses(op, task, mem)
         elif tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO:
             labels = program.label_lists[task.label_ref]
             td.label_id = labels[0]
-            td.label_goto_ex.CopyFrom(proto.LabelGotoExDef(op_index=op_index, label_id=labels[0]))
+            td.label_goto_ex.CopyFrom(proto.LabelGotoExDef(label_id=labels[0]))
+            refers.append((td.label_goto_ex, op))
             fill_addresses(op, task, mem)
         else:
-            ctx = proto.KernelContext(kernel_type=int(task.kernel_type), op_index=op_index,
-                                      args_format=task.args_format, args_count=len(task.args))
+            ctx = proto.KernelContext(kernel_type=int(task.kernel_type), args_format=task.args_format,
+                                      args_count=len(task.args))
             kd = proto.KernelDef(context=ctx, block_dim=task.block_dim, args=args, args_size=len(args))
             if task.kernel >= 0:
                 entry = program.kernels[task.kernel].entry
@@ -78,8 +81,11 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
                 kd.so_name = so_pack.custom_names[c.library]
                 op.attr["_custom_op_item"].CopyFrom(attr_i(task.label_ref))
             td.kernel.CopyFrom(kd)
+            refers.append((td.kernel.context, op))
             fill_addresses(op, task, mem)
-    graph = gb.finish()
+    graphs = gb.finish()
+    for part, op in refers:
+        part.op_index = op.id
     task_info = mtd.SerializeToString(deterministic=True)
 
     # --- TBE_KERNELS, WEIGHTS_DATA
@@ -98,7 +104,7 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
 
     # --- MODEL_DEF
     md = proto.ModelDef(name=program.name, version=1, custom_version=GENERATOR)
-    md.graph.append(graph)
+    md.graph.extend(graphs)   # the root graph, then a gear model's subgraphs
     attrs = {
         "memory_size": mem.memory_size, "weight_size": mem.weight_size, "stream_num": 1, "event_num": 0,
         "notify_num": 0, "label_num": program.label_num, "batch_num": 0,
