@@ -14,14 +14,16 @@ import onnx
 
 from om2gen.toolchain.compiler import cache_dir
 
-from . import add, bert_base, mlp, mobilenet_v2
+from . import add, bert_base, mlp, mobilenet_v2, resnet50_batch
 
-# name -> (module, what it is)
+# name -> (module, what it is[, keyword arguments of its build()])
 BUILDERS = {
     "add": (add, add.WHAT),
     "mlp": (mlp, mlp.WHAT),
     "mobilenet_v2": (mobilenet_v2, mobilenet_v2.WHAT),
     "bert_base_4l": (bert_base, bert_base.WHAT),
+    "bert_base_4l_seq": (bert_base, bert_base.WHAT_SEQ, {"dynamic_seq": True}),
+    "resnet50_batch": (resnet50_batch, resnet50_batch.WHAT),
 }
 
 
@@ -32,14 +34,17 @@ def cache_root() -> Path:
 def path(name: str) -> Path:
     """The model's .onnx, built on first use; the file name carries a digest of the builder's
     source, so changing a builder builds a new file."""
-    module, _ = BUILDERS[name]
+    module, _, *kwargs = BUILDERS[name]
+    kwargs = kwargs[0] if kwargs else {}
     source = inspect.getsource(module) + inspect.getsource(_graph_helpers())
+    if kwargs:
+        source += f"\0{sorted(kwargs.items())}"
     digest = hashlib.sha256(f"{source}\0onnx {onnx.__version__}".encode()).hexdigest()[:12]
     out = cache_root() / f"{name}-{digest}.onnx"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    model = module.build()
+    model = module.build(**kwargs)
     onnx.checker.check_model(model)
     partial = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     onnx.save(model, str(partial))
