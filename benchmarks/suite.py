@@ -109,11 +109,12 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def compiled(case: Case, fmt: str, code: str, log) -> Path:
-    """The case's archive (fmt "om2") or classic OM file ("om"), compiled on first use."""
+def compiled(case: Case, fmt: str, code: str, log, **options) -> Path:
+    """The case's archive (fmt "om2") or classic OM file ("om"), compiled on first use; options:
+    more keyword arguments of om2gen.compile (gears: dynamic_batch_size=[1, 2, 4, 8], ...)."""
     src = Path(case.onnx())
-    key = hashlib.sha256(json.dumps([_file_digest(src), case.input_shapes, case.input_values, fmt, code],
-                                    sort_keys=True, default=str).encode()).hexdigest()[:16]
+    what = [_file_digest(src), case.input_shapes, case.input_values, fmt, code] + ([options] if options else [])
+    key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
     out = cache_dir() / "bench" / "archives" / f"{case.name}-{key}.{fmt}"
     if out.is_file():
         return out
@@ -121,7 +122,8 @@ def compiled(case: Case, fmt: str, code: str, log) -> Path:
     partial = out.with_name(f"{out.stem}.{os.getpid()}.tmp.{fmt}")
     t0 = time.perf_counter()
     try:
-        om2gen.compile(src, partial, input_shapes=case.input_shapes, input_values=case.input_values, format=fmt)
+        om2gen.compile(src, partial, input_shapes=case.input_shapes, input_values=case.input_values, format=fmt,
+                       **options)
         os.replace(partial, out)
     finally:
         partial.unlink(missing_ok=True)
@@ -358,13 +360,29 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     return out
 
 
-def render(report: dict) -> str:
+def header(report: dict) -> list[str]:
+    """The command, the machine (with report["avx512"], the CPU's AVX-512 flags, when given) and
+    how loaded it was."""
     mi = report["machine"]
-    lines = [f"Command: `{report['command']}`  ",
-             f"Machine: {mi['cpu']}, {mi['cores']} cores, {mi['arch']} ({mi['isa']}); Python {mi['python']}, "
-             f"ONNX Runtime {mi['onnxruntime']} (CPU EP, default optimisations, intra-op threads = threads), "
-             f"om2gen {mi['om2gen']} at {report['commit']}  ",
-             f"Machine load while measuring: {report['machine_load']}  ",
+    isa = mi["isa"] + (f"; AVX-512 flags: {report['avx512']}" if report.get("avx512") else "")
+    return [f"Command: `{report['command']}`  ",
+            f"Machine: {mi['cpu']}, {mi['cores']} cores, {mi['arch']} ({isa}); Python {mi['python']}, "
+            f"ONNX Runtime {mi['onnxruntime']} (CPU EP, default optimisations, intra-op threads = threads), "
+            f"om2gen {mi['om2gen']} at {report['commit']}  ",
+            f"Machine load while measuring: {report['machine_load']}  "]
+
+
+def write_outputs(text: str, report: dict, out: str | None, json_path: str | None) -> None:
+    """The markdown on stdout (and into `out`), the raw figures into `json_path`."""
+    print(text)
+    if out:
+        Path(out).write_text(text)
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1, default=str))
+
+
+def render(report: dict) -> str:
+    lines = [*header(report),
              f"Each row: {report['settings']}; times in ms, ratios om2gen / ORT (below 1: om2gen is faster).", "",
              "| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run ratio |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -462,12 +480,7 @@ def main(argv=None) -> int:
     if phase_models and not (args.no_phases or args.quick):
         log("load phases ...")
         report["phases"] = phases_report(phase_models, report["code_digest"], 10, max(args.threads), log)
-    text = render(report)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    write_outputs(render(report), report, args.out, args.json)
     log(f"suite done in {time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -270,3 +270,41 @@ def test_suite_writes_the_markdown_table(tmp_path):
     assert "| per-run overhead (single-Add run) <= 0.5 of ORT, 1 thread(s) |" in text
     assert "ONNX Runtime" in text and "Python" in text
     assert json.loads(raw.read_text())["rows"][0]["result"]["run"]["om2gen"]["n"] == 3
+
+
+def test_bench_gears_measures_and_prints_every_figure(geared, tmp_path, monkeypatch):
+    """benchmarks/bench_gears.py's pieces on the tiny gear model: every figure of (a)-(d)."""
+    monkeypatch.setenv("OM2GEN_CACHE_DIR", str(tmp_path))
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import bench_gears, suite
+    m = bench_gears.GearModel("tiny", suite.Case("tiny", "Add + Relu over x[N, 8]", lambda: geared / "geared.onnx",
+                                                 {"x": (-1, 8)}),
+                              "dynamic_batch_size", (1, 2, 4), size_gears=((1, 2, 3, 4),))
+    a = bench_gears.compile_all(m, "test", lambda msg: None)
+    assert a.shapes == [{"x": (b, 8)} for b in (1, 2, 4)] and len(a.static) == 3
+    assert set(a.gear) == {(1, 2, 4), (1, 2, 3, 4)} and a.geared == a.gear[(1, 2, 4)]
+    with om2gen.load(a.static[1]) as s:
+        assert s.gears == [] and s.inputs[0].shape == (2, 8)
+    rows = bench_gears.run_times(a, 1, runs=3, warmup=1, budget=None)
+    assert [r["shapes"] for r in rows] == [{"x": [b, 8]} for b in (1, 2, 4)]
+    assert all(r["n"] == 3 and r["static_ms"] > 0 and r["gear_ms"] > 0 and r["paired_ratio"] > 0 for r in rows)
+    assert rows[0]["ratio"] == pytest.approx(rows[0]["gear_ms"] / rows[0]["static_ms"])
+    loads = bench_gears.load_times({"static": a.static[-1], "gear": a.geared}, 1, 2)
+    assert set(loads) == {"static", "gear"} and all(v > 0 for v in loads.values())
+    sw = bench_gears.switch_cost(m, a, 1, runs=5, budget=None)
+    assert sw["gears"] == [0, 1] and sw["shapes"] == a.shapes[:2] and sw["rounds"] == 5
+    assert all(len(sw[e]) == 2 for e in ("om2gen", "onnxruntime"))
+    sizes = {"static, largest gear": a.static[-1].stat().st_size, "3 gears": a.geared.stat().st_size}
+    report = {"runs": 3, "loads": 2, "load_threads": 1, "command": "python benchmarks/bench_gears.py", "commit": "x",
+              "machine": bench.machine_info(), "avx512": bench_gears.cpu_flags(), "machine_load": "unknown",
+              "models": [{"name": "tiny", "run": {1: rows}, "switch": {1: sw}, "sizes": sizes,
+                          "load": {"static, largest gear": loads["static"], "3 gears": loads["gear"]}}]}
+    monkeypatch.setitem(bench_gears.MODELS, "tiny", m)
+    text = bench_gears.render(report)
+    assert "AVX-512 flags:" in text and "### tiny:" in text
+    assert "3 gears (dynamic_batch_size=1;2;4) against the static compile" in text
+    for b in (1, 2, 4):
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| 1 | x[{b},8] |"))
+        assert len(row.strip("|").split("|")) == 8, row
+    assert sum(ln.startswith("| 1 | om2gen | x[") or ln.startswith("| 1 | ORT | x[") for ln in text.splitlines()) == 4
+    assert "| 3 gears |" in text and "| static, largest gear |" in text
