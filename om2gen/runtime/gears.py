@@ -110,6 +110,17 @@ def from_meta(meta: dict, where: str) -> Gears | None:
                            "corrupt or was written by another tool: recompile it") from None
 
 
+def from_table(table, inputs: list[str], where: str) -> Gears:
+    """The gears of a Program read from a classic OM (ir.program.GearTable, which
+    formats/om/reader.py has checked); `inputs`: the Program's input names, the shape data last."""
+    try:
+        return _gears(table.dynamic_type, inputs[:-1], {n: tuple(d) for n, d in table.origin_dims.items()},
+                      tuple(tuple(v) for v in table.values), table.order,
+                      tuple(tuple(tuple(s) for s in outs) for outs in table.output_shapes))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArchiveError(f"{where}: the model's gears are inconsistent ({exc}); the file is corrupt") from None
+
+
 def _gears(kind: int, users: list[str], origin: dict, values: tuple, order, out_shapes: tuple) -> Gears:
     """The Gears of these facts, each gear's input shapes by GE's rule (ir/gears.py); a ValueError
     where the facts disagree."""

@@ -341,6 +341,7 @@ class Model:
         om = self._om = om_loader.read(image, self.path, clock, trusted_keys, self.allow_platform_mismatch)
         self.signed_by = om.signed_by
         self._meta = {"name": om.name, "format": "om"}
+        self._gears = om.gears   # a gear model: run, gears, pad_to_gear and ACL as for an OM2 archive
         self._set_io(om.inputs, om.outputs)
         self._ep = om.entry_points
         self._sos, om.sos = om.sos, None   # the model's packed shared objects, as for an OM2 archive

@@ -19,6 +19,7 @@ from ..formats.om.container import read_om
 from ..native import ffi, lib, string
 from ..so_in_om import info, loading
 from ..toolchain import targets
+from . import gears
 from .tables import Tables
 
 
@@ -30,6 +31,7 @@ class LoadedOm:
     name: str
     inputs: list[dict]             # {"name", "dtype", "shape"}, as model_meta.json describes them
     outputs: list[dict]
+    gears: object                  # runtime/gears.Gears of a gear model (MODEL_DEF's Case), else None
     signed_by: str | None          # the key id of the trusted signature a signed load checked
     bins: list[tuple]              # (file name, bytes, sha256) of the kernels, then the custom-op blobs
     entry_points: object           # Om2xEntryPoints * of the table-driven load-and-run code
@@ -66,7 +68,7 @@ def read(image, where: str, clock, trusted_keys=None, allow_platform_mismatch: b
     """An OM file's private copy (formats/image.py, which this takes over), checked, parsed and
     placed. trusted_keys: as for an OM2 archive (formats/om2/signing.py). On an error, everything
     made so far is released."""
-    om_model = LoadedOm("", [], [], None, [], ffi.new("Om2xEntryPoints *"), image=image)
+    om_model = LoadedOm("", [], [], None, None, [], ffi.new("Om2xEntryPoints *"), image=image)
     try:
         _read(om_model, where, clock, trusted_keys, allow_platform_mismatch)
     except BaseException:
@@ -91,6 +93,8 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
     res.name = program.name
     res.inputs = [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs]
     res.outputs = [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.outputs]
+    if program.gears is not None:
+        res.gears = gears.from_table(program.gears, [d.name for d in program.inputs], where)
 
     # SO_BINS before the model captures (the seed's order): each packed SO to its consumer;
     # custom-op libraries register into registries of their own (so_in_om/loading.py)

@@ -51,10 +51,12 @@ class Geared:
         acl.mdl.unload(self.model_id)
 
 
-@pytest.fixture(scope="module")
-def batch_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("acl_gears") / "batch.om2"
-    om2gen.compile(gear_models.cnn_batch(), path, input_shapes={"x": (-1, 3, 16, 16)}, dynamic_batch_size="1,2,4")
+@pytest.fixture(scope="module", params=["om2", "om"])
+def batch_path(tmp_path_factory, request):
+    """The gear model as an OM2 archive and as a classic OM: ACL runs both alike."""
+    path = tmp_path_factory.mktemp("acl_gears") / f"batch.{request.param}"
+    om2gen.compile(gear_models.cnn_batch(), path, input_shapes={"x": (-1, 3, 16, 16)}, dynamic_batch_size="1,2,4",
+                   format=request.param)
     return path
 
 

@@ -26,10 +26,11 @@ import numpy as np
 from ...errors import ArchiveError
 from ...ir import dtypes
 from ...ir.dtypes import OMITTED
+from ...ir.gears import branch_key
 from ...ir.program import ArgRef, Constant, CustomOpDef, GraphJson, IoDesc, Kernel, Program, Task, TensorDesc
 from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from .. import op_so_store
-from . import integrity, kernel_store, proto
+from . import gears, integrity, kernel_store, proto
 from .container import OmFile
 from .layout import ORIGINAL_OP_NAMES
 from .layout import ModelPartitionType as PT
@@ -242,9 +243,14 @@ def _check_outputs_written(program: Program) -> None:
 
 def _read(om: OmFile, stage) -> OmModel:
     md = parse_model_def(om)
-    if len(md.graph) != 1:
-        raise ArchiveError(f"MODEL_DEF holds {len(md.graph)} graphs; om2gen runs single-graph OM files")
+    if not md.graph:
+        raise ArchiveError("MODEL_DEF holds no graph")
     graph = md.graph[0]
+    case = gears.gear_case(graph)
+    if len(md.graph) != 1 and case is None:
+        raise ArchiveError(f"MODEL_DEF holds {len(md.graph)} graphs, but its root graph has no gear Case (a Case op "
+                           f"with {gears.BATCH_NUM}); om2gen runs single-graph OM files and gear models")
+    ops = _ops_by_id(md)
     stage("parse ModelDef")
     integrity.check_partitions(md, om, "")
     stage("check partition digests")
@@ -271,7 +277,8 @@ def _read(om: OmFile, stage) -> OmModel:
         name=md.name or graph.name, inputs=[d for _, d in inputs], outputs=[d for _, d in outputs],
         kernels=kernels, tasks=[], constants=[], constants_size=len(weights), work_size=amap.work_size,
         args_size=0, source_digest=hashlib.sha256(bytes(om.partition(PT.MODEL_DEF))).hexdigest(), opsets={},
-        label_num=_attr_int(md, "label_num", 0), source_format="classic OM (MODEL_DEF partition)")
+        label_num=_attr_int(md, "label_num", 0), source_format="classic OM (MODEL_DEF partition)",
+        gears=None if case is None else gears.read_table(md, case, [d for _, d in inputs], [d for _, d in outputs]))
     if len(weights):
         program.constants.append(Constant("WEIGHTS_DATA", np.frombuffer(weights, np.uint8), 0))
     model = OmModel(program, md, weights, so_bins, custom_items)
@@ -280,13 +287,13 @@ def _read(om: OmFile, stage) -> OmModel:
                            f"{len(mtd.task)} tasks to set them")
     args_offset = 0
     for t, td in enumerate(mtd.task):
-        task = _task(t, td, graph, amap, program, model, index_of, args_offset)
+        task = _task(t, td, ops, amap, program, model, index_of, args_offset)
         program.tasks.append(task)
         args_offset += (task.args_size + 7) // 8 * 8
     program.args_size = args_offset
     _check_labels(program)
     _check_outputs_written(program)
-    program.graph_json = _graph_json(graph, program)
+    program.graph_json = _graph_json(md, case, program)
     stage("decode the task args")
     return model
 
@@ -302,13 +309,27 @@ def target_of(model_def, where: str):
     return targets.TARGETS[name]
 
 
-def _op(graph, index: int, where: str):
-    if not 0 <= index < len(graph.op):
-        raise ArchiveError(f"{where} refers to op {index}, the graph has {len(graph.op)} ops")
-    return graph.op[index]
+def _ops_by_id(md) -> dict:
+    """{OpDef.id: op} over every graph (a task's op_index is an id: GE numbers the ops of the root
+    graph and its subgraphs as one list)."""
+    ops = {}
+    for graph in md.graph:
+        for op in graph.op:
+            if op.id in ops:
+                raise ArchiveError(f"ops {ops[op.id].name!r} and {op.name!r} have the same id {op.id}; each op's id "
+                                   "is its own")
+            ops[op.id] = op
+    return ops
 
 
-def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel, index_of: dict,
+def _op(ops: dict, index: int, where: str):
+    if index not in ops:
+        raise ArchiveError(f"{where} refers to op {index}, which MODEL_DEF does not have (its {len(ops)} ops have "
+                           f"the ids {min(ops, default=0)}..{max(ops, default=0)})")
+    return ops[index]
+
+
+def _task(t: int, td, ops: dict, amap: _AddressMap, program: Program, model: OmModel, index_of: dict,
           args_offset: int) -> Task:
     where = f"TASK_INFO task {t}"
     try:
@@ -320,7 +341,7 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
                            f"{', '.join(x.name for x in _DISPATCH)})")
     if tt in (ModelTaskType.MODEL_TASK_KERNEL, ModelTaskType.MODEL_TASK_CUSTOM_KERNEL):
         kd = td.kernel
-        op = _op(graph, kd.context.op_index, where)
+        op = _op(ops, kd.context.op_index, where)
         where = f"{where} (op {op.name!r})"
         n = kd.context.args_count
         args = bytes(kd.args)
@@ -355,7 +376,7 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
                     op_type=op.type, label=f"k{t:03d}_{op.type}", inputs_desc=_descs(op, op.input_desc),
                     outputs_desc=_descs(op, op.output_desc), args_offset=args_offset, roles=roles, label_ref=ref)
     if tt == ModelTaskType.MODEL_TASK_LABEL_SET:
-        op = _op(graph, td.label_set.op_index, where)
+        op = _op(ops, td.label_set.op_index, where)
         label = int(td.label_set.label_id)
         if not 0 <= label < program.label_num:
             raise ArchiveError(f"{where} sets label {label}, the model has {program.label_num} labels")
@@ -363,13 +384,13 @@ def _task(t: int, td, graph, amap: _AddressMap, program: Program, model: OmModel
                     op_type=op.type, label=f"k{t:03d}_LabelSet", attrs_desc=f"labels L{label}",
                     args_offset=args_offset, label_ref=label)
     if tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
-        op = _op(graph, td.label_switch_by_index.op_index, where)
+        op = _op(ops, td.label_switch_by_index.op_index, where)
         labels = list(op.attr["_label_switch_list"].list.i) if "_label_switch_list" in op.attr else []
         if len(labels) != td.label_switch_by_index.label_max or not labels:
             raise ArchiveError(f"{where}: op {op.name!r} lists labels {labels}, label_max is "
                                f"{td.label_switch_by_index.label_max}")
     else:
-        op = _op(graph, td.label_goto_ex.op_index, where)
+        op = _op(ops, td.label_goto_ex.op_index, where)
         labels = [int(td.label_goto_ex.label_id)]
     if any(not 0 <= x < program.label_num for x in labels):
         raise ArchiveError(f"{where} jumps to labels {labels}, the model has {program.label_num} labels")
@@ -441,8 +462,46 @@ def _fused_from(op) -> list[str]:
     return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else []
 
 
-def _graph_json(graph, program: Program) -> GraphJson:
-    """The graph summary an OM2 archive carries (op_attr.json, debug/ge_model.json)."""
+def _graph_json(md, case, program: Program) -> GraphJson:
+    """The graph summary an OM2 archive carries (op_attr.json, debug/ge_model.json): the root
+    graph's nodes, a gear model's Case with its attributes as the compiler names them and each
+    gear's subgraph (lower/graph_json.py)."""
+    io = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
+    root = md.graph[0]
+    nodes = _nodes(root)
+    if case is not None:
+        g = program.gears
+        subgraphs = {sub.name: sub for sub in md.graph[1:]}
+        node = next(n for n in nodes if n["name"] == case.name)
+        node["attrs"] = {"batch_num": len(g.values), "dynamic_type": g.dynamic_type,
+                         "user_designate_shape_order": list(g.order),
+                         **{f"pred_value_{i}": list(v) for i, v in enumerate(g.values)}}
+        node["subgraphs"] = [{"name": branch_key(i), **_subgraph_io(subgraphs[name], program),
+                              "nodes": _nodes(subgraphs[name])} for i, name in enumerate(case.subgraph_name)]
+    return {"name": root.name or program.name, "inputs": [io(d) for d in program.inputs],
+            "outputs": [io(d) for d in program.outputs], "nodes": nodes}
+
+
+def _subgraph_io(graph, program: Program) -> dict:
+    """A gear subgraph's inputs (its Data ops for the model's inputs) and outputs (its
+    NetOutput's), each with the model input or output it stands for (gears.read_table has
+    checked them: a Data op's _parent_node_index names the input, a NetOutput's inputs are the
+    outputs in order)."""
+    def value(td, outer: str) -> dict:
+        dt = _BY_GE_PROTO.get(td.dtype)
+        return {"name": td.name, "dtype": dt.name if dt else str(td.dtype), "shape": list(td.shape.dim),
+                "outer": outer}
+    inputs, outputs = [], []
+    for op in graph.op:
+        parent = op.attr[gears.PARENT_NODE_INDEX].i if gears.PARENT_NODE_INDEX in op.attr else 0
+        if op.type == "Data" and parent:
+            inputs.append({**value(op.output_desc[0], program.inputs[parent - 1].name), "name": op.name})
+        elif op.type == "NetOutput":
+            outputs = [value(td, program.outputs[j].name) for j, td in enumerate(op.input_desc)]
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def _nodes(graph) -> list:
     nodes = []
     for op in graph.op:
         if op.type in ("Data", "Const", "NetOutput", "LabelSet", "LabelSwitchByIndex", "LabelGotoEx"):
@@ -450,6 +509,4 @@ def _graph_json(graph, program: Program) -> GraphJson:
         attrs = {k: v for k, v in sorted((k, _attr_value(a)) for k, a in op.attr.items())
                  if v is not None and not k.startswith("_") and k not in ("tvm_magic", "tvm_blockdim")}
         nodes.append({"name": op.name, "op_type": op.type, "fused_from": _fused_from(op), "attrs": attrs})
-    io = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
-    return {"name": graph.name or program.name, "inputs": [io(d) for d in program.inputs],
-            "outputs": [io(d) for d in program.outputs], "nodes": nodes}
+    return nodes
