@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..formats import OM_MAGIC
 from ..formats.om2 import layout
 from ..formats.om2.reader import Archive
+from ..formats.om.inspect import gear_lines
 
 
 def inspect_archive(path) -> dict:
@@ -93,13 +94,7 @@ def render_text(info: dict) -> str:
             lines.append(f"  input  {io['name']}: {io['dtype']}{io['shape']}{dims}")
         for io in model["outputs"]:
             lines.append(f"  output {io['name']}: {io['dtype']}{io['shape']}")
-        gears = model.get("gears")
-        if gears:
-            lines.append(f"  gears ({gears['dynamic_type']}, {len(gears['gears'])}; shapes: the largest gear's):")
-            for i, g in enumerate(gears["gears"]):
-                ins = ", ".join(f"{n}{d}" for n, d in g["inputs"].items())
-                outs = ", ".join(f"{n}{d}" for n, d in g["outputs"].items())
-                lines.append(f"    gear {i} {gears['values'][i]}: {ins} -> {outs}")
+        lines += gear_lines(model.get("gears"))
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
         custom = model.get("custom_ops") or {}
         if custom.get("op_types"):

@@ -15,6 +15,7 @@ SUFFIX = "_ascend_mbatch_batch_"        # of every node and value of gear i: SUF
 DYNAMIC = -1                            # kDynamicInputDim: a dim a gear decides
 # GE's DynamicInputType (framework_types_internal.h)
 DYNAMIC_BATCH, DYNAMIC_IMAGE, DYNAMIC_DIMS = 1, 2, 3
+TYPE_NAMES = {DYNAMIC_BATCH: "dynamic batch", DYNAMIC_IMAGE: "dynamic image size", DYNAMIC_DIMS: "dynamic dims"}
 STATIC_OUTPUT = -1                      # kStaticOutput: a dynamic-output-dims entry for every gear
 
 

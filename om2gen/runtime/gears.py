@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ArchiveError, InputError
-# the type numbers and SHAPE_DATA_INPUT are also the runtime's names for them (acl.mdl, runtime/model.py)
-from ..ir.gears import (DYNAMIC_BATCH, DYNAMIC_DIMS, DYNAMIC_IMAGE, SHAPE_DATA_INPUT, input_shapes,
-                        parse_dynamic_output_dims)
-
-TYPE_NAMES = {DYNAMIC_BATCH: "dynamic batch", DYNAMIC_IMAGE: "dynamic image size", DYNAMIC_DIMS: "dynamic dims"}
+# the type numbers and names and SHAPE_DATA_INPUT are the runtime's too (acl.mdl, runtime/model.py)
+from ..ir.gears import (DYNAMIC_BATCH, DYNAMIC_DIMS, DYNAMIC_IMAGE, SHAPE_DATA_INPUT, TYPE_NAMES,  # noqa: F401
+                        input_shapes, parse_dynamic_output_dims)
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,18 @@ def test_model_def_holds_the_case_its_subgraphs_and_ges_attributes(oms):
     assert kernel_graphs == {"cnn_batch", "Batch_0", "Batch_1", "Batch_2"}
 
 
+def test_inspect_lists_each_gear_and_each_subgraph(oms):
+    from om2gen.formats.om.inspect import inspect_om, render_text
+    info = inspect_om(oms["paths"]["image"])
+    model, = info["models"]
+    assert model["graphs"] == ["cnn_image", "Batch_0", "Batch_1"]
+    assert model["gears"]["dynamic_type"] == "dynamic image size"
+    assert model["gears"]["gears"][1] == {"inputs": {"x": [1, 3, 24, 32]},
+                                          "outputs": {"y": [1, 8, 12, 16], "z": [1, 8]}}
+    text = render_text(info)
+    assert "gear 0 [16, 16]: x[1, 3, 16, 16] -> y[1, 8, 8, 8], z[1, 8]" in text and "graph Batch_1:" in text
+
+
 def test_pad_to_gear_runs_a_smaller_batch_on_the_next_gear(oms):
     model = gear_models.cnn_batch()
     x = _feeds({"x": (3, 3, 16, 16)}, 7)

@@ -8,6 +8,7 @@ from google.protobuf.message import DecodeError
 
 from ...errors import ArchiveError
 from ...ir import dtypes
+from ...ir.gears import TYPE_NAMES
 from ...ir.tasks import CcKernelType, ModelTaskType
 from .. import op_so_store
 from . import kernel_store, proto
@@ -57,6 +58,27 @@ def _desc(td) -> str:
     return f"{_GE_PROTO_NAMES.get(td.dtype, f'dt{td.dtype}')}{list(td.shape.dim)}"
 
 
+def _gears(md) -> dict | None:
+    """A gear model's gears as formats/om/gears.py reads them: the type, and per gear its input
+    and output shapes (what `om2gen inspect` shows of an .om2's model_meta.json); a gear
+    description that does not read is shown by its error, not raised."""
+    from . import gears
+    from .reader import _io
+    case = gears.gear_case(md.graph[0]) if md.graph else None
+    if case is None:
+        return None
+    try:
+        inputs, outputs = _io(md.graph[0])
+        ins, outs = [d for _, d in inputs], [d for _, d in outputs]
+        table = gears.read_table(md, case, ins, outs)
+    except ArchiveError as exc:
+        return {"error": str(exc)}
+    return {"dynamic_type": TYPE_NAMES[table.dynamic_type], "values": [list(v) for v in table.values],
+            "gears": [{"inputs": {d.name: list(s) for d, s in zip(ins[:-1], i)},
+                       "outputs": {d.name: list(s) for d, s in zip(outs, o)}}
+                      for i, o in zip(table.input_shapes, table.output_shapes)]}
+
+
 def inspect_om(path) -> dict:
     om = read_om(path)
     h = om.header
@@ -80,14 +102,16 @@ def inspect_om(path) -> dict:
         model["name"] = md.name
         model["attrs"] = {k: _attr_value(md.attr[k]) for k in sorted(md.attr)}
         ops = []
-        for g in md.graph[:1]:
+        for g in md.graph:   # the root graph, then a gear model's subgraphs
             for op in g.op:
-                ops.append({"id": op.id, "name": op.name, "type": op.type, "inputs": list(op.input),
+                ops.append({"id": op.id, "name": op.name, "type": op.type, "graph": g.name, "inputs": list(op.input),
                             "outputs": [_desc(td) for td in op.output_desc]})
+        for g in md.graph[:1]:
             model["inputs"] = [{"name": op.name, "desc": _desc(op.output_desc[0])} for op in g.op
                                if op.type == "Data" and op.output_desc]
             model["outputs"] = [{"source": src, "desc": _desc(td)} for op in g.op if op.type == "NetOutput"
                                 for src, td in zip(op.input, op.input_desc)]
+            model["gears"] = _gears(md)
         model["graphs"] = [g.name for g in md.graph]
         model["ops"] = ops
         op_names = {op["id"]: op["name"] for op in ops}
@@ -126,6 +150,21 @@ def inspect_om(path) -> dict:
     return info
 
 
+def gear_lines(gears: dict | None) -> list[str]:
+    """A gear model's gears as `om2gen inspect` shows them, for either format ({"dynamic_type",
+    "values", "gears": [{"inputs", "outputs"}]}; an .om's that did not read: {"error"})."""
+    if not gears:
+        return []
+    if "error" in gears:
+        return [f"  gears: {gears['error']}"]
+    lines = [f"  gears ({gears['dynamic_type']}, {len(gears['gears'])}; shapes: the largest gear's):"]
+    for i, g in enumerate(gears["gears"]):
+        ins = ", ".join(f"{n}{d}" for n, d in g["inputs"].items())
+        outs = ", ".join(f"{n}{d}" for n, d in g["outputs"].items())
+        lines.append(f"    gear {i} {gears['values'][i]}: {ins} -> {outs}")
+    return lines
+
+
 def render_text(info: dict) -> str:
     h = info["header"]
     lines = [f"{info['path']}: classic OM (magic 0x{h['magic']:08X}, version 0x{h['version']:08X}), "
@@ -148,9 +187,12 @@ def render_text(info: dict) -> str:
             lines.append(f"  input  {io['name']}: {io['desc']}")
         for io in m.get("outputs", []):
             lines.append(f"  output {io['source']}: {io['desc']}")
-        lines.append(f"  graph: {len(m['ops'])} ops")
-        for op in m["ops"]:
-            lines.append(f"    op {op['id']:>4} {op['type']:<20} {op['name']}")
+        lines += gear_lines(m.get("gears"))
+        for graph in m["graphs"]:
+            ops = [op for op in m["ops"] if op.get("graph", graph) == graph]
+            lines.append(f"  graph {graph}: {len(ops)} ops")
+            for op in ops:
+                lines.append(f"    op {op['id']:>4} {op['type']:<20} {op['name']}")
         lines.append(f"  tasks: {len(m['tasks'])}")
         for t in m["tasks"]:
             extra = f" kernel {t['kernel']} block_dim {t['block_dim']}" if "block_dim" in t else ""
