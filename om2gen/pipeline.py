@@ -154,11 +154,10 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     libraries = [custom_libraries.load_library(p, host) for p in custom_libraries.find_libraries(opts.custom_op_libs)]
     with custom_libraries.activated(libraries):
         ctx = LowerContext(tgt, GENERATOR, kernel_codegen.render, fusion=opts.fusion, winograd=opts.winograd)
-        spec = _gear_spec(model, opts, frontend)
+        spec, loaded = _gear_spec(model, opts, frontend)
         if spec is None:
             graph, op_types = _optimized_graph(model, opts, frontend, ctx)
         else:   # one graph per gear, merged into one model whose Case picks the gear (frontend/multi_batch.py)
-            loaded = onnx_import.Loaded(*onnx_import.load_model(model))
             per_gear = [_optimized_graph(loaded, dataclasses.replace(opts, input_shapes=spec.shapes(i)), "onnx", ctx)
                         for i in range(len(spec.gears))]
             graph = multi_batch.merge(spec, [g for g, _ in per_gear])
@@ -210,12 +209,13 @@ def _optimized_graph(model, opts: Options, frontend, ctx: LowerContext):
     return graph, op_types
 
 
-def _gear_spec(model, opts: Options, frontend) -> gears.GearSpec | None:
-    """The gears the options ask for (None: a static model). Gears are compiled from ONNX models."""
+def _gear_spec(model, opts: Options, frontend) -> tuple[gears.GearSpec | None, onnx_import.Loaded | None]:
+    """The gears the options ask for and the ONNX model, read once for every gear's import
+    ((None, None): a static model). Gears are compiled from ONNX models."""
     shapes = pins.shapes(opts.input_shapes)   # a shape that is no sequence of ints is refused first
     if opts.dynamic_batch_size is None and opts.dynamic_image_size is None and opts.dynamic_dims is None:
         gears.resolve(input_shapes=shapes, declared=[])   # a -1 without a gear option is an error
-        return None
+        return None, None
     from .formats.om import proto as ge_proto
     if frontend == "ge" or isinstance(model, ge_proto.ModelDef):
         raise Om2Error("gears (dynamic_batch_size, dynamic_image_size, dynamic_dims) are compiled from ONNX "
@@ -223,9 +223,10 @@ def _gear_spec(model, opts: Options, frontend) -> gears.GearSpec | None:
     loaded = onnx_import.Loaded(*onnx_import.load_model(model))
     declared = onnx_import.declared_inputs(loaded, opts.input_values)
     pins.check_names(opts.input_shapes, opts.input_values, [(n, pins.dims_text(d)) for n, d in declared])
-    return gears.resolve(input_shapes=shapes, declared=declared,
+    spec = gears.resolve(input_shapes=shapes, declared=declared,
                          dynamic_batch_size=opts.dynamic_batch_size, dynamic_image_size=opts.dynamic_image_size,
                          dynamic_dims=opts.dynamic_dims, input_format=opts.input_format)
+    return spec, loaded
 
 
 # --- frontend selection (ONNX or GE IR graph) -------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..advice import gear_option, shape_option
 from ..errors import ShapeError
+from ..ir import gears as ir_gears
 from ..ir.gears import DYNAMIC, input_shapes
 
 MIN_GEARS, MAX_GEARS = 2, 100          # ATC's bounds (--dynamic_batch_size.md)
@@ -32,11 +33,12 @@ _HW = {"NCHW": (2, 3), "NHWC": (1, 2)}
 
 
 class DynamicType(enum.IntEnum):
-    """GE's DynamicInputType (framework_types_internal.h): model_meta's dynamic_type."""
+    """GE's DynamicInputType (framework_types_internal.h): model_meta's dynamic_type (the numbers
+    are ir/gears.py's, which the runtime and the OM format read)."""
     FIXED = 0
-    DYNAMIC_BATCH = 1
-    DYNAMIC_IMAGE = 2
-    DYNAMIC_DIMS = 3
+    DYNAMIC_BATCH = ir_gears.DYNAMIC_BATCH
+    DYNAMIC_IMAGE = ir_gears.DYNAMIC_IMAGE
+    DYNAMIC_DIMS = ir_gears.DYNAMIC_DIMS
 
 
 # the option (Python keyword) of each type, as advice.gear_option spells it

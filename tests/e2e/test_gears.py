@@ -111,9 +111,15 @@ def test_the_archive_stores_constants_once_and_sizes_memory_for_the_largest_gear
     assert meta["dynamic_output_shape"] == [f"{i},0,{b},10" for i, b in enumerate((1, 2, 4, 8))]
     assert meta["inputs"][-1]["name"] == "ascend_mbatch_shape_data" and meta["inputs"][-1]["shape"] == [1]
     assert meta["inputs"][0]["origin_input_dims"] == [-1, 3, 16, 16] and meta["inputs"][0]["shape"] == [8, 3, 16, 16]
-    # kernels that take their shapes from the tiling data are shared by every gear
-    convs = [n for n in geared.namelist() if n.startswith("data/kernels_") and "/Conv_" in n]
-    assert len(convs) <= 2
+    # kernels that take their shapes from the tiling data are shared between gears (which
+    # convolutions are such kernels depends on the ISA's cost model, so not all need be)
+    tasks = json.loads(geared.read("data/model_0/debug/task_info.json"))["tasks"]
+    gears_of: dict[str, set[str]] = {}
+    for t in tasks:
+        if t["kernel"] and "_ascend_mbatch_batch_" in t["op_name"]:
+            gears_of.setdefault(t["kernel"], set()).add(t["op_name"].rsplit("_", 1)[1])
+    assert any(len(g) > 1 for k, g in gears_of.items() if k.startswith("Conv_"))
+    assert any(len(g) > 1 for k, g in gears_of.items() if k.startswith("Gemm_"))
 
 
 def test_dynamic_image_size(tmp_path):
