@@ -20,6 +20,11 @@ def cli_words():
         _CLI.reset(token)
 
 
+def in_cli() -> bool:
+    """Whether advice now names the command line's flags (inside `cli_words()`)."""
+    return _CLI.get()
+
+
 def _dims(dims) -> list[str] | None:
     return None if dims is None else [str(int(d)) for d in dims]
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, defs, helper, numpy_helper
 
-from ..errors import ModelError, NeedsConstantError, UnsupportedOpError
+from ..advice import in_cli
+from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
 from ..frontend import ge_import, gears
 from ..frontend.onnx_import import infer_shapes
 from ..ir.graph import Graph, Node, Value
@@ -290,6 +291,12 @@ def compile_op(op_type: str, inputs, attrs, output, *, outputs=None, domain: str
 GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_format")
 
 
+def _minus_one_without_gears(operand: Operand) -> str:
+    """The -1-without-a-gear error, naming the operand as the user wrote it."""
+    text = f"{operand.name}:{operand.dtype.name}:{','.join(map(str, operand.shape))}"
+    return gears.no_gears_for(f"--input {text}" if in_cli() else f"input {text!r}")
+
+
 def geared_model(op_type: str, inputs, attrs, gear_options: dict, **build) -> tuple[onnx.ModelProto, dict]:
     """build_model's model, and the input shapes to compile it with. Without a -1 dim and a gear
     option that is build_model's model as it is. Otherwise the operator is checked at every gear
@@ -301,8 +308,9 @@ def geared_model(op_type: str, inputs, attrs, gear_options: dict, **build) -> tu
     operands = parse_operands(inputs)
     runtime = {o.name: o.shape for o in operands if o is not None and not o.is_const}
     if not any(v is not None for k, v in gear_options.items() if k != "input_format"):
-        if any(-1 in s for s in runtime.values()):
-            gears.resolve(input_shapes=runtime, declared=[])   # the error naming the gear options
+        dynamic = [o for o in operands if o is not None and not o.is_const and -1 in o.shape]
+        if dynamic:
+            raise ShapeError(_minus_one_without_gears(dynamic[0]))
         return build_model(op_type, operands, attrs, **build), {}
     spec = gears.resolve(input_shapes=runtime, declared=[(n, tuple(None if d == -1 else d for d in s))
                                                           for n, s in runtime.items()], **gear_options)

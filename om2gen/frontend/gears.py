@@ -211,10 +211,15 @@ def _check_no_dynamic_dims(input_shapes: dict, given: dict) -> None:
     """-1 in an input shape says "a gear decides"; without a gear option it is an error."""
     for name, dims in input_shapes.items():
         if any(int(d) < 0 for d in dims) and not given:
-            raise ShapeError(f"{shape_option(name, dims)} marks a dim -1 (dynamic) but no gear option says which "
-                             f"values it takes; add {gear_option('dynamic_batch_size', [1, 2, 4, 8])} (dim 0), "
-                             f"{gear_option('dynamic_image_size', [(224, 224), (448, 448)])} (H,W) or "
-                             f"{gear_option('dynamic_dims', [(128,), (256,)])} (any dims)")
+            raise ShapeError(no_gears_for(shape_option(name, dims)))
+
+
+def no_gears_for(where: str) -> str:
+    """The error for a -1 dim (in `where`, the option that marked it) without a gear option."""
+    return (f"{where} marks a dim -1 (dynamic) but no gear option says which values it takes; add "
+            f"{gear_option('dynamic_batch_size', [1, 2, 4, 8])} (dim 0), "
+            f"{gear_option('dynamic_image_size', [(224, 224), (448, 448)])} (H,W) or "
+            f"{gear_option('dynamic_dims', [(128,), (256,)])} (any dims)")
 
 
 def _marked(kind: DynamicType) -> tuple[int, ...]:

@@ -285,4 +285,8 @@ def test_gears_from_the_command_line_and_a_minus_one_without_them(tmp_path, caps
         x = rand(16, 8, seed=2)
         assert np.array_equal(list(m.run({"x": x}).values())[0], np.maximum(x, 0))
     assert main(["compile-op", "Relu", "--input", "x:float32:16,-1", "-o", str(tmp_path / "no.om2"), "-q"]) != 0
-    assert "--dynamic-dims" in capsys.readouterr().err and not (tmp_path / "no.om2").exists()
+    err = capsys.readouterr().err
+    assert "--input x:float32:16,-1 marks a dim -1" in err and "--dynamic-dims" in err
+    assert "--input-shape" not in err and not (tmp_path / "no.om2").exists()
+    with pytest.raises(ShapeError, match=r"input 'x:float32:16,-1' marks .* dynamic_dims="):
+        compile_op("Relu", ["x:float32:16,-1"], {}, tmp_path / "no.om2")
