@@ -31,8 +31,10 @@ def template_source(name: str) -> str:
     return (templates_dir() / name).read_text()
 
 
-def imported_templates(name: str) -> list[str]:
-    """Every template that `name` imports or includes, directly or through another, sorted."""
+@functools.lru_cache(maxsize=None)
+def imported_templates(name: str) -> tuple[str, ...]:
+    """Every template that `name` imports or includes, directly or through another, sorted (parsed
+    once per process: the shipped templates do not change under a running compiler)."""
     found: set[str] = set()
     todo = [name]
     while todo:
@@ -42,7 +44,7 @@ def imported_templates(name: str) -> list[str]:
             if ref not in found:
                 found.add(ref)
                 todo.append(ref)
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def render(name: str, **context) -> str:

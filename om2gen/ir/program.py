@@ -5,6 +5,7 @@ render it only arrange text.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, TypedDict
 
@@ -305,3 +306,18 @@ class LowerContext:
     render_kernel: Callable[["KernelCall", "LowerContext"], "Kernel"] | None = None
     fusion: bool = True                 # run the graph rewrites (passes/optimize.py)
     winograd: int | None = None         # None: the cost model chooses; 0: off; 2 or 4: forced tile size
+    derived: dict = field(default_factory=dict, repr=False)   # derive()'s results of this compile
+
+    def derive(self, how: tuple, weight: np.ndarray, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """make(weight), computed once per compile for equal weights and equal `how` (what make
+        does, with its parameters): the gears of a model hold equal weights, one copy per gear's
+        graph, and lower/constants.py stores equal results once."""
+        weight = np.ascontiguousarray(weight)
+        flat = weight.reshape(-1).view(np.uint8)
+        key = (how, weight.dtype.str, weight.shape, zlib.crc32(flat))
+        for seen, result in self.derived.get(key, ()):
+            if np.array_equal(seen, flat):
+                return result
+        result = make(weight)
+        self.derived.setdefault(key, []).append((flat, result))
+        return result

@@ -2,7 +2,7 @@
 values, and every constant a step reads gets its place in the one constants blob."""
 from __future__ import annotations
 
-import hashlib
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,9 +56,8 @@ def place(state: Lowering) -> Blob:
             r = state.root(name) if name else name
             if r and state.graph.values[r].is_const and r not in constants:
                 arr = np.ascontiguousarray(state.graph.values[r].const)
-                data = arr.tobytes()
-                key = (arr.dtype.str, hashlib.blake2b(data, digest_size=16).digest())
-                same = next((c for c in placed.get(key, []) if c.array.tobytes() == data), None)
+                key = (arr.dtype.str, arr.nbytes, zlib.crc32(_bytes(arr)))     # equal bytes confirmed below
+                same = next((c for c in placed.get(key, []) if np.array_equal(_bytes(c.array), _bytes(arr))), None)
                 origin = state.graph.origin(r)
                 if same is not None:
                     constants[r] = Constant(r, arr, same.offset, origin.sources, origin.transforms)
@@ -67,3 +66,8 @@ def place(state: Lowering) -> Blob:
                 placed.setdefault(key, []).append(constants[r])
                 end = memplan.align(end + arr.nbytes)
     return Blob(constants, end)
+
+
+def _bytes(arr: np.ndarray) -> np.ndarray:
+    """A contiguous array's bytes as a flat uint8 view (hashed and compared without a copy)."""
+    return arr.reshape(-1).view(np.uint8)

@@ -231,7 +231,7 @@ class Conv(Op):
         if winograd.applicable(g, packed_w) and residual is None:
             plan = winograd.choose(g, bl, ctx.winograd)   # the compile option
             if plan is not None:
-                return self.lower_winograd(node, ins, outs, g, bias, plan, bl)
+                return self.lower_winograd(node, ins, outs, g, bias, plan, bl, ctx)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
         transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
         items = g["N"] * g["G"]
@@ -262,7 +262,8 @@ class Conv(Op):
         inputs = [ins[0].name]
         if packed_w:
             wg = np.asarray(w.const, np.float32).reshape(g["G"], g["MG"], k)
-            packed = gemm_pack.pack_b(wg.swapaxes(1, 2), bl.nr) if transposed else gemm_pack.pack_a(wg, bl.mr)
+            packed = ctx.derive(("conv_gemm", transposed, bl), wg, lambda wg: gemm_pack.pack_b(wg.swapaxes(1, 2), bl.nr)
+                                if transposed else gemm_pack.pack_a(wg, bl.mr))
             panels = f"B panels of {bl.nr} columns" if transposed else f"A panels of {bl.mr} rows"
             inputs.append(Derived(packed, (w.name,), f"packed into the GEMM's {panels} ({g['G']} group(s))"))
         else:
@@ -291,9 +292,10 @@ class Conv(Op):
         return KernelCall("kernels/conv_gemm.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
                           tiling=tiling, workspace=block_dim * ws * 4)
 
-    def lower_winograd(self, node, ins, outs, g, bias, plan, bl):
+    def lower_winograd(self, node, ins, outs, g, bias, plan, bl, ctx):
         """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now."""
-        u = winograd.pack_weights(np.asarray(ins[1].const, np.float32), plan.m, bl)
+        u = ctx.derive(("winograd", plan.m, bl), np.asarray(ins[1].const, np.float32),
+                       lambda w: winograd.pack_weights(w, plan.m, bl))
         u = Derived(u, (ins[1].name,), f"Winograd F({plan.m}x{plan.m}, 3x3) weight transform, packed for its GEMMs")
         inputs = [ins[0].name, u] + ([ins[2].name] if bias else [])
         tiling = dict(N=g["N"], C=g["C"], M=g["M"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"],

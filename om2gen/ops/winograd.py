@@ -14,6 +14,7 @@ when an image has too few tiles to keep the cores busy (each range transforms th
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -68,8 +69,10 @@ def _solve_column(a: list[list[Fraction]], rhs: list[Fraction], n: int) -> list[
     return [rows[i][n] for i in range(n)]
 
 
-def matrices(m: int) -> tuple[list, list, list]:
-    """(B^T [a][a], G [a][3], A^T [m][a]) of F(m, 3), as exact fractions (a = m + 2)."""
+@functools.lru_cache(maxsize=None)
+def matrices(m: int) -> tuple[tuple, tuple, tuple]:
+    """(B^T [a][a], G [a][3], A^T [m][a]) of F(m, 3), as exact fractions (a = m + 2); solved once
+    per m and process."""
     pts = [_frac(p) for p in POINTS[m]]
     n = m + R - 1
     at = [[pts[j] ** i for j in range(n - 1)] + [Fraction(int(i == m - 1))] for i in range(m)]
@@ -86,16 +89,17 @@ def matrices(m: int) -> tuple[list, list, list]:
     cols = [_solve_column(coef, [Fraction(int(l == i + k)) for i in range(m) for k in range(R)], n)
             for l in range(n)]
     bt = [[cols[l][j] for l in range(n)] for j in range(n)]
-    return bt, g, at
+    return tuple(map(tuple, bt)), tuple(map(tuple, g)), tuple(map(tuple, at))
 
 
 def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
     """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw (float64 math)."""
     _, g, _ = matrices(m)
     gm = np.array([[float(v) for v in row] for row in g])
-    u = np.einsum("ai,kcij,bj->abkc", gm, np.asarray(w, np.float64), gm)
+    t = np.tensordot(np.asarray(w, np.float64), gm, axes=([3], [1]))     # [K, C, 3, a]: g G^T
+    u = np.tensordot(gm, t, axes=([1], [2]))                            # [a, K, C, a]: G g G^T
     a = m + 2
-    return u.reshape(a * a, *w.shape[:2]).astype(np.float32)
+    return np.ascontiguousarray(u.transpose(0, 3, 1, 2), np.float32).reshape(a * a, *w.shape[:2])
 
 
 def _linear(coefs: list[Fraction], var: str) -> str:

@@ -21,8 +21,8 @@ def test_addresses_follow_the_args_layout():
 
 
 def test_the_name_digest_covers_imported_templates():
-    assert jinja.imported_templates("kernels/matmul.c.j2") == ["kernels/_common.j2", "kernels/_gemm.j2"]
-    assert jinja.imported_templates("kernels/elementwise.c.j2") == ["kernels/_common.j2"]
+    assert jinja.imported_templates("kernels/matmul.c.j2") == ("kernels/_common.j2", "kernels/_gemm.j2")
+    assert jinja.imported_templates("kernels/elementwise.c.j2") == ("kernels/_common.j2",)
 
 
 def test_templates_do_no_arithmetic():
