@@ -26,11 +26,13 @@ from . import pins as pins_mod
 from . import support
 
 
-@dataclass(frozen=True)
+@dataclass
 class Loaded:
-    """A model read once and imported several times (once per gear): its proto and file bytes."""
+    """A model read once and imported several times (once per gear): its proto and file bytes, and
+    whether onnx.checker has passed it (the first import checks it, the others need not)."""
     proto: onnx.ModelProto
     raw: bytes
+    checked: bool = False
 
 
 def load_model(model) -> tuple[onnx.ModelProto, bytes]:
@@ -144,16 +146,25 @@ def _frozen_value(vi: onnx.ValueInfoProto, value, dt) -> np.ndarray:
     return np.asarray(arr, order="C")
 
 
-def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                input_values: dict[str, object] | None = None) -> Graph:
-    proto, raw = load_model(model)
-    pins = pins_mod.shapes(input_shapes)
-    frozen = dict(input_values or {})
+def _check(model, proto: onnx.ModelProto) -> None:
+    """onnx.checker over the model, once per Loaded."""
+    if isinstance(model, Loaded) and model.checked:
+        return
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
         first = str(exc).strip().splitlines()[0]
         raise ModelError(f"the ONNX model is invalid: {first}") from None
+    if isinstance(model, Loaded):
+        model.checked = True
+
+
+def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                input_values: dict[str, object] | None = None) -> Graph:
+    proto, raw = load_model(model)
+    pins = pins_mod.shapes(input_shapes)
+    frozen = dict(input_values or {})
+    _check(model, proto)
     opsets = {(o.domain or ""): o.version for o in proto.opset_import}
     if "ai.onnx" in opsets:
         opsets.setdefault("", opsets.pop("ai.onnx"))

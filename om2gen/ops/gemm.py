@@ -43,10 +43,12 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
     a_shape = tuple(a.shape[:-2]) + ((k, m) if trans_a else (m, k)) if len(a.shape) >= 2 else (1, k)
     b_shape = tuple(b.shape[:-2]) + ((n, k) if trans_b else (k, n)) if len(b.shape) >= 2 else (k, 1)
     # a constant operand is packed now; strides of a packed batch are in whole packed matrices
-    a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k), lambda x: gemm_pack.pack_a(x, bl.mr), bl.mr,
-                                        f"A panels of {bl.mr} rows")
-    b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n), lambda x: gemm_pack.pack_b(x, bl.nr), bl.nr,
-                                        f"B panels of {bl.nr} columns")
+    a_in, a_rs, a_cs, a_unit = _operand(a, a_shape, trans_a, (m, k),
+                                        lambda x: ctx.derive(("pack_a", bl.mr), x, lambda x: gemm_pack.pack_a(x, bl.mr)),
+                                        bl.mr, f"A panels of {bl.mr} rows")
+    b_in, b_rs, b_cs, b_unit = _operand(b, b_shape, trans_b, (k, n),
+                                        lambda x: ctx.derive(("pack_b", bl.nr), x, lambda x: gemm_pack.pack_b(x, bl.nr)),
+                                        bl.nr, f"B panels of {bl.nr} columns")
     inputs = [a_in, b_in]
     # a few rows over constant weights (batch-1 dense layers): bound by streaming B, om2/om2_gemv.h
     gemv = b.is_const and not a.is_const and m <= gemm_pack.GEMV_MAX_ROWS
