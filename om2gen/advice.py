@@ -26,7 +26,9 @@ def in_cli() -> bool:
 
 
 def _dims(dims) -> list[str] | None:
-    return None if dims is None else [str(int(d)) for d in dims]
+    """Each dim as the user writes it: an int, or a range's `lo~hi` (pins.DimRange)."""
+    return None if dims is None else [str(int(d)) if isinstance(d, int) or hasattr(d, "__index__") else str(d)
+                                      for d in dims]
 
 
 def shape_option(name: str | None = None, dims=None) -> str:
@@ -37,6 +39,7 @@ def shape_option(name: str | None = None, dims=None) -> str:
         return "--input-shape" if name is None else f"--input-shape {name}:{','.join(d) if d is not None else 'D0,D1,...'}"
     if name is None:
         return "input_shapes="
+    d = None if d is None else [x if x.lstrip("-").isdigit() else repr(x) for x in d]   # a range: '1~16'
     shape = ("(" + ", ".join(d) + ("," if len(d) == 1 else "") + ")") if d is not None else "(D0, D1, ...)"
     return f"input_shapes={{{name!r}: {shape}}}"
 

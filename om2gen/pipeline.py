@@ -17,11 +17,12 @@ from . import advice
 from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp
 from .codegen.literals import c_identifier
-from .errors import CompileError, ModelError, Om2Error
+from .errors import CompileError, ModelError, Om2Error, ShapeError
 from .formats.om2 import layout, writer
 from .formats.om2.writer import Entry, json_bytes
 from .formats.op_so_store import SoBinType
 from .frontend import gears, multi_batch, onnx_import, pins
+from .frontend.dynamic_dims import require_lowering
 from .frontend.onnx_import import import_onnx
 from .ir import dtypes
 from .ir.gears import dynamic_output_dims
@@ -163,6 +164,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             graph = multi_batch.merge(spec, [g for g, _ in per_gear])
             op_types = frozenset().union(*(t for _, t in per_gear))
         report.stage(f"imported {len(graph.nodes)} nodes")
+        require_lowering(graph)
         program = lower_graph(graph, ctx)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
@@ -212,10 +214,15 @@ def _optimized_graph(model, opts: Options, frontend, ctx: LowerContext):
 def _gear_spec(model, opts: Options, frontend) -> tuple[gears.GearSpec | None, onnx_import.Loaded | None]:
     """The gears the options ask for and the ONNX model, read once for every gear's import
     ((None, None): a static model). Gears are compiled from ONNX models."""
-    shapes = pins.shapes(opts.input_shapes)   # a shape that is no sequence of ints is refused first
+    shapes = pins.shapes(opts.input_shapes)   # a shape that is no sequence of dims is refused first
     if opts.dynamic_batch_size is None and opts.dynamic_image_size is None and opts.dynamic_dims is None:
-        gears.resolve(input_shapes=shapes, declared=[])   # a -1 without a gear option is an error
-        return None, None
+        return None, None    # -1 and ranges without a gear option: a dynamic model (frontend/dynamic_dims.py)
+    shape_option = advice.shape_option
+    ranged = [n for n, dims in shapes.items() if any(isinstance(d, pins.DimRange) for d in dims)]
+    if ranged:
+        raise ShapeError(f"{shape_option(ranged[0], shapes[ranged[0]])} gives a range, and a gear option is given "
+                         "too: gears mark their dims -1 and list the sizes; a range is for a model that takes "
+                         "any size in it (no gear option)")
     from .formats.om import proto as ge_proto
     if frontend == "ge" or isinstance(model, ge_proto.ModelDef):
         raise Om2Error("gears (dynamic_batch_size, dynamic_image_size, dynamic_dims) are compiled from ONNX "

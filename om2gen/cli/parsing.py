@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ShapeError
+from ..frontend import pins
 
 
 def _one_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -13,9 +14,10 @@ def _one_shape(text: str) -> tuple[str, tuple[int, ...]]:
         raise argparse.ArgumentTypeError(f"--input-shape {text!r}: expected NAME:D0,D1,... (e.g. x:1,3,224,224; "
                                          "several inputs: \"x:1,3,224,224;y:1,10\")")
     try:
-        shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        shape = tuple(pins.parse_dim(d) for d in dims.split(",")) if dims.strip() else ()
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be integers") from None
+        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be integers, -1 (dynamic) or "
+                                         "ranges lo~hi (e.g. x:1~16,3,-1,-1)") from None
     return name.strip(), shape
 
 

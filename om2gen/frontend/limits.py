@@ -17,6 +17,7 @@ import os
 
 from ..advice import shape_option
 from ..errors import ShapeError
+from ..ir import symbolic
 
 MAX_TENSOR_ELEMENTS = (1 << 31) - 1
 ENV = "OM2GEN_MAX_TENSOR_ELEMENTS"
@@ -57,10 +58,23 @@ def _shown(v) -> str:
 
 
 def _problem(shape, itemsize: int) -> str | None:
-    """What is wrong with a tensor of this shape, or None."""
+    """What is wrong with a tensor of this shape, or None. A dynamic dim (an Expr) is checked at
+    the largest value its range gives; an unbounded one is checked at run time."""
+    bounded = []
     for i, d in enumerate(shape):
-        if not isinstance(d, int) or d < 0:
+        if isinstance(d, symbolic.Expr):
+            lo, _ = symbolic.bounds(d)
+            if lo < 0:
+                return (f"dim {i} is {d}, which is negative for the smallest sizes of its range: give the "
+                        f"dynamic dims a range that keeps it >= 0 ({shape_option()} with lo~hi)")
+            bounded.append(symbolic.upper_bound(d))
+        elif not isinstance(d, int) or d < 0:
             return f"dim {i} is {d}, and a dim must be an integer >= 0"
+        else:
+            bounded.append(d)
+    if None in bounded:
+        return None
+    shape = bounded
     count, limit = math.prod(shape), max_tensor_elements()
     if count > limit:
         return (f"{_count_text(count)} elements ({size_text(count * itemsize)}), more than the {_count_text(limit)} "

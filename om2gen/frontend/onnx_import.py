@@ -16,14 +16,14 @@ from onnx import numpy_helper
 
 from ..advice import gear_option, shape_option, value_option
 from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.attributes import attribute_value
 from ..ir.graph import Graph, Node, Value
 from ..ops import registry
 from ..passes import fold
-from . import limits
+from . import dynamic_dims, limits
 from . import pins as pins_mod
-from . import support
+from . import shape_dims, support
 
 
 @dataclass
@@ -58,10 +58,10 @@ def load_model(model) -> tuple[onnx.ModelProto, bytes]:
     return proto, data
 
 
-def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]], dtype) -> tuple[int, ...]:
+def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple], dtype, dims: dynamic_dims.Symbols) -> tuple:
     name = vi.name
     if name in pins:
-        shape = tuple(int(d) for d in pins[name])
+        shape = pins[name]
         declared = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else None
         if declared is not None and len(declared) != len(shape):
             raise ShapeError(f"{shape_option(name, shape)} has rank {len(shape)} but the model declares rank "
@@ -70,8 +70,9 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]], dty
             if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != shape[i]:
                 raise ShapeError(f"{shape_option(name, shape)}: dim {i} is {shape[i]} but the model fixes it to "
                                  f"{d.dim_value}: {name}{pins_mod.dims_text(_declared(vi))}")
-        if any(d < 0 for d in shape):
-            raise ShapeError(f"{shape_option(name, shape)}: dims must be >= 0")
+        if any(isinstance(d, int) and d < -1 for d in shape):
+            raise ShapeError(f"{shape_option(name, shape)}: a dim is >= 0, -1 (dynamic) or a range lo~hi")
+        shape = tuple(dims.dim(name, i, d, declared[i].dim_param if declared else "") for i, d in enumerate(shape))
         limits.check_input(name, shape, dtype, pinned=True)
         return shape
     tt = vi.type.tensor_type
@@ -89,8 +90,9 @@ def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple[int, ...]], dty
                      else gear_option("dynamic_dims", [(128,), (256,)]))
             raise ShapeError(f"input {name!r} has a dynamic dim {i} ({sym!r}): {name}"
                              f"{pins_mod.dims_text(_declared(vi))}; pin it with {shape_option(name)}, e.g. "
-                             f"{shape_option(name, example)}, or compile it for several sizes (gears): mark it -1, "
-                             f"e.g. {shape_option(name, geared)}, and give the sizes with {gears}")
+                             f"{shape_option(name, example)}; or compile it for several sizes (gears): mark it -1, "
+                             f"e.g. {shape_option(name, geared)}, and give the sizes with {gears}; or for any size: "
+                             f"mark it -1 or a range lo~hi without a gear option")
     limits.check_input(name, tuple(dims), dtype, pinned=False)
     return tuple(dims)
 
@@ -163,6 +165,7 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
                 input_values: dict[str, object] | None = None) -> Graph:
     proto, raw = load_model(model)
     pins = pins_mod.shapes(input_shapes)
+    dims = dynamic_dims.Symbols()
     frozen = dict(input_values or {})
     _check(model, proto)
     opsets = {(o.domain or ""): o.version for o in proto.opset_import}
@@ -192,7 +195,7 @@ def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
             arr = _frozen_value(vi, frozen[vi.name], dt)
             values[vi.name] = Value(vi.name, dt, tuple(arr.shape), arr)
             continue
-        values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins, dt))
+        values[vi.name] = Value(vi.name, dt, _pinned_shape(vi, pins, dt, dims))
         inputs.append(vi.name)
 
     nodes = []
@@ -230,26 +233,35 @@ def _check_output_types(graph: Graph, declared: list[onnx.ValueInfoProto], nodes
 def infer_shapes(graph: Graph) -> None:
     """Runs every op's infer() in order. Nodes whose inputs are all constant are folded (their
     outputs become constants) and Constant nodes become constant values; both leave the graph."""
-    graph.nodes = _infer_nodes(graph, graph.nodes)
+    dynamic = dynamic_dims.Failures()
+    graph.nodes = _infer_nodes(graph, graph.nodes, dynamic=dynamic)
+    dynamic.check(graph)
     for name in graph.outputs:
         if name not in graph.values:
             raise ModelError(f"graph output {name!r} is produced by no node")
 
 
-def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | None = None) -> list[Node]:
+def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | None = None,
+                 dynamic: dynamic_dims.Failures | None = None) -> list[Node]:
     """Infers `nodes` in order (values go into graph.values); returns the nodes that remain.
     reads: {value name: the names its producer read}, filled as nodes are inferred (shared with
-    the regions of If nodes, so that an If can say which model inputs its condition comes from)."""
+    the regions of If nodes, so that an If can say which model inputs its condition comes from).
+    dynamic: where the nodes that cannot take a dynamic model's shapes are collected."""
     reads = {} if reads is None else reads
+    dynamic = dynamic_dims.Failures() if dynamic is None else dynamic
     kept = []
     work = deque(nodes)
     while work:
         node = work.popleft()
+        if dynamic.downstream(node):
+            continue
         ins = [graph.values.get(n) if n else None for n in node.inputs]
         for n, v in zip(node.inputs, ins):
             if n and v is None:
                 raise ModelError(f"node {node.name!r} ({node.op_type}) reads {n!r}, which nothing produces")
-        outs = _try_fold(node, ins)
+        outs = shape_dims.evaluate(node, ins) or _try_fold(node, ins)
+        if outs is None and dynamic.refuses(node, ins, registry.lookup(node)):
+            continue
         if outs is None:
             op = registry.lookup(node)
             expand = getattr(op, "expand", None)
@@ -258,11 +270,15 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                 work.extendleft(reversed(replacement))
                 continue
             regions = getattr(op, "infer_regions", None)
-            if regions is not None:  # an op with subgraphs (If): they are inferred as regions
-                outs = regions(node, ins, lambda sub: _infer_nodes(graph, sub, reads), graph.values,
-                               inputs_of=lambda name: _inputs_behind(graph, reads, name))
-            else:
-                outs = op.infer(node, ins)
+            try:
+                if regions is not None:  # an op with subgraphs (If): they are inferred as regions
+                    outs = regions(node, ins, lambda sub: _infer_nodes(graph, sub, reads, dynamic), graph.values,
+                                   inputs_of=lambda name: _inputs_behind(graph, reads, name))
+                else:
+                    outs = op.infer(node, ins)
+            except symbolic.Undecidable as exc:   # the op's static code asked what only the run knows
+                dynamic.undecided(node, exc.question)
+                continue
         limits.check_outputs(node, ins, outs)
         for name, val in zip(node.outputs, outs):
             if name:
@@ -271,8 +287,8 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                 graph.values[name] = val
                 if val.is_const and node.op_type != "Constant":   # a folded node: what it was computed from
                     graph.derive(name, node.inputs, f"{node.op_type} {node.name!r} evaluated at compile time")
-        if not all(v.is_const for n, v in zip(node.outputs, outs) if n):
-            kept.append(node)
+        if not all(v.is_const or v.dims is not None for n, v in zip(node.outputs, outs) if n):
+            kept.append(node)   # (a value known as dims, like a constant, needs no node to make it)
     return kept
 
 

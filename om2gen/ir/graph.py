@@ -1,16 +1,20 @@
-"""The graph om2gen compiles: typed values with static shapes, nodes in topological order.
+"""The graph om2gen compiles: typed values with shapes, nodes in topological order.
 
-Constants are kept as numpy arrays on their values. Every stage after the frontend reads
-static shapes only (dynamic dims are pinned by --input-shape, or per gear: a gear model's Case
-holds one static graph per gear, frontend/multi_batch.py).
+Constants are kept as numpy arrays on their values. A dim is an int, or in a dynamic model
+(docs/dynamic-shapes.md) an ir.symbolic.Expr over the model's dynamic dims; a gear model's Case
+holds one static graph per gear (frontend/multi_batch.py). An int tensor computed from dynamic
+dims (Shape, and the Gather/Concat/Unsqueeze... of a shape sub-graph) keeps its elements as
+`dims`: known at compile time as expressions, though not constants.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import symbolic
 from .dtypes import DType
 
 # node.attrs key of a control-flow node's regions (ops/control.py): {"then": (nodes, output
@@ -27,16 +31,25 @@ ORIGIN_DIMS = "_origin_input_dims"
 class Value:
     name: str
     dtype: DType
-    shape: tuple[int, ...]
+    shape: tuple            # ints; Exprs for a dynamic model's dynamic dims
     const: np.ndarray | None = None
+    dims: np.ndarray | None = None      # an int tensor's elements as ints and Exprs (see the module doc)
 
     @property
     def is_const(self) -> bool:
         return self.const is not None
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def is_static(self) -> bool:
+        """Whether every dim is known at compile time."""
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def size(self):
+        """The element count: an int, or an Expr for a dynamic shape."""
+        if self.is_static:
+            return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -143,7 +156,7 @@ class Graph:
 
     def verify(self, stage: str) -> None:
         """The IR invariants every pass must keep; a failure is an om2gen bug, reported with context."""
-        defined = set(self.inputs) | {n for n, v in self.values.items() if v.is_const}
+        defined = set(self.inputs) | {n for n, v in self.values.items() if v.is_const or v.dims is not None}
         for node in self.nodes:
             for name in node.inputs:
                 assert not name or name in defined, f"after {stage}: node {node.name!r} reads undefined {name!r}"
@@ -151,8 +164,9 @@ class Graph:
                 if not name:
                     continue  # an optional output the model does not use
                 assert name in self.values, f"after {stage}: output {name!r} of {node.name!r} has no value"
-                assert all(isinstance(d, int) and d >= 0 for d in self.values[name].shape), \
-                    f"after {stage}: {name!r} has a non-static shape {self.values[name].shape}"
+                assert all((isinstance(d, int) and d >= 0) or isinstance(d, symbolic.Expr)
+                           for d in self.values[name].shape), \
+                    f"after {stage}: {name!r} has a malformed shape {self.values[name].shape}"
                 defined.add(name)
         for name in self.outputs:
             assert name in defined, f"after {stage}: graph output {name!r} is never produced"

@@ -1,10 +1,13 @@
 """Helpers shared by op definitions: shapes, broadcasting, block_dim choice."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..advice import value_option
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.dtypes import DType
 from ..ir.graph import Node, Value
 
@@ -14,8 +17,14 @@ MIN_WORK_PER_BLOCK = 1 << 14
 MAX_BLOCKS = 64
 
 
+def prod(dims):
+    """The product of dims: an int, or an Expr where a dim is dynamic."""
+    p = math.prod(dims)
+    return p if isinstance(p, symbolic.Expr) else int(p)
+
+
 def out(dtype: DType, shape) -> Value:
-    return Value("", dtype, tuple(int(d) for d in shape))
+    return Value("", dtype, tuple(d if isinstance(d, symbolic.Expr) else int(d) for d in shape))
 
 
 def block_dim_for(items: int, work_per_item: int = 1) -> int:
@@ -29,12 +38,37 @@ def block_dim_for(items: int, work_per_item: int = 1) -> int:
     return int(max(1, min(items, by_work, MAX_BLOCKS)))
 
 
-def broadcast_shape(node: Node, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_shape(node: Node, *shapes: tuple) -> tuple:
+    """numpy's broadcasting. A dynamic dim broadcasts with 1 and with itself; against anything
+    else the run would decide (Undecidable)."""
+    if any(isinstance(d, symbolic.Expr) for s in shapes for d in s):
+        return _broadcast_dynamic(node, shapes)
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ShapeError(f"node {node.name!r} ({node.op_type}): input shapes "
-                         f"{' and '.join(str(list(s)) for s in shapes)} do not broadcast") from None
+        raise _no_broadcast(node, shapes) from None
+
+
+def _no_broadcast(node: Node, shapes) -> ShapeError:
+    return ShapeError(f"node {node.name!r} ({node.op_type}): input shapes "
+                      f"{' and '.join('[' + ','.join(map(str, s)) + ']' for s in shapes)} do not broadcast")
+
+
+def _broadcast_dynamic(node: Node, shapes) -> tuple:
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        result = 1
+        for d in dims:
+            if isinstance(d, int) and d == 1:
+                continue
+            if isinstance(result, int) and result == 1:
+                result = d
+            elif not d == result:     # Undecidable where the run decides (N against M, or N against 4)
+                raise _no_broadcast(node, shapes)
+        out.append(result)
+    return tuple(out)
 
 
 def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
@@ -81,13 +115,17 @@ def axis(node: Node, a: int, rank: int) -> int:
     return a + rank if a < 0 else a
 
 
-def const_ints(node: Node, v: Value | None, what: str) -> list[int] | None:
+def const_ints(node: Node, v: Value | None, what: str) -> list | None:
+    """An int input known at compile time: a constant, or in a dynamic model a value computed
+    from the input shapes (ints and Exprs, frontend/shape_dims.py)."""
     if v is None:
         return None
+    if not v.is_const and v.dims is not None:
+        return [d if isinstance(d, symbolic.Expr) else int(d) for d in v.dims.reshape(-1)]
     if not v.is_const:
         raise NeedsConstantError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) must be known at compile "
-                                 f"time; om2gen compiles static shapes only (if {v.name!r} is a model input, freeze "
-                                 f"it with {value_option(v.name)})", v.name)
+                                 f"time, as a constant or computed from the input shapes (if {v.name!r} is a model "
+                                 f"input, freeze it with {value_option(v.name)})", v.name)
     arr = np.asarray(v.const).reshape(-1)
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} ({v.name!r}) holds {arr.tolist()[:8]}; they "

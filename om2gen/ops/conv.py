@@ -151,6 +151,7 @@ def kernel_columns(k: int, dil: int, pad: int, stride: int, n_in: int, n_out: in
 
 @register("Conv", since=1)
 class Conv(Op):
+    dynamic_shapes = True
     attrs = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
              "strides": None}
 

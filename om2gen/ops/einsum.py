@@ -10,8 +10,6 @@ contiguously (a dot product per output element).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.program import KernelCall
 from . import common
@@ -47,7 +45,7 @@ class _Plan:
         for (before, after, _), shape in zip(parsed, shapes):
             n = len(shape) - len(before) - len(after)
             labels = before + self.ell_labels[ell - n:] + after
-            contiguous = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+            contiguous = [common.prod(shape[i + 1:]) for i in range(len(shape))]
             strides: dict[str, int] = {}
             for label, size, stride in zip(labels, shape, contiguous):
                 self.size_of(label, size)
@@ -132,8 +130,8 @@ class Einsum(Op):
             mode, outer = "dot", out_dims
         else:
             mode, inner, outer = "axpy", {"size": 1, "strides": [0] * len(ins)}, out_dims
-        items = int(np.prod([d["size"] for d in outer], dtype=np.int64))
-        reduce = int(np.prod([d["size"] for d in red_dims], dtype=np.int64))
+        items = common.prod([d["size"] for d in outer])
+        reduce = common.prod([d["size"] for d in red_dims])
         equation = "".join(str(self.attr(node, "equation")).split())
         params = {
             "summary": f"Einsum {equation}: {', '.join(v.describe() for v in ins)} -> {outs[0].describe()}",

@@ -61,6 +61,7 @@ def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: 
 
 @register("Add", "Sub", "Mul", "Div", since=7)
 class Binary(Op):
+    dynamic_shapes = True
     def infer(self, node, ins):
         a, b = ins
         if a.dtype != b.dtype:
@@ -106,6 +107,7 @@ class BinaryLegacy(Binary):
 
 @register("Relu", "Sigmoid", "Tanh", since=6)
 class UnaryF32(Op):
+    dynamic_shapes = True
     def infer(self, node, ins):
         common.require_float(node, ins[0])
         return [common.out(ins[0].dtype, ins[0].shape)]
@@ -162,6 +164,7 @@ class ClipInputs(ClipAttr):
 @register("Identity", "Dropout", since=1)
 class IdentityLike(Op):
     """Identity, and Dropout at inference (mask output, if requested, is all true)."""
+    dynamic_shapes = True
 
     def infer(self, node, ins):
         # Identity passes a constant on (it is never folded: it may be a graph output of its own)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import UnsupportedOpError
 from ..ir import dtypes
 from ..ir.program import KernelCall
@@ -87,7 +85,7 @@ class FusedElementwise(Op):
         # the outputs are contiguous over any merge of dims: only the operands decide the merging
         dims, strides = common.collapse(shape, [list(o.strides) for o in spec.operands])
         inner = dims[-1]
-        rows = int(np.prod(dims[:-1], dtype=np.int64))
+        rows = common.prod(dims[:-1])
         size = rows * inner
         # split long rows into chunks so that a single big row still spreads across cores
         want = common.block_dim_for(size)

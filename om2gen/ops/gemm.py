@@ -39,7 +39,7 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
                 act=None, ctx=None) -> KernelCall:
     """act: the clamp applied to every tile stored (ops/fused_activation.py's kernel_params), or None."""
     bl = gemm_pack.blocking(ctx.target)
-    batch_count = int(np.prod(batch_dims, dtype=np.int64))
+    batch_count = common.prod(batch_dims)
     a_shape = tuple(a.shape[:-2]) + ((k, m) if trans_a else (m, k)) if len(a.shape) >= 2 else (1, k)
     b_shape = tuple(b.shape[:-2]) + ((n, k) if trans_b else (k, n)) if len(b.shape) >= 2 else (k, 1)
     # a constant operand is packed now; strides of a packed batch are in whole packed matrices
@@ -86,6 +86,7 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
 
 @register("Gemm", since=7)
 class Gemm(Op):
+    dynamic_shapes = True
     attrs = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
 
     def dims(self, node, ins):
@@ -121,6 +122,7 @@ class Gemm(Op):
 
 @register("MatMul", since=1)
 class MatMul(Op):
+    dynamic_shapes = True
     def shapes(self, node, ins):
         a, b = ins
         sa = (1,) + a.shape if len(a.shape) == 1 else a.shape
@@ -153,7 +155,7 @@ class MatMul(Op):
         m, k, n = sa[-2], sa[-1], sb[-1]
         if batch and not ins[0].is_const and tuple(sa[:-2]) == batch and all(d == 1 for d in sb[:-2]):
             # one weight for every batch matrix of A: their rows are one product's (A and Y contiguous)
-            m, batch = m * int(np.prod(batch, dtype=np.int64)), ()
+            m, batch = m * common.prod(batch), ()
         a_strides = [s * m * k for s in common.broadcast_strides(sa[:-2], batch)] if batch else []
         b_strides = [s * k * n for s in common.broadcast_strides(sb[:-2], batch)] if batch else []
         return matmul_call("MatMul", ins[0], ins[1], outs[0], m=m, n=n, k=k, batch_dims=batch,

@@ -58,6 +58,7 @@ def _check_constant_range(node: Node, indices: Value, n: int, a: int) -> None:
 
 @register("Gather", since=1)
 class Gather(Op):
+    dynamic_shapes = True
     attrs = {"axis": 0}
 
     def infer(self, node, ins):
@@ -72,9 +73,9 @@ class Gather(Op):
         data, indices = ins
         dst = outs[0]
         a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
-        outer = int(np.prod(data.shape[:a], dtype=np.int64))
+        outer = common.prod(data.shape[:a])
         n = data.shape[a]
-        inner = int(np.prod(data.shape[a + 1:], dtype=np.int64))
+        inner = common.prod(data.shape[a + 1:])
         if indices.is_const and indices.size == 1:
             # One known index (x[:, 3] in a model): a slice, no index read at run time.
             idx = int(np.asarray(indices.const).reshape(-1)[0])
@@ -151,9 +152,9 @@ class GatherND(Op):
         dst = outs[0]
         b, m = self.plan(node, ins)
         ds = contiguous_strides(data.shape)
-        batches = int(np.prod(indices.shape[:b], dtype=np.int64))
-        positions = int(np.prod(indices.shape[b:-1], dtype=np.int64))
-        inner = int(np.prod(data.shape[b + m:], dtype=np.int64))
+        batches = common.prod(indices.shape[:b])
+        positions = common.prod(indices.shape[b:-1])
+        inner = common.prod(data.shape[b + m:])
         items = batches * positions
         params = {
             "summary": f"GatherND batch_dims={b}: {data.describe()}, {indices.describe()} -> {dst.describe()}",

@@ -8,7 +8,6 @@ through a compile-time table (the mode's rule), so every mode shares one kernel.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..codegen.literals import c_float, c_int
@@ -52,12 +51,12 @@ def strided_copy(node: Node, src: Value, dst: Value, dims, strides, offset: int 
                  detail: str = "", allow_alias: bool = True) -> KernelCall | Alias:
     """The copy of `src` into the contiguous `dst`: dst walked over `dims` (product = dst.size,
     C order) reads src[offset + sum(i_d * strides[d])]. An identity copy is an Alias."""
-    assert int(np.prod(dims, dtype=np.int64)) == dst.size and dst.size > 0, (node.name, dims, dst.shape)
+    assert common.prod(dims) == dst.size and dst.size > 0, (node.name, dims, dst.shape)
     dims, (strides,) = common.collapse(tuple(int(d) for d in dims), [[int(s) for s in strides]])
     if allow_alias and len(dims) == 1 and strides[0] == 1 and offset == 0 and src.size == dst.size:
         return Alias(src.name)
     inner, inner_stride = dims[-1], strides[-1]
-    rows = int(np.prod(dims[:-1], dtype=np.int64))
+    rows = common.prod(dims[:-1])
     # Split long rows into chunks so that a single big row still spreads across cores.
     want = common.block_dim_for(dst.size)
     chunks = 1 if rows >= want else max(1, min(want // max(rows, 1), inner // 1024 or 1))
@@ -178,8 +177,8 @@ class Split(Op):
     def lower(self, node, ins, outs, ctx):
         src = ins[0]
         a, sizes = self.plan(node, ins)
-        outer = int(np.prod(src.shape[:a], dtype=np.int64))
-        inner = int(np.prod(src.shape[a + 1:], dtype=np.int64))
+        outer = common.prod(src.shape[:a])
+        inner = common.prod(src.shape[a + 1:])
         dim = src.shape[a]
         if len(outs) == 1:
             return strided_copy(node, src, outs[0], [outer, dim, inner], [dim * inner, inner, 1])
@@ -463,7 +462,7 @@ class Pad(Op):
                 inputs.append(value.name)
             else:
                 value_expr = c_value(dst.dtype, self.scalar(value))
-        rows = int(np.prod([g["size"] for g in outer], dtype=np.int64))
+        rows = common.prod([g["size"] for g in outer])
         params = {
             "summary": f"Pad mode={mode} pads={pads}: {src.describe()} -> {dst.describe()}",
             "ctype": dst.dtype.c_type, "mode": mode, "outer": list(reversed(outer)), "inner": inner,

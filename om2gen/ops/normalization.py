@@ -47,7 +47,7 @@ class AxisSoftmaxFamily(Op):
 
     def layout(self, node, x) -> tuple[int, int, int]:
         a = common.axis(node, int(self.attr(node, "axis")), len(x.shape))
-        return int(np.prod(x.shape[:a], dtype=np.int64)), int(np.prod(x.shape[a:], dtype=np.int64)), 1
+        return common.prod(x.shape[:a]), common.prod(x.shape[a:]), 1
 
     def infer(self, node, ins):
         _require(node, ins[0])
@@ -114,7 +114,7 @@ def _element_affine(node: Node, v: Value | None, norm_shape: tuple[int, ...], wh
     stride 1 when it covers them, 0 for one value, a broadcast copy when it is a constant."""
     if v is None:
         return None, 0
-    n = int(np.prod(norm_shape, dtype=np.int64))
+    n = common.prod(norm_shape)
     try:
         np.broadcast_shapes(v.shape, norm_shape)
     except ValueError:
@@ -137,6 +137,7 @@ def _element_affine(node: Node, v: Value | None, norm_shape: tuple[int, ...], wh
 
 @register("LayerNormalization", since=17)
 class LayerNormalization(Op):
+    dynamic_shapes = True
     attrs = {"axis": -1, "epsilon": 1e-5, "stash_type": 1}
 
     def infer(self, node, ins):
@@ -154,8 +155,8 @@ class LayerNormalization(Op):
         x = ins[0]
         a = common.axis(node, int(self.attr(node, "axis")), len(x.shape))
         norm_shape = x.shape[a:]
-        length = int(np.prod(norm_shape, dtype=np.int64))
-        rows = int(np.prod(x.shape[:a], dtype=np.int64))
+        length = common.prod(norm_shape)
+        rows = common.prod(x.shape[:a])
         bias_in = ins[2] if len(ins) > 2 else None
         if bias_in is not None:
             common.require_float(node, bias_in, "B")
@@ -172,7 +173,7 @@ def _channels(node: Node, x: Value) -> tuple[int, int, int]:
     """(N, C, spatial size) of an N x C x D1 x ... input."""
     if len(x.shape) < 2:
         raise ShapeError(f"node {node.name!r} ({node.op_type}): input must be N x C x ..., got {list(x.shape)}")
-    return x.shape[0], x.shape[1], int(np.prod(x.shape[2:], dtype=np.int64))
+    return x.shape[0], x.shape[1], common.prod(x.shape[2:])
 
 
 def _per_channel(node: Node, v: Value | None, count: int, what: str) -> None:
@@ -267,16 +268,16 @@ class MeanVarianceNormalization(Op):
         x = ins[0]
         axes = self.axes(node, x)
         groups = dim_groups(x.shape, set(axes))
-        count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+        count = common.prod([x.shape[a] for a in axes])
         if count == 0:
             raise ShapeError(f"node {node.name!r} (MeanVarianceNormalization): the normalized dims are empty")
         kept = [(n, s) for n, s, r in groups if not r]
         reduced = [(n, s) for n, s, r in groups if r]
         (run, run_stride), reduced = (reduced[-1], reduced[:-1]) if reduced else ((1, 0), [])
-        items = int(np.prod([n for n, _ in kept], dtype=np.int64))
+        items = common.prod([n for n, _ in kept])
         params = {"summary": f"MeanVarianceNormalization axes={axes}: {x.describe()} -> {outs[0].describe()}",
                   "count": count, "kept": template_dims(kept), "red_outer": template_dims(reduced),
-                  "router": int(np.prod([n for n, _ in reduced], dtype=np.int64)), "run": run,
+                  "router": common.prod([n for n, _ in reduced]), "run": run,
                   "at": f"off + l * {run_stride}"}
         return KernelCall("kernels/mvn.c.j2", node.op_type, params, [x.name], [outs[0].name],
                           block_dim=common.block_dim_for(items, 3 * count), tiling={"items": items})

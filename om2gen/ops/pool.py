@@ -104,6 +104,7 @@ def interior_columns(g) -> dict | None:
 
 @register("MaxPool", since=1)
 class MaxPool1(Pool):
+    dynamic_shapes = True
     kind = "max"
     dtypes = ("float32", "float64", "int8", "uint8")
 
@@ -218,6 +219,7 @@ class LpPool18(LpPool2):
 
 @register("GlobalAveragePool", since=1)
 class GlobalAveragePool(Op):
+    dynamic_shapes = True
     def infer(self, node, ins):
         common.require_float(node, ins[0])
         x = ins[0]

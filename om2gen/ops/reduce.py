@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
@@ -89,7 +87,7 @@ def template_dims(groups) -> list[dict]:
 def reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction) -> KernelCall:
     """A KernelCall of reduce.c.j2: y[kept] = reduction of x over `axes` (normalised, unique)."""
     dt = x.dtype.name
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    count = common.prod([x.shape[a] for a in axes])
     if red.ints and dt not in _FLOATS and red.init in ("0", "1"):
         acc = "uint64_t"    # integer sums and products wrap modulo 2^64, then narrow: no signed overflow
     elif red.init in ("lowest", "highest"):
@@ -114,13 +112,13 @@ def reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction)
     reduced = [(n, s) for n, s, r in groups if r]
     # The innermost reduced group is walked as a run; the others are decomposed per step.
     (run, run_stride), reduced = (reduced[-1], reduced[:-1]) if reduced else ((1, 0), [])
-    params.update(red_outer=template_dims(reduced), router=int(np.prod([n for n, _ in reduced], dtype=np.int64)),
+    params.update(red_outer=template_dims(reduced), router=common.prod([n for n, _ in reduced]),
                   run=run, run_stride=run_stride)
     work = count
     if groups and not groups[-1][2]:   # innermost dim kept: a chunk of adjacent outputs per work item
         inner = groups[-1][0]
         kept_outer = kept[:-1]
-        outer = int(np.prod([n for n, _ in kept_outer], dtype=np.int64))
+        outer = common.prod([n for n, _ in kept_outer])
         want = common.block_dim_for(outer * inner, work)
         chunk = min(inner, _CHUNK)
         if outer * -(-inner // chunk) < want:   # few rows: split them finer so every block gets work
@@ -160,6 +158,7 @@ def _reduced_shape(shape, axes, keepdims: bool) -> tuple[int, ...]:
 @register(*_REDUCTIONS, since=1)
 class Reduce(Op):
     """Opsets before 13 (ReduceSum) / 18 (the others): axes is an attribute."""
+    dynamic_shapes = True
     attrs = {"axes": None, "keepdims": 1}
 
     def raw_axes(self, node, ins) -> list[int] | None:
@@ -251,7 +250,7 @@ class GlobalLpPool(GlobalMaxPool):
 
 def axis_layout(shape: tuple[int, ...], a: int) -> tuple[int, int, int]:
     """(outer, length, inner) of a contiguous tensor seen along axis `a` (normalised)."""
-    return (int(np.prod(shape[:a], dtype=np.int64)), shape[a], int(np.prod(shape[a + 1:], dtype=np.int64)))
+    return (common.prod(shape[:a]), shape[a], common.prod(shape[a + 1:]))
 
 
 def chunking(outer: int, inner: int, length: int, limit: int = 256) -> tuple[int, int]:

@@ -28,6 +28,9 @@ class Op:
     domain: ClassVar[str] = ""
     since: ClassVar[int] = 1
     attrs: ClassVar[dict[str, Any]] = {}   # name -> default (spec defaults); REQUIRED marks mandatory
+    # infer() and lower() take a dynamic model's shapes (ir/symbolic.py Exprs, docs/dynamic-shapes.md):
+    # set by an op once its code is written for them; a dynamic model with another op is refused
+    dynamic_shapes: ClassVar[bool] = False
 
     def attr(self, node: Node, name: str):
         if name in node.attrs:

@@ -252,7 +252,7 @@ class ResizeBase(Op):
         p = self.plan(node, ins)
         cfg, x = p["cfg"], ins[0]
         rank = len(p["in_shape"])
-        in_strides = [int(np.prod(p["in_shape"][a + 1:], dtype=np.int64)) for a in range(rank)]
+        in_strides = [common.prod(p["in_shape"][a + 1:]) for a in range(rank)]
         idx_parts, w_parts, axes, offset = [], [], [], 0
         for a in range(rank):
             n_in, n_out, s, roi = p["in_shape"][a], p["out_shape"][a], p["scale"][a], p["roi"][a]
@@ -268,7 +268,7 @@ class ResizeBase(Op):
             w_parts.append(w.reshape(-1))
             axes.append(dict(axis=a, out=n_out, taps=taps, off=offset, lo=lo, hi=hi,
                              extrap=(lo, hi) != (0, n_out), weighted=bool(np.any(w != 1.0)),
-                             div=int(np.prod(p["out_shape"][a + 1:-1], dtype=np.int64)) if a < rank - 1 else 1))
+                             div=common.prod(p["out_shape"][a + 1:-1]) if a < rank - 1 else 1))
             offset += n_out * taps
         weighted = any(ax["weighted"] for ax in axes)
         # The C expressions of the outer axes' loops: running source offset s<a> and weight w<a>.
@@ -295,7 +295,7 @@ class ResizeBase(Op):
         if weighted:
             inputs.append(Derived(np.concatenate(w_parts).astype(np.float32), (),
                                   f"{node.op_type} {node.name!r}: the interpolation weight of every tap"))
-        rows = int(np.prod(p["out_shape"][:-1], dtype=np.int64))
+        rows = common.prod(p["out_shape"][:-1])
         work = axes[-1]["out"] * int(np.prod([ax["taps"] for ax in axes]))
         return KernelCall("kernels/resize.c.j2", node.op_type, params, inputs, [outs[0].name],
                           block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})

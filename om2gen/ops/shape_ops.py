@@ -1,8 +1,6 @@
 """Shape-only operators are views (no kernel); Transpose and Concat move data."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import ShapeError
 from ..ir.program import Alias, KernelCall
 from . import common
@@ -17,7 +15,7 @@ class View(Op):
 
     def infer(self, node, ins):
         shape = self.out_shape(node, ins)
-        if int(np.prod(shape, dtype=np.int64)) != ins[0].size:
+        if common.prod(shape) != ins[0].size:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): cannot view {list(ins[0].shape)} as {list(shape)}")
         return [common.out(ins[0].dtype, shape)]
 
@@ -27,6 +25,7 @@ class View(Op):
 
 @register("Reshape", since=5)
 class Reshape(View):
+    dynamic_shapes = True
     attrs = {"allowzero": 0}
 
     def out_shape(self, node, ins):
@@ -37,7 +36,7 @@ class Reshape(View):
         if shape.count(-1) > 1:
             raise ShapeError(f"node {node.name!r} (Reshape): more than one -1 in the target shape {spec}")
         if -1 in shape:
-            known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+            known = common.prod([d for d in shape if d != -1])
             if known == 0 or ins[0].size % known:
                 raise ShapeError(f"node {node.name!r} (Reshape): cannot reshape {list(src)} to {spec}")
             shape[shape.index(-1)] = ins[0].size // known
@@ -46,6 +45,7 @@ class Reshape(View):
 
 @register("Flatten", since=1)
 class Flatten(View):
+    dynamic_shapes = True
     attrs = {"axis": 1}
 
     def out_shape(self, node, ins):
@@ -54,12 +54,13 @@ class Flatten(View):
         if not -len(shape) <= a <= len(shape):
             raise ShapeError(f"node {node.name!r} (Flatten): axis {a} is out of range for rank {len(shape)}")
         a = a + len(shape) if a < 0 else a
-        outer = int(np.prod(shape[:a], dtype=np.int64))
-        return (outer, int(np.prod(shape[a:], dtype=np.int64)))
+        outer = common.prod(shape[:a])
+        return (outer, common.prod(shape[a:]))
 
 
 @register("Squeeze", since=1)
 class Squeeze(View):
+    dynamic_shapes = True
     attrs = {"axes": None}
 
     def axes(self, node, ins):
@@ -87,6 +88,7 @@ class Squeeze13(Squeeze):
 
 @register("Unsqueeze", since=1)
 class Unsqueeze(View):
+    dynamic_shapes = True
     attrs = {"axes": None}
 
     def axes(self, node, ins):
@@ -114,6 +116,7 @@ class Unsqueeze13(Unsqueeze):
 
 @register("Transpose", since=1)
 class Transpose(Op):
+    dynamic_shapes = True
     attrs = {"perm": None}
 
     def perm(self, node, rank):
@@ -131,7 +134,7 @@ class Transpose(Op):
         src = ins[0]
         perm = self.perm(node, len(src.shape))
         # Output dims in order, with the source stride each one walks; merge runs that stay contiguous.
-        src_strides = [int(np.prod(src.shape[i + 1:], dtype=np.int64)) for i in range(len(src.shape))]
+        src_strides = [common.prod(src.shape[i + 1:]) for i in range(len(src.shape))]
         dims = [(src.shape[p], src_strides[p]) for p in perm if src.shape[p] != 1] or [(1, 1)]
         merged = [list(dims[0])]
         for size, stride in dims[1:]:
@@ -143,7 +146,7 @@ class Transpose(Op):
             return Alias(src.name)  # a transpose that moves only size-1 dims is a view
         inner_size, inner_stride = merged[-1]
         outer = [{"size": s, "strides": [st]} for s, st in reversed(merged[:-1])]
-        rows = int(np.prod([s for s, _ in merged[:-1]], dtype=np.int64)) if len(merged) > 1 else 1
+        rows = common.prod([s for s, _ in merged[:-1]]) if len(merged) > 1 else 1
         params = {
             "summary": f"Transpose perm={perm}: {src.describe()} -> {outs[0].describe()}",
             "ctype": src.dtype.c_type, "outer": outer, "inner": inner_size, "inner_stride": inner_stride,
@@ -154,6 +157,7 @@ class Transpose(Op):
 
 @register("Concat", since=4)
 class Concat(Op):
+    dynamic_shapes = True
     attrs = {"axis": None}
 
     def infer(self, node, ins):
@@ -175,8 +179,8 @@ class Concat(Op):
     def lower(self, node, ins, outs, ctx):
         rank = len(outs[0].shape)
         a = common.axis(node, node.attrs["axis"], rank)
-        outer = int(np.prod(outs[0].shape[:a], dtype=np.int64))
-        inner = int(np.prod(outs[0].shape[a + 1:], dtype=np.int64))
+        outer = common.prod(outs[0].shape[:a])
+        inner = common.prod(outs[0].shape[a + 1:])
         parts, offset = [], 0
         present = [v for v in ins if v.size > 0]
         for v in present:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..codegen.literals import c_int
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import Value
 from ..ir.program import KernelCall
 from . import common
@@ -85,6 +85,7 @@ _RANGE_TYPES = ("float32", "float64", "int16", "int32", "int64")
 
 @register("Range", since=11)
 class Range(Op):
+    dynamic_shapes = True
     def bounds(self, node, ins) -> tuple:
         names = ("start", "limit", "delta")
         for v, what in zip(ins, names):
@@ -98,6 +99,12 @@ class Range(Op):
 
     def infer(self, node, ins):
         start, limit, delta = self.bounds(node, ins)
+        if any(isinstance(v, symbolic.Expr) for v in (start, limit, delta)):   # a length from the input shapes
+            if not isinstance(delta, int) or delta == 0:
+                raise symbolic.Undecidable(f"a Range whose step ({delta}) is not a non-zero constant")
+            count = symbolic.smax(symbolic.ceildiv(limit - start, delta) if delta > 0
+                                  else symbolic.ceildiv(start - limit, -delta), 0)
+            return [common.out(ins[0].dtype, (count,))]
         if not (math.isfinite(start) and math.isfinite(limit)) or math.isnan(delta):
             raise ShapeError(f"node {node.name!r} (Range): start {start} and limit {limit} must be finite and delta "
                              f"{delta} a number (the output's length is ceil((limit - start) / delta))")

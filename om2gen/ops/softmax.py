@@ -1,8 +1,6 @@
 """Softmax: opset < 13 coerces the input to 2-D at `axis`; opset 13+ works along one axis."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir.program import KernelCall
 from . import common, gemm_pack
 from .registry import Op, register
@@ -10,13 +8,14 @@ from .registry import Op, register
 
 @register("Softmax", since=1)
 class Softmax(Op):
+    dynamic_shapes = True
     attrs = {"axis": 1}
 
     def layout(self, node, x):
         """(outer, length, inner) of the reduction."""
         a = common.axis(node, self.attr(node, "axis"), len(x.shape))
-        outer = int(np.prod(x.shape[:a], dtype=np.int64))
-        return outer, int(np.prod(x.shape[a:], dtype=np.int64)), 1
+        outer = common.prod(x.shape[:a])
+        return outer, common.prod(x.shape[a:]), 1
 
     def infer(self, node, ins):
         common.require_float(node, ins[0])
@@ -37,5 +36,5 @@ class Softmax13(Softmax):
 
     def layout(self, node, x):
         a = common.axis(node, self.attr(node, "axis"), len(x.shape))
-        return (int(np.prod(x.shape[:a], dtype=np.int64)), x.shape[a],
-                int(np.prod(x.shape[a + 1:], dtype=np.int64)))
+        return (common.prod(x.shape[:a]), x.shape[a],
+                common.prod(x.shape[a + 1:]))

@@ -53,9 +53,9 @@ class TopK(Op):
     def lower(self, node, ins, outs, ctx):
         x = ins[0]
         a, k = self.geometry(node, ins)
-        outer = int(np.prod(x.shape[:a], dtype=np.int64))
+        outer = common.prod(x.shape[:a])
         length = x.shape[a]
-        inner = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+        inner = common.prod(x.shape[a + 1:])
         nan_aware = x.dtype.name in ("float32", "float64")
         idx_offset = -(-k * x.dtype.itemsize // 8) * 8
         ws_stride = idx_offset + 8 * k

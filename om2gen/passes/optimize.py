@@ -7,8 +7,10 @@ against, or to isolate a problem).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 
+from ..ir import symbolic
 from ..ir.graph import Graph
 from ..ir.program import LowerContext
 from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
@@ -33,9 +35,26 @@ def run(graph: Graph, ctx: LowerContext) -> dict[str, int]:
     graph.note_source_ops()
     ctx = dataclasses.replace(ctx, render_kernel=None)
     stats = {}
+    dynamic = not all(v.is_static for v in graph.values.values())
     for name, fn in PASSES:
-        stats[name] = fn(graph, ctx)
+        if dynamic:
+            stats[name] = _if_decidable(graph, fn, ctx)
+        else:
+            stats[name] = fn(graph, ctx)
         if stats[name]:
             dce.run(graph)
         graph.verify(name)
     return stats
+
+
+def _if_decidable(graph: Graph, fn, ctx) -> int:
+    """A pass over a dynamic model's graph (docs/dynamic-shapes.md): a pass whose code asks what
+    only the run can answer (symbolic.Undecidable) leaves the graph as it was, so that a rewrite
+    is made only where it holds at every size. The constants are shared with the copy kept."""
+    memo = {id(v.const): v.const for v in graph.values.values() if v.const is not None}
+    kept = copy.deepcopy(graph.__dict__, memo)
+    try:
+        return fn(graph, ctx)
+    except symbolic.Undecidable:
+        graph.__dict__.update(kept)
+        return 0
