@@ -1,4 +1,4 @@
-"""Indexing by run-time tensors: Gather, GatherElements, GatherND, ScatterElements (and Scatter).
+"""Indexing by run-time tensors: Gather, GatherElements, GatherND, ScatterElements (and Scatter), ScatterND.
 
 Indices are read by the kernels (int32 or int64, negative values count from the end). An index
 still out of range gives zeros when gathering and is skipped when scattering: the kernels never
@@ -44,11 +44,14 @@ def _check_not_scalar(node: Node, data: Value) -> None:
                          "more")
 
 
-def _check_constant_range(node: Node, indices: Value, n: int, a: int) -> None:
+def _check_constant_range(node: Node, indices: Value, n: int, a: int, component: int | None = None) -> None:
     """Constant indices must lie in [-n, n): one outside is a malformed model, refused here rather
-    than gathered as zeros or skipped by the kernel, as a run-time index would be."""
+    than gathered as zeros or skipped by the kernel, as a run-time index would be. `component`:
+    only that position of the last dim (ScatterND's index tuples) indexes dim `a`."""
     if indices.is_const and indices.size:
         arr = np.asarray(indices.const)
+        if component is not None:
+            arr = arr[..., component]
         lo, hi = int(arr.min()), int(arr.max())
         if lo < -n or hi >= n:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): the constant indices {indices.name!r} hold "
@@ -171,23 +174,47 @@ class GatherND(Op):
 _REDUCE = {"none": "u", "add": "*p + u", "mul": "*p * u", "max": "u > *p ? u : *p", "min": "u < *p ? u : *p"}
 
 
-@register("ScatterElements", since=11)
-class ScatterElements(Op):
-    """ScatterElements-11+ (reduction from 16: add/mul, from 18: max/min); Scatter-9 is the same
-    without reduction. The output is a copy of the data, then one kernel applies the updates."""
-    attrs = {"axis": 0, "reduction": "none"}
+class _Scatter(Op):
+    """The scatters: the output is a copy of the data, then one kernel applies the updates in place
+    (no kernel without updates). Each op checks its inputs (check) and makes that kernel (scatter)."""
+    reductions: tuple[str, ...] = tuple(_REDUCE)    # those the op's version defines
 
     def reduction(self, node, dtype) -> str:
+        """The reduction attribute ("none" where the op's version has none), checked against the
+        ones the version defines and against the dtype."""
         red = str(self.attr(node, "reduction")) if "reduction" in self.attrs else "none"
-        if red not in _REDUCE:
+        if red not in self.reductions:
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): reduction {red!r} is not supported "
-                                     f"({', '.join(_REDUCE)})")
+                                     f"at opset {node.opset} ({', '.join(self.reductions)})")
         if red != "none" and dtype.name in ("float16", "bool"):
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): reduction {red!r} on {dtype.name} "
                                      "is not supported")
         return red
 
+    def check(self, node, ins) -> None:
+        raise NotImplementedError
+
+    def scatter(self, node, ins, dst) -> KernelCall:
+        raise NotImplementedError
+
     def infer(self, node, ins):
+        data = ins[0]
+        self.check(node, ins)
+        self.reduction(node, data.dtype)
+        return [common.out(data.dtype, data.shape)]
+
+    def lower(self, node, ins, outs, ctx):
+        copy = copy_call(ins[0], outs[0])
+        return [copy] if ins[2].size == 0 else [copy, self.scatter(node, ins, outs[0])]
+
+
+@register("ScatterElements", since=11)
+class ScatterElements(_Scatter):
+    """ScatterElements-11+ (reduction from 16: add/mul, from 18: max/min); Scatter-9 is the same
+    without reduction."""
+    attrs = {"axis": 0, "reduction": "none"}
+
+    def check(self, node, ins):
         data, indices, updates = ins
         _check_indices(node, indices)
         a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
@@ -195,15 +222,9 @@ class ScatterElements(Op):
         if updates.shape != indices.shape or updates.dtype != data.dtype:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): updates {updates.describe()} must match the "
                              f"indices' shape {list(indices.shape)} and the data's dtype {data.dtype.name}")
-        self.reduction(node, data.dtype)
-        return [common.out(data.dtype, data.shape)]
 
-    def lower(self, node, ins, outs, ctx):
+    def scatter(self, node, ins, dst):
         data, indices, updates = ins
-        dst = outs[0]
-        copy = copy_call(data, dst)
-        if indices.size == 0:
-            return [copy]
         rank = len(data.shape)
         a = common.axis(node, int(self.attr(node, "axis")), rank)
         red = self.reduction(node, data.dtype)
@@ -218,11 +239,67 @@ class ScatterElements(Op):
                      for d in range(rank - 1, -1, -1) if d != a],
             "len": indices.shape[a], "n": data.shape[a], "index_axis_stride": qs[a], "out_axis_stride": ds[a],
         }
-        scatter = KernelCall("kernels/scatter_elements.c.j2", node.op_type, params, [indices.name, updates.name],
-                             [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling={"lines": lines})
-        return [copy, scatter]
+        return KernelCall("kernels/scatter_elements.c.j2", node.op_type, params, [indices.name, updates.name],
+                          [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling={"lines": lines})
 
 
 @register("Scatter", since=9)
 class Scatter(ScatterElements):
     attrs = {"axis": 0}
+
+
+@register("ScatterND", since=11)
+class ScatterND(_Scatter):
+    """ScatterND-11 and -13 (no reduction), -16 (add, mul), -18 (max, min). The kernel applies the
+    update slices in order: its blocks split each slice's elements, so every output element belongs
+    to one block and sees its updates in index order (a repeated index with reduction none: the
+    last update wins, as in ONNX Runtime)."""
+    attrs: dict = {}
+    reductions = ("none",)
+
+    def check(self, node, ins):
+        """Each index tuple has k = indices.shape[-1] components and picks the slice data[i0..ik-1]."""
+        data, indices, updates = ins
+        _check_indices(node, indices)
+        _check_not_scalar(node, data)
+        if not indices.shape or indices.shape[-1] > len(data.shape):
+            raise ShapeError(f"node {node.name!r} (ScatterND): indices {list(indices.shape)} do not index data "
+                             f"{list(data.shape)} (the last dim of the indices is at most the data's rank)")
+        k = indices.shape[-1]
+        want = indices.shape[:-1] + data.shape[k:]
+        if updates.shape != want or updates.dtype != data.dtype:
+            raise ShapeError(f"node {node.name!r} (ScatterND): updates {updates.describe()} must be "
+                             f"{data.dtype.name}[{','.join(map(str, want))}] (indices {list(indices.shape)}, data "
+                             f"{data.describe()})")
+        for c in range(k):
+            _check_constant_range(node, indices, data.shape[c], c, component=c)
+
+    def scatter(self, node, ins, dst):
+        data, indices, updates = ins
+        k = indices.shape[-1]
+        red = self.reduction(node, data.dtype)
+        ds = contiguous_strides(data.shape)
+        tuples = int(np.prod(indices.shape[:-1], dtype=np.int64))
+        inner = int(np.prod(data.shape[k:], dtype=np.int64))
+        unit = max(1, 64 // data.dtype.itemsize)    # blocks split slices in cache lines: no false sharing
+        units = -(-inner // unit)
+        params = {
+            "summary": f"ScatterND reduction={red}: {data.describe()}, {indices.describe()}, {updates.describe()} "
+                       f"-> {dst.describe()} (in place over a copy of the data)",
+            "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type, "reduction": red,
+            "update_expr": _REDUCE[red], "tuples": tuples, "inner": inner, "unit": unit,
+            "comps": [{"dim": data.shape[c], "stride": ds[c]} for c in range(k)],
+        }
+        return KernelCall("kernels/scatter_nd.c.j2", "ScatterND", params, [indices.name, updates.name], [dst.name],
+                          block_dim=common.block_dim_for(units, tuples * unit), tiling={"inner": inner})
+
+
+@register("ScatterND", since=16)
+class ScatterND16(ScatterND):
+    attrs = {"reduction": "none"}
+    reductions = ("none", "add", "mul")
+
+
+@register("ScatterND", since=18)
+class ScatterND18(ScatterND16):
+    reductions = tuple(_REDUCE)
