@@ -16,7 +16,7 @@ from ...ir import dtypes
 from ...ir.gears import SUFFIX, batch_label, dynamic_output_dims
 from ...ir.tasks import ArgKind, ModelTaskType
 from . import gears, proto
-from .layout import ORIGINAL_OP_NAMES
+from .layout import FORMAT_ND, ORIGINAL_OP_NAMES
 from .model_def_attrs import attr_i, attr_list_i, attr_list_s, attr_of, attr_s
 
 FEATURE_BASE = 0x1_0000_0000     # task_gen_base_addr: logical base of feature-map memory
@@ -76,9 +76,9 @@ def _tensor_desc(val: dict, *, data_offset: int | None = None):
         size *= d
     td = proto.TensorDescriptor(name=val["name"], dtype=dt.ge_proto, shape=proto.ShapeDef(dim=shape), layout="ND",
                                 size=size, real_dim_cnt=len(shape))
-    td.attr["format_for_int"].CopyFrom(attr_i(2))
+    td.attr["format_for_int"].CopyFrom(attr_i(FORMAT_ND))
     td.attr["origin_format"].CopyFrom(attr_s("ND"))
-    td.attr["origin_format_for_int"].CopyFrom(attr_i(2))
+    td.attr["origin_format_for_int"].CopyFrom(attr_i(FORMAT_ND))
     td.attr["origin_data_type"].CopyFrom(attr_s(dt.ge_string[3:]))
     td.attr["origin_shape"].CopyFrom(attr_list_i(shape))
     td.attr["origin_shape_initialized"].CopyFrom(proto.AttrDef(b=True))

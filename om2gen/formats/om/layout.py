@@ -150,6 +150,29 @@ class ModelPartitionType(IntEnum):
     CUSTOM_OPS = (26, True, "CustomKernelItemHeader items (KCSK)")
 
 
+# --- §1.8 MODEL_INOUT_INFO: TLV blocks (GE model_introduction.cc, ge_model_inout_types.h) ----
+# A block is [int32 type][uint32 length][value]; GE writes the non-empty ones in type order.
+class ModelDescType(IntEnum):
+    MODEL_INPUT_DESC = 0            # tensor descs of the root graph's Data ops, by index
+    MODEL_OUTPUT_DESC = 1           # tensor descs of the root NetOutput's inputs
+    MODEL_DYNAMIC_BATCH = 2         # uint32 n, uint64[n]
+    MODEL_DYNAMIC_HW = 3            # uint32 n, uint32[n] part sizes, then the int64 values
+    MODEL_DYNAMIC_DIMS = 4          # as MODEL_DYNAMIC_HW
+    MODEL_DYNAMIC_OUTPUT_SHAPE = 5  # uint32 n, uint32[n] string lengths, then the strings
+    MODEL_DESIGNATE_SHAPE_ORDER = 6  # as MODEL_DYNAMIC_OUTPUT_SHAPE
+
+
+TLV_HEAD_FORMAT = "<iI"
+# ModelTensorDescBaseInfo {size_t size; Format format; DataType dt; uint32 name_len, dims_len,
+# dimsV2_len, shape_range_len}: natural alignment leaves no padding (8 + 6 * 4 = 32, a multiple
+# of 8). Then name, int64 dims, int64 dimsV2, (int64, int64) shape ranges.
+TENSOR_DESC_FORMAT = "<QiiIIII"
+TLV_HEAD_SIZE = struct.calcsize(TLV_HEAD_FORMAT)
+TENSOR_DESC_SIZE = struct.calcsize(TENSOR_DESC_FORMAT)
+assert (TLV_HEAD_SIZE, TENSOR_DESC_SIZE) == (8, 32) == (8, struct.calcsize("@QiiIIII"))
+FORMAT_ND = 2                       # ge::Format FORMAT_ND (== ACL_FORMAT_ND), every om2gen tensor's
+
+
 # --- MODEL_DEF's OpDef attributes ------------------------------------------------------------
 # GE's ATTR_NAME_DATA_DUMP_ORIGIN_OP_NAMES (list of strings): on a fused op, the names of the
 # original ops it computes, which data dumps and profiling map back to; om2gen writes a fused
