@@ -1,15 +1,31 @@
 """MODEL_INOUT_INFO (om2gen.formats.om.inout_info; docs/om-format.md, *MODEL_INOUT_INFO*): GE's TLV
 "model introduction" of the inputs, outputs and gears. Its byte layout against bytes spelled out
-from GE_FACTS §1.8 and GE's ge_model_inout_types.h, and the parser's refusal of anything but the
-form the writer writes, whatever the bytes."""
+from GE_FACTS §1.8 and GE's ge_model_inout_types.h; what om2gen writes for a static and a gear
+model against GE's rules applied to the MODEL_DEF; the reader's refusal of a partition that
+disagrees with MODEL_DEF or does not parse, whatever its bytes."""
 import random
 import struct
+import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from helpers import refresh_om_digests
 
+import om2gen
 from om2gen.errors import ArchiveError
-from om2gen.formats.om import inout_info
+from om2gen.formats.om import inout_info, proto
+from om2gen.formats.om.container import Partition, read_om, write_om
 from om2gen.formats.om.inout_info import InOutInfo, TensorInfo
+from om2gen.formats.om.inspect import inspect_om, render_text
+from om2gen.formats.om.layout import ModelPartitionType as PT
+from om2gen.ir import dtypes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+import gear_models  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "cnn" / "model.onnx"
 
 X = TensorInfo("x", 24, 2, 0, (-1, 3), (-1, 3))
 FULL = InOutInfo(inputs=(X, TensorInfo("ids", 64, 2, 9, (1, 8), (1, 8), ((1, 1), (1, 16)))),
@@ -133,3 +149,166 @@ def test_no_truncation_or_changed_byte_makes_the_parser_fail_otherwise():
         except ArchiveError:
             continue
         assert inout_info.build(got) == bytes(d)   # whatever parses is exactly what build writes for it
+
+
+# ---- what om2gen writes, and the reader's check ---------------------------------------------------------
+
+needs_cc = pytest.mark.needs_cc
+GEARS = {
+    "batch": (gear_models.cnn_batch, {"input_shapes": {"x": (-1, 3, 16, 16)}, "dynamic_batch_size": "1,2,4"}),
+    "image": (gear_models.cnn_image, {"input_shapes": {"x": (1, 3, -1, -1)}, "dynamic_image_size": "16,16;24,32"}),
+    "dims": (gear_models.encoder, {"input_shapes": {"input_ids": (1, -1)}, "dynamic_dims": "8;16;32"}),
+}
+
+
+@pytest.fixture(scope="module")
+def oms(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inout")
+    paths = {"static": om2gen.compile(SAMPLE, d / "static.om", input_shapes={"image": (1, 3, 32, 32)}, format="om")}
+    for name, (make, opts) in GEARS.items():
+        paths[name] = om2gen.compile(make(), d / f"{name}.om", format="om", **opts)
+    paths["batch_again"] = om2gen.compile(GEARS["batch"][0](), d / "batch_again.om", format="om",
+                                          **GEARS["batch"][1])
+    return {"dir": d, **paths}
+
+
+def _partition(path) -> bytes:
+    return bytes(read_om(path).partition(PT.MODEL_INOUT_INFO))
+
+
+def _rewritten(path, out, inout=None, model_def=None) -> Path:
+    """The OM at `path` with MODEL_INOUT_INFO replaced (b"": left out) or MODEL_DEF replaced (its
+    digests recomputed)."""
+    o = read_om(path)
+    parts = [Partition(p.type, model_def if p.type == PT.MODEL_DEF and model_def is not None
+                       else inout if p.type == PT.MODEL_INOUT_INFO and inout is not None else p.data)
+             for p in o.partitions]
+    write_om(out, refresh_om_digests([p for p in parts if p.data]), header=o.header)
+    return out
+
+
+def _ge_introduction(md) -> InOutInfo:
+    """What GE's ModelIntroduction (model_introduction.cc) makes of a MODEL_DEF, by its rules,
+    apart from inout_info.describe: the root Data ops by index, each input's dims from
+    _mbatch_origin_input_dims when it has one, else its input desc's shape, its size the desc's;
+    the root NetOutput's input descs; the Case's gear values by mbatch_dynamic_type, its
+    user_designate_shape_order, the NetOutput's _dynamic_output_dims. (GE names an output after
+    the node that makes it; om2gen names it as the model does, by its tensor.)"""
+    root = md.graph[0]
+    by_proto = {d.ge_proto: d.acl for d in dtypes.BY_NAME.values()}
+
+    def tensor(name, td, dims):
+        return TensorInfo(name, td.size, td.attr["format_for_int"].i, by_proto[td.dtype], dims, dims)
+
+    data = sorted((op for op in root.op if op.type == "Data"), key=lambda op: op.attr["index"].i)
+    inputs = tuple(tensor(op.name, op.input_desc[0], tuple(op.attr["_mbatch_origin_input_dims"].list.i)
+                          if "_mbatch_origin_input_dims" in op.attr else tuple(op.input_desc[0].shape.dim))
+                   for op in data)
+    net, = [op for op in root.op if op.type == "NetOutput"]
+    outputs = tuple(tensor(td.name, td, tuple(td.shape.dim)) for td in net.input_desc)
+    case = next((op for op in root.op if op.type == "Case"), None)
+    if case is None:
+        return InOutInfo(inputs, outputs)
+    values = tuple(tuple(case.attr[f"_pred_value_{i}"].list.i) for i in range(case.attr["_batch_num"].i))
+    kind = case.attr["mbatch_dynamic_type"].i
+    return InOutInfo(inputs, outputs, dynamic_batch=tuple(v[0] for v in values) if kind == 1 else (),
+                     dynamic_hw=values if kind == 2 else (), dynamic_dims=values if kind == 3 else (),
+                     dynamic_output_shape=tuple(s.decode() for s in net.attr["_dynamic_output_dims"].list.s),
+                     data_name_order=tuple(s.decode() for s in case.attr["user_designate_shape_order"].list.s))
+
+
+@needs_cc
+def test_a_static_model_describes_its_input_and_output(oms):
+    o = read_om(oms["static"])
+    assert [p.type for p in o.partitions].index(PT.MODEL_INOUT_INFO) == 0   # GE: before MODEL_DEF
+    assert inout_info.parse(_partition(oms["static"])) == InOutInfo(
+        inputs=(TensorInfo("image", 4 * 3 * 32 * 32, 2, 0, (1, 3, 32, 32), (1, 3, 32, 32)),),
+        outputs=(TensorInfo("probs", 4 * 10, 2, 0, (1, 10), (1, 10)),))
+    with om2gen.load(oms["static"]) as m:    # the reader checks it against MODEL_DEF
+        assert [t.name for t in m.inputs] == ["image"]
+
+
+@needs_cc
+@pytest.mark.parametrize("name", ["static", *GEARS])
+def test_what_is_written_is_what_ge_makes_of_the_model_def(oms, name):
+    md = proto.ModelDef.FromString(bytes(read_om(oms[name]).partition(PT.MODEL_DEF)))
+    assert inout_info.parse(_partition(oms[name])) == _ge_introduction(md)
+
+
+@needs_cc
+def test_a_gear_model_describes_its_gears(oms):
+    batch, image, dims = (inout_info.parse(_partition(oms[n])) for n in GEARS)
+    assert batch.dynamic_batch == (1, 2, 4) and not batch.dynamic_hw and not batch.dynamic_dims
+    assert [(t.name, t.dims) for t in batch.inputs] == [("x", (-1, 3, 16, 16)), ("ascend_mbatch_shape_data", (1,))]
+    assert batch.inputs[0].size == 4 * 4 * 3 * 16 * 16          # the largest gear's buffer
+    assert batch.dynamic_output_shape == ("0,0,1,10", "1,0,2,10", "2,0,4,10") and batch.data_name_order == ("x",)
+    assert image.dynamic_hw == ((16, 16), (24, 32)) and image.inputs[0].dims == (1, 3, -1, -1)
+    assert image.dynamic_output_shape == ("0,0,1,8,8,8", "1,0,1,8,12,16", "-1,1,1,8")
+    assert dims.dynamic_dims == ((8,), (16,), (32,)) and dims.inputs[0].dims == (1, -1)
+    assert dims.inputs[0].dt == dtypes.BY_NAME["int64"].acl and dims.data_name_order == ("input_ids",)
+    for name, info in zip(GEARS, (batch, image, dims)):
+        with om2gen.load(oms[name]) as m:     # the reader checks it against MODEL_DEF
+            assert len(m.gears) == len(info.dynamic_batch or info.dynamic_hw or info.dynamic_dims)
+    assert oms["batch"].read_bytes() == oms["batch_again"].read_bytes()   # same model, same bytes
+
+
+def _edited(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert data.count(old) == 1, old
+    return data.replace(old, new)
+
+
+@needs_cc
+def test_a_partition_that_disagrees_with_model_def_is_refused(oms, tmp_path):
+    static, batch = _partition(oms["static"]), _partition(oms["batch"])
+    dims = struct.pack("<4q", 1, 3, 32, 32)
+    cases = {
+        "dims": (oms["static"], _edited(static, dims + dims, struct.pack("<4q", 1, 3, 32, 33) + dims),
+                 r"input 0 \('image'\): dims is \[1, 3, 32, 33\], MODEL_DEF says \[1, 3, 32, 32\]"),
+        "dt": (oms["static"], _edited(static, struct.pack("<QiiI", 40, 2, 0, 5), struct.pack("<QiiI", 40, 2, 1, 5)),
+               r"output 0 \('probs'\): dt is 1 \(float16\), MODEL_DEF says 0 \(float32\)"),
+        "output left out": (oms["static"], inout_info.build(replace(inout_info.parse(static), outputs=())),
+                            r"describes 0 model outputs \(none\), MODEL_DEF has 1 \('probs'\)"),
+        "gear": (oms["batch"], _edited(batch, struct.pack("<I3Q", 3, 1, 2, 4), struct.pack("<I3Q", 3, 1, 2, 8)),
+                 r"MODEL_DYNAMIC_BATCH is \[1, 2, 8\], MODEL_DEF says \[1, 2, 4\]"),
+        "gear block left out": (oms["batch"], inout_info.build(replace(inout_info.parse(batch), dynamic_batch=())),
+                                r"MODEL_DYNAMIC_BATCH is absent, MODEL_DEF says \[1, 2, 4\]"),
+        "truncated": (oms["batch"], batch[:-3], "the MODEL_DESIGNATE_SHAPE_ORDER block says 9 bytes, the partition "
+                                                "has 6 left"),
+    }
+    for what, (path, data, match) in cases.items():
+        bad = _rewritten(path, tmp_path / f"{what}.om", inout=data)
+        with pytest.raises(om2gen.ArchiveError, match=f"{bad.name}: MODEL_INOUT_INFO .*{match}.*the OM is corrupt"):
+            om2gen.load(bad)
+        info = inspect_om(bad)["models"][0]["inout_info"]    # inspect shows it, without raising
+        assert "MODEL_INOUT_INFO" in info.get("check", info.get("error")), what
+    # MODEL_DEF changed, MODEL_INOUT_INFO not: the check is against what the reader reads from MODEL_DEF
+    md = proto.ModelDef.FromString(bytes(read_om(oms["static"]).partition(PT.MODEL_DEF)))
+    net, = [op for op in md.graph[0].op if op.type == "NetOutput"]
+    net.input_desc[0].name = "renamed"
+    bad = _rewritten(oms["static"], tmp_path / "renamed.om", model_def=md.SerializeToString(deterministic=True))
+    with pytest.raises(om2gen.ArchiveError, match=r"output 0 \('renamed'\): name is 'probs', MODEL_DEF says "
+                                                  r"'renamed'"):
+        om2gen.load(bad)
+
+
+@needs_cc
+def test_an_om_without_the_partition_still_loads(oms, tmp_path):
+    """om2gen wrote none before; GE's loader treats a missing MODEL_INOUT_INFO as empty too."""
+    old = _rewritten(oms["batch"], tmp_path / "old.om", inout=b"")
+    assert PT.MODEL_INOUT_INFO not in [p.type for p in read_om(old).partitions]
+    with om2gen.load(old) as m:
+        assert len(m.gears) == 3
+    assert inspect_om(old)["models"][0]["inout_info"] is None
+
+
+@needs_cc
+def test_inspect_shows_the_blocks(oms):
+    model, = inspect_om(oms["batch"])["models"]
+    info = model["inout_info"]
+    assert info["check"] == "agrees with MODEL_DEF" and info["dynamic_batch"] == [1, 2, 4]
+    assert info["inputs"][0] == {"name": "x", "size": 12288, "format": 2, "dt": 0, "dims": [-1, 3, 16, 16],
+                                 "dimsV2": [-1, 3, 16, 16], "shape_range": []}
+    text = render_text(inspect_om(oms["batch"]))
+    assert "  MODEL_INOUT_INFO (agrees with MODEL_DEF):" in text
+    assert "    input  x: float32[-1, 3, 16, 16] ND, 12288 bytes" in text
+    assert "    MODEL_DYNAMIC_BATCH: [1, 2, 4]" in text and "    MODEL_DESIGNATE_SHAPE_ORDER: ['x']" in text

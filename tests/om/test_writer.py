@@ -48,7 +48,8 @@ def test_om_file_validates_and_has_the_partitions(cnn):
     f = read_om(data)
     assert f.header.model_num == 1 and f.header.is_unknow_model == 0
     assert f.header.model_name == "sample_cnn"
-    assert [p.type for p in f.partitions] == [PT.MODEL_DEF, PT.WEIGHTS_DATA, PT.TBE_KERNELS, PT.TASK_INFO]
+    assert [p.type for p in f.partitions] == [PT.MODEL_INOUT_INFO, PT.MODEL_DEF, PT.WEIGHTS_DATA, PT.TBE_KERNELS,
+                                             PT.TASK_INFO]
 
 
 def test_model_def_holds_the_graph_and_loader_attrs(cnn):
@@ -151,7 +152,8 @@ def test_cli_compile_and_inspect(cnn, tmp_path):
     info = json.loads(r.stdout)
     assert info["format"] == "om" and info["header"]["magic"] == 0x444F4D49
     m = info["models"][0]
-    assert [p["type"] for p in m["partitions"]] == ["MODEL_DEF", "WEIGHTS_DATA", "TBE_KERNELS", "TASK_INFO"]
+    assert [p["type"] for p in m["partitions"]] == ["MODEL_INOUT_INFO", "MODEL_DEF", "WEIGHTS_DATA", "TBE_KERNELS",
+                                                 "TASK_INFO"]
     data = out.read_bytes()
     for p in m["partitions"]:
         assert p["offset"] + p["size"] <= len(data)
@@ -187,7 +189,7 @@ def custom(tmp_path_factory):
 def test_custom_op_model_packs_so_bins_and_custom_ops(custom):
     f = read_om(custom["om"])
     types = [p.type for p in f.partitions]
-    assert types[:3] == [PT.SO_BINS, PT.CUSTOM_OPS, PT.MODEL_DEF] and PT.TASK_INFO in types
+    assert types[:4] == [PT.SO_BINS, PT.CUSTOM_OPS, PT.MODEL_INOUT_INFO, PT.MODEL_DEF] and PT.TASK_INFO in types
     bins = op_so_store.load(f.partition(PT.SO_BINS))
     assert len(bins) == 1 and bins[0].bin_type == op_so_store.SoBinType.kCustomOp
     assert bins[0].data == custom["lib"].read_bytes()

@@ -1,4 +1,5 @@
-"""om2gen inspect for classic OM files: header, partitions, graph, tasks, kernels, packed SOs.
+"""om2gen inspect for classic OM files: header, partitions, graph, tasks, kernels, packed SOs,
+MODEL_INOUT_INFO.
 
 Reads and validates the file (container.read_om); never loads or runs anything.
 """
@@ -11,9 +12,9 @@ from ...ir import dtypes
 from ...ir.gears import TYPE_NAMES
 from ...ir.tasks import CcKernelType, ModelTaskType
 from .. import op_so_store
-from . import kernel_store, proto
+from . import inout_info, kernel_store, proto
 from .container import read_om
-from .layout import HEADER_FIELDS
+from .layout import FORMAT_ND, HEADER_FIELDS
 from .layout import ModelPartitionType as PT
 from .layout import table_size
 from .model_def_attrs import flag_from_model_def
@@ -58,25 +59,54 @@ def _desc(td) -> str:
     return f"{_GE_PROTO_NAMES.get(td.dtype, f'dt{td.dtype}')}{list(td.shape.dim)}"
 
 
+def _model_io(md):
+    """The inputs, outputs and GearTable (None: a static model) as formats/om/reader.py reads
+    them from MODEL_DEF; ArchiveError if they do not read."""
+    from . import gears
+    from .reader import _io
+    if not md.graph:
+        raise ArchiveError("MODEL_DEF holds no graph")
+    inputs, outputs = _io(md.graph[0])
+    ins, outs = [d for _, d in inputs], [d for _, d in outputs]
+    case = gears.gear_case(md.graph[0])
+    return ins, outs, None if case is None else gears.read_table(md, case, ins, outs)
+
+
 def _gears(md) -> dict | None:
     """A gear model's gears as formats/om/gears.py reads them: the type, and per gear its input
     and output shapes (what `om2gen inspect` shows of an .om2's model_meta.json); a gear
     description that does not read is shown by its error, not raised."""
     from . import gears
-    from .reader import _io
-    case = gears.gear_case(md.graph[0]) if md.graph else None
-    if case is None:
+    if not md.graph or gears.gear_case(md.graph[0]) is None:
         return None
     try:
-        inputs, outputs = _io(md.graph[0])
-        ins, outs = [d for _, d in inputs], [d for _, d in outputs]
-        table = gears.read_table(md, case, ins, outs)
+        ins, outs, table = _model_io(md)
     except ArchiveError as exc:
         return {"error": str(exc)}
     return {"dynamic_type": TYPE_NAMES[table.dynamic_type], "values": [list(v) for v in table.values],
             "gears": [{"inputs": {d.name: list(s) for d, s in zip(ins[:-1], i)},
                        "outputs": {d.name: list(s) for d, s in zip(outs, o)}}
                       for i, o in zip(table.input_shapes, table.output_shapes)]}
+
+
+AGREES = "agrees with MODEL_DEF"
+
+
+def _inout(data, md) -> dict | None:
+    """A MODEL_INOUT_INFO partition's blocks (inout_info.to_json) and, under "check", whether they
+    say what MODEL_DEF says; one that does not parse: {"error"}. None: the file has none."""
+    if data is None:
+        return None
+    try:
+        info = inout_info.to_json(inout_info.parse(data))
+    except ArchiveError as exc:
+        return {"error": str(exc)}
+    try:
+        inout_info.check(data, inout_info.describe(*_model_io(md)))
+        info["check"] = AGREES
+    except ArchiveError as exc:
+        info["check"] = str(exc)
+    return info
 
 
 def inspect_om(path) -> dict:
@@ -112,6 +142,7 @@ def inspect_om(path) -> dict:
             model["outputs"] = [{"source": src, "desc": _desc(td)} for op in g.op if op.type == "NetOutput"
                                 for src, td in zip(op.input, op.input_desc)]
             model["gears"] = _gears(md)
+        model["inout_info"] = _inout(next((p.data for p in parts if p.type == PT.MODEL_INOUT_INFO), None), md)
         model["graphs"] = [g.name for g in md.graph]
         model["ops"] = ops
         op_names = {op["id"]: op["name"] for op in ops}
@@ -165,6 +196,27 @@ def gear_lines(gears: dict | None) -> list[str]:
     return lines
 
 
+def inout_lines(inout: dict | None) -> list[str]:
+    """A MODEL_INOUT_INFO as `om2gen inspect` shows it (the dict of _inout)."""
+    if inout is None:
+        return []
+    if "error" in inout:
+        return [f"  MODEL_INOUT_INFO: {inout['error']}"]
+    agrees = inout["check"] == AGREES
+    lines = [f"  MODEL_INOUT_INFO ({AGREES if agrees else 'does not agree with MODEL_DEF'}):"]
+    for kind in ("inputs", "outputs"):
+        for t in inout[kind]:
+            dt = dtypes.BY_ACL.get(t["dt"])
+            extra = "".join(f", {k} {t[k]}" for k in ("dimsV2", "shape_range") if t[k] and t[k] != t["dims"])
+            fmt = "ND" if t["format"] == FORMAT_ND else f"format {t['format']}"
+            lines.append(f"    {kind[:-1]:<6} {t['name']}: {dt.name if dt else 'dt%d' % t['dt']}{t['dims']} {fmt}, "
+                         f"{t['size']} bytes{extra}")
+    for field, t in inout_info.FIELDS.items():
+        if field not in ("inputs", "outputs") and inout[field]:
+            lines.append(f"    {t.name}: {inout[field]}")
+    return lines + ([] if agrees else [f"    {inout['check']}"])
+
+
 def render_text(info: dict) -> str:
     h = info["header"]
     lines = [f"{info['path']}: classic OM (magic 0x{h['magic']:08X}, version 0x{h['version']:08X}), "
@@ -177,7 +229,7 @@ def render_text(info: dict) -> str:
         lines.append(f"model {m['index']}: {m['name']}")
         lines.append("  partitions:")
         for p in m["partitions"]:
-            lines.append(f"    {p['type']:<14} offset {p['offset']:>9}  size {p['size']:>9}")
+            lines.append(f"    {p['type']:<16} offset {p['offset']:>9}  size {p['size']:>9}")
         a = m["attrs"]
         keys = ("memory_size", "weight_size", "zero_copy_memory_size", "stream_num", "event_num", "label_num",
                 "soc_version", "so_in_om_flag")
@@ -188,6 +240,7 @@ def render_text(info: dict) -> str:
         for io in m.get("outputs", []):
             lines.append(f"  output {io['source']}: {io['desc']}")
         lines += gear_lines(m.get("gears"))
+        lines += inout_lines(m.get("inout_info"))
         for graph in m["graphs"]:
             ops = [op for op in m["ops"] if op.get("graph", graph) == graph]
             lines.append(f"  graph {graph}: {len(ops)} ops")

@@ -12,7 +12,8 @@ Every task arg slot holds a GE *logical* address (formats/om/writer.py): feature
 ModelTaskDef.base_addr (scratch, then each model input and output, 512-aligned), weights from
 weight_addr. `_AddressMap` maps them back to (input | output | workspace | constants, offset),
 which is GE's GetRtAddress with the I/O regions kept apart so runs stay zero-copy. Anything
-that does not decode is an ArchiveError naming the task and the slot.
+that does not decode is an ArchiveError naming the task and the slot. A MODEL_INOUT_INFO, when
+the file has one, must say what MODEL_DEF says (formats/om/inout_info.py).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from ...ir.gears import branch_key
 from ...ir.program import ArgRef, Constant, CustomOpDef, GraphJson, IoDesc, Kernel, Program, Task, TensorDesc
 from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from .. import op_so_store
-from . import gears, integrity, kernel_store, proto
+from . import gears, inout_info, integrity, kernel_store, proto
 from .container import OmFile
 from .layout import ORIGINAL_OP_NAMES
 from .layout import ModelPartitionType as PT
@@ -294,6 +295,10 @@ def _read(om: OmFile, stage) -> OmModel:
     _check_labels(program)
     _check_outputs_written(program)
     program.graph_json = _graph_json(md, case, program)
+    # last: a MODEL_DEF edit the checks above refuse is named by them, not as a disagreement here
+    inout = next((p.data for p in om.partitions if p.type == PT.MODEL_INOUT_INFO), None)
+    if inout is not None:   # om2gen writes it into every .om; older ones have none
+        inout_info.check(inout, inout_info.describe(program.inputs, program.outputs, program.gears))
     stage("decode the task args")
     return model
 

@@ -1,7 +1,8 @@
 """A compiled Program → classic Ascend GE OM (v1) file bytes (docs/om-format.md).
 
 Partitions, in GE's save order (GE_FACTS §1.6): SO_BINS (the shared objects the model packs,
-so_providers; docs/so-in-om.md) and CUSTOM_OPS (custom operators only), MODEL_DEF
+so_providers; docs/so-in-om.md) and CUSTOM_OPS (custom operators only), MODEL_INOUT_INFO (the
+inputs, outputs and gears as GE's TLV blocks, formats/om/inout_info.py), MODEL_DEF
 (ge.proto.ModelDef: the graph, formats/om/graph_def.py, and the loader's attributes),
 WEIGHTS_DATA (the constants blob, if any), TBE_KERNELS (KernelStore of the kernel ELF objects),
 TASK_INFO (domi.ModelTaskDef).
@@ -17,7 +18,7 @@ from pathlib import Path
 from ...ir.tasks import CcKernelType, ModelTaskType
 from ...version import GENERATOR
 from .. import op_so_store
-from . import integrity, kernel_store, proto
+from . import inout_info, integrity, kernel_store, proto
 from .container import Partition, write_om
 from .graph_def import FEATURE_BASE, VARIABLE_BASE, WEIGHT_BASE, GraphBuilder, MemoryPlan, fill_addresses
 from .layout import ModelPartitionType as PT
@@ -126,8 +127,9 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
         {"CUSTOM_OPS": custom, "WEIGHTS_DATA": weights, "TBE_KERNELS": tbe, "TASK_INFO": task_info}, md)))
     model_def = md.SerializeToString(deterministic=True)
 
-    parts = [Partition(PT.SO_BINS, so_bins), Partition(PT.CUSTOM_OPS, custom), Partition(PT.MODEL_DEF, model_def),
-             Partition(PT.WEIGHTS_DATA, weights), Partition(PT.TBE_KERNELS, tbe),
+    inout = inout_info.build(inout_info.describe(program.inputs, program.outputs, program.gears))
+    parts = [Partition(PT.SO_BINS, so_bins), Partition(PT.CUSTOM_OPS, custom), Partition(PT.MODEL_INOUT_INFO, inout),
+             Partition(PT.MODEL_DEF, model_def), Partition(PT.WEIGHTS_DATA, weights), Partition(PT.TBE_KERNELS, tbe),
              Partition(PT.TASK_INFO, task_info)]
     name = program.name.encode("utf-8")[:31].decode("utf-8", "ignore")
     header = {"name": name, "platform_version": target.arch.encode()[:19], "userdefineinfo": b"om2gen",
