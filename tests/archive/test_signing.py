@@ -254,7 +254,7 @@ def test_an_om_changed_after_signing_is_refused_before_model_def_is_parsed(signe
         "kernel": _resealed(om["signed"], tmp_path / "k.om", {PT.TBE_KERNELS: _flip(kernels, len(kernels) // 2)}),
         "tasks": _resealed(om["signed"], tmp_path / "t.om", {PT.TASK_INFO: _flip(tasks, len(tasks) - 1)}),
         "header": _resealed(om["signed"], tmp_path / "h.om", header=dataclasses.replace(o.header, ops=7)),
-        "partition added": _resealed(om["signed"], tmp_path / "p.om", {PT.MODEL_INOUT_INFO: b"\0" * 16}),
+        "partition added": _resealed(om["signed"], tmp_path / "p.om", {PT.TILING_DATA: b"\0" * 16}),
     }
     parsed = []
     real = reader.read
@@ -275,6 +275,30 @@ def test_an_om_changed_after_signing_is_refused_before_model_def_is_parsed(signe
                           for p in o.partitions], header=o.header)
     with pytest.raises(om2gen.ArchiveError, match="partition WEIGHTS_DATA does not match the blake3 digest"):
         om2gen.load(plain_edit, trusted_keys=[signed["alice"]])
+
+
+def test_model_inout_info_changed_after_signing_is_refused(signed, om, tmp_path):
+    """MODEL_INOUT_INFO is not among the partitions MODEL_DEF digests (it holds nothing MODEL_DEF
+    does not), but the signature covers it as every partition; a load without trusted keys
+    refuses the edit as disagreeing with MODEL_DEF."""
+    from dataclasses import replace
+
+    from om2gen.formats.om import inout_info
+    from om2gen.formats.om.container import Partition, read_om, write_om
+    from om2gen.formats.om.layout import ModelPartitionType as PT
+    o = read_om(om["signed"])
+    info = inout_info.parse(o.partition(PT.MODEL_INOUT_INFO))
+    renamed = inout_info.build(replace(info, outputs=(replace(info.outputs[0], name="z"),)))
+    assert len(renamed) == len(o.partition(PT.MODEL_INOUT_INFO)) and info.outputs[0].name == "y"
+    edited = tmp_path / "inout.om"
+    write_om(edited, [Partition(p.type, renamed if p.type == PT.MODEL_INOUT_INFO else p.data) for p in o.partitions],
+             header=o.header)
+    with pytest.raises(om2gen.ArchiveError, match="does not match the OM's header and partitions; the OM file was "
+                                                  "modified after it was signed"):
+        om2gen.load(edited, trusted_keys=[signed["alice"]])
+    with pytest.raises(om2gen.ArchiveError, match=r"MODEL_INOUT_INFO output 0 \('y'\): name is 'z', MODEL_DEF says "
+                                                  r"'y'"):
+        om2gen.load(edited)
 
 
 def test_the_signature_of_another_om_is_refused(signed, om, tmp_path):
