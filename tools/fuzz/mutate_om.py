@@ -10,8 +10,9 @@ import dataclasses
 import hashlib
 import struct
 
-from om2gen.formats.om import container, kernel_store, proto
+from om2gen.formats.om import container, kernel_store
 from om2gen.formats.om import layout as L
+from om2gen.formats.om import proto
 from om2gen.formats.om.layout import ModelPartitionType as PT
 
 from . import common
@@ -190,7 +191,9 @@ def container_edits(rng, b: Base):
         ptype = rng.choice((PT.SO_BINS, PT.CUSTOM_OPS, PT.CUST_AICPU_KERNELS, PT.MODEL_INOUT_INFO, PT.TILING_DATA))
         junk = rng.choice((b"\0" * 8, bytes(rng.randrange(256) for _ in range(64)), struct.pack("<I", 1) + b"\xfd\x6e\x77\x5d"
                            + bytes(12)))
-        return f"an extra {ptype.name} partition of {len(junk)} bytes", b.rebuild({ptype: junk})
+        held = any(p.type == ptype for p in b.om.partitions)   # MODEL_INOUT_INFO: every om2gen .om has one
+        what = f"{'the' if held else 'an extra'} {ptype.name} partition"
+        return f"{what} as {len(junk)} junk bytes", b.rebuild({ptype: junk})
     o = rng.choice(b.others)
     ptype = rng.choice((PT.WEIGHTS_DATA, PT.TBE_KERNELS, PT.TASK_INFO, PT.MODEL_DEF))
     return f"{ptype.name} taken from {o.name}", b.rebuild({ptype: bytes(o.om.partition(ptype))})
