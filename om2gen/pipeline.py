@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import struct
 import sys
@@ -15,16 +16,15 @@ import numpy as np
 
 from . import advice
 from .codegen import kernels as kernel_codegen
-from .codegen import model_cpp
+from .codegen import model_cpp, tiling_library
 from .codegen.literals import c_identifier
 from .errors import CompileError, ModelError, Om2Error, ShapeError
 from .formats.om2 import layout, writer
 from .formats.om2.writer import Entry, json_bytes
 from .formats.op_so_store import SoBinType
 from .frontend import gears, multi_batch, onnx_import, pins
-from .frontend.dynamic_dims import require_lowering
 from .frontend.onnx_import import import_onnx
-from .ir import dtypes
+from .ir import dtypes, symbolic
 from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
 from .lower import memplan
@@ -164,15 +164,23 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             graph = multi_batch.merge(spec, [g for g, _ in per_gear])
             op_types = frozenset().union(*(t for _, t in per_gear))
         report.stage(f"imported {len(graph.nodes)} nodes")
-        require_lowering(graph)
         program = lower_graph(graph, ctx)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
-    so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
+    if program.dynamic is not None and format == "om":
+        raise Om2Error("a dynamic model (dims -1 or lo~hi without gears) compiles to an .om2 archive in this version; "
+                       "the classic .om's RT2 execution of dynamic shapes is not written yet: compile to .om2, or "
+                       "compile gears (docs/gears.md) for an .om")
 
-    builds = compiler.build_all([(k.source, k.entry) for k in program.kernels], tgt, opts.jobs, report.kernels)
+    own = [k for k in program.kernels if not k.library]    # (the rest: the device tiling library's)
+    builds = compiler.build_all([(k.source, k.entry) for k in own], tgt, opts.jobs, report.kernels)
     notes = launch_note.of_program(program)   # what each kernel is launched with: checked at load
-    for i, (k, b) in enumerate(zip(program.kernels, builds)):
-        k.binary = launch_note.attach(b.binary, notes[i])
+    index = {id(k): i for i, k in enumerate(program.kernels)}
+    for k, b in zip(own, builds):
+        k.binary = launch_note.attach(b.binary, notes[index[id(k)]])
+    commands = {k.entry: b.commands[0] for k, b in zip(own, builds)}
+    if program.dynamic is not None:
+        commands.update(_build_tiling_library(program, tgt, notes))
+    so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
     if format == "om":
         from .formats.om import writer as om_writer
@@ -180,8 +188,21 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         report.stage(f"wrote {out}")
         return out
 
-    commands = {k.entry: b.commands[0] for k, b in zip(program.kernels, builds)}
     return write_archive(out, program, tgt, opts, commands, so_pack, graph.producer, report)
+
+
+def _build_tiling_library(program: Program, tgt, notes: dict) -> dict:
+    """A dynamic model's device tiling library: generated, built, its launch notes attached, and
+    named by its content (codegen/tiling_library.py); returns {entry: its build command}."""
+    d = program.dynamic
+    d.tiling_source = tiling_library.source(program)
+    d.tiling_library = tiling_library.library_name(program, d.tiling_source)
+    entries = [(i, k) for i, k in enumerate(program.kernels) if k.library]
+    built = compiler.build_tiling_library(d.tiling_source, [k.entry for _, k in entries], tgt)
+    d.tiling_binary = launch_note.attach(built.binary, [notes[i] for i, _ in entries])
+    for _, k in entries:
+        k.library, k.binary = d.tiling_library, d.tiling_binary
+    return {k.entry: built.commands[0] for _, k in entries}
 
 
 def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_commands: dict, so_pack, producer: str,
@@ -281,13 +302,29 @@ def _model_hash(program: Program) -> str:
     return h.hexdigest()[:12]
 
 
-def _io_json(d, index, gears=None):
+def _io_json(d, index, gears=None, dims=None):
+    """An input's or output's model_meta entry; `dims`: a dynamic model's dims of it (ints and
+    Exprs), which give GE's shape_range ([lo, hi] per dim, hi -1 where unbounded)."""
     dt = dtypes.BY_NAME[d.dtype]
     out = {"name": d.name, "index": index, "shape": list(d.shape), "data_type": dt.acl,
            "data_type_name": dt.ge_string, "dtype": d.dtype, "format": 2, "size": d.nbytes}
     if gears is not None and d.name in gears.origin_dims:
         out["origin_input_dims"] = list(gears.origin_dims[d.name])
+    if dims is not None:
+        out["shape_range"] = [[int(lo), -1 if math.isinf(hi) else int(hi)] for lo, hi in map(symbolic.bounds, dims)]
     return out
+
+
+def dynamic_meta(program: Program) -> dict:
+    """A dynamic model's model_meta key (docs/dynamic-shapes.md): its symbols and each input's
+    and output's dims as expressions, and its device tiling library."""
+    d = program.dynamic
+    return {"dynamic_shapes": {
+        "symbols": [{"name": s.name, "range": [s.lo, -1 if s.hi is None else s.hi], "input": s.input, "axis": s.axis}
+                    for s in d.symbols],
+        "inputs": [[symbolic.text(x) for x in dims] for dims in d.input_dims],
+        "outputs": [[symbolic.text(x) for x in dims] for dims in d.output_dims],
+        "tiling_library": d.tiling_library}}
 
 
 def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -> list[Entry]:
@@ -296,15 +333,17 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
     meta = {
         "name": program.name,
         "root_graph_name": program.name,
-        "inputs": [_io_json(d, i, program.gears) for i, d in enumerate(program.inputs)],
-        "outputs": [_io_json(d, i) for i, d in enumerate(program.outputs)],
+        "inputs": [_io_json(d, i, program.gears, program.dynamic and program.dynamic.input_dims[i])
+                   for i, d in enumerate(program.inputs)],
+        "outputs": [_io_json(d, i, None, program.dynamic and program.dynamic.output_dims[i])
+                    for i, d in enumerate(program.outputs)],
         "work_size": program.work_size,
         "zero_copy_size": 0,
         "args_size": program.args_size,
         "abi_version": MODEL_ABI_VERSION,
         "library": lib_name,
         "entry_symbols": list(compiler.MODEL_EXPORTS),
-        "kernels": [layout.kernel_binary(tgt.arch, k.file_name) for k in program.kernels],
+        "kernels": [layout.kernel_binary(tgt.arch, k.file_name) for k in program.kernels if not k.library],
         "constants_config": layout.constants_config(idx),
         "custom_ops": {
             "shared_libs": sorted(layout.custom_op_library(b.name) for b in so_pack.of_type(SoBinType.kCustomOp)),
@@ -318,6 +357,8 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         meta["so_bins"] = _so_bins_json(so_pack)
     if program.gears is not None:
         meta.update(gear_meta(program))
+    if program.dynamic is not None:
+        meta.update(dynamic_meta(program))
     consts = {
         "internal_weight_size": program.constants_size,
         "consts": {c.name: {"index": i, "type": "INTERNAL", "file_name": layout.constants_blob(idx).rsplit("/", 1)[1],
@@ -342,9 +383,13 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         Entry(lib_name, lib.binary),
     ]
     for k in program.kernels:
+        if k.library:   # a function of the device tiling library: in data/so_bins (kOpMasterDevice)
+            continue
         if k.source:   # kernels converted from an OM file come without their source
             entries.append(Entry(layout.kernel_source(idx, k.entry), k.source.encode()))
         entries.append(Entry(layout.kernel_binary(tgt.arch, k.file_name), k.binary))
+    if program.dynamic is not None:
+        entries.append(Entry(layout.csrc_dir(idx) + "op_master_device.c", program.dynamic.tiling_source.encode()))
     for b in so_pack.of_type(SoBinType.kCustomOp):   # the target's builds (the same bytes as in the store)
         entries.append(Entry(layout.custom_op_library(b.name), b.data))
     if so_pack.bins:

@@ -49,7 +49,7 @@ def render(call: KernelCall, ctx) -> Kernel:
     addr = addresses(call)
     for part in (call.template, jinja.template_source(call.template), *imported,
                  call.name, _canonical(call.params), _canonical(addr), GENERATOR, ctx.target.name,
-                 compiler.compiler_identity(), compiler.headers_digest()):
+                 compiler.compiler_identity(), compiler.headers_digest(), "sink" if call.sink else ""):
         key.update(part.encode())
         key.update(b"\0")
     entry = f"{call.name}_{key.hexdigest()[:12]}"
@@ -57,6 +57,10 @@ def render(call: KernelCall, ctx) -> Kernel:
     k.update(entry=entry, template=call.template, generator=GENERATOR.split()[-1], addr=addr)
     k.setdefault("notes", [])
     source = jinja.render(call.template, k=k)
+    if call.sink:   # a dynamic model's kernel: its tiling is at an address (om2/om2_kernel.h)
+        source = (f"/* A tiling-sink kernel of a dynamic model: slot {addr['tiling']} holds the address of its tiling,\n"
+                  f" * which its PREPROCESS_KERNEL task writes before each run (docs/dynamic-shapes.md). */\n"
+                  f"#define OM2_TILING_SINK {addr['tiling']}\n" + source)
     fields = tiling_fields(source)
     assert fields == list(call.tiling), \
         f"{call.template}: TilingData declares {fields}, but the lowering of {call.name} gives {list(call.tiling)}"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..formats.om2 import layout
-from ..ir import model_tables
+from ..ir import model_tables, symbolic
 from ..ir.program import Program
 from ..ir.tasks import OpDispatchType
 from ..version import GENERATOR
@@ -91,6 +91,7 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
                   for i, (v, z) in enumerate(zip(tables.gear_values, tables.gear_io_sizes))],
         "gear_value_num": len(tables.gear_values[0]) if tables.gear_values else 0,
         "memory_summary": _memory_summary(program),
+        **_dynamic(program),
         # where the archive keeps what the comments point at
         "paths": {"build_commands": layout.build_commands(index), "memory_plan": layout.memory_plan_json(index),
                   "kernels": layout.kernels_dir(arch), "custom_op_binaries": layout.custom_op_binaries_dir(arch),
@@ -155,3 +156,24 @@ def _custom_ops(tables: model_tables.ModelTables) -> list[dict]:
         ops.append({"op_type": c.op_type, "bin_file": c.bin_file, "input_num": c.input_num,
                     "output_num": c.output_num, "first_desc": c.first_desc, "descs": descs})
     return ops
+
+
+def _dynamic(program: Program) -> dict:
+    """A dynamic model's symbols and its inputs' and outputs' dims as C++ (ir/symbolic.py)."""
+    d = program.dynamic
+    if d is None:
+        return {"symbols": [], "io_dims": [], "symbols_offset": 0}
+
+    def c_name(s) -> str:
+        return f"sym_{s.name}"
+    symbols = [{"name": s.name, "lo": s.lo, "hi": -1 if s.hi is None else s.hi, "input": s.input, "axis": s.axis,
+                "c_name": f"sym_{s.name}",
+                "comment": f"{s.name}: dim {s.axis} of input {program.inputs[s.input].name}, "
+                           f"{s.lo}~{'' if s.hi is None else s.hi}"} for s in d.symbols]
+    io_dims = []
+    for kind, descs, dims in (("input", program.inputs, d.input_dims), ("output", program.outputs, d.output_dims)):
+        for io, shape in zip(descs, dims):
+            for axis, dim in enumerate(shape):
+                io_dims.append({"expr": symbolic.c_expr(dim, c_name),
+                                "comment": f"{kind} {io.name} dim {axis}: {symbolic.text(dim)}"})
+    return {"symbols": symbols, "io_dims": io_dims, "symbols_offset": d.symbols_offset}

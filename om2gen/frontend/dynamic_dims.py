@@ -104,15 +104,3 @@ def _range_text(s: symbolic.Sym) -> str:
 
 def _dims_text(shape) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
-
-
-def require_lowering(graph) -> None:
-    """A dynamic model's graph infers (every node took its shapes) but lowering it to
-    shape-generic kernels is not in this version: refused, saying what does work."""
-    dynamic = [i for i in graph.inputs if not graph.values[i].is_static]
-    if dynamic:
-        shown = ", ".join(f"{i}{_dims_text(graph.values[i].shape)}" for i in dynamic)
-        raise UnsupportedOpError(f"the model has dynamic shapes ({shown}): om2gen infers every node's shapes from "
-                                 "them, but this version does not yet compile them to shape-generic kernels. "
-                                 f"Pin the shapes ({shape_option()} with every dim a number) or compile a fixed "
-                                 "set of sizes (gears: -1 dims with a gear option, docs/gears.md)")

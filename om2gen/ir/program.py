@@ -40,6 +40,28 @@ class KernelCall:
     # order): the one place those names are decided; the template's struct is checked against them
     tiling: dict[str, int] = field(default_factory=dict)
     workspace: int = 0                  # scratch bytes the kernel needs (one region per task)
+    # a kernel of a dynamic model whose tiling the run computes (lower/dynamic.py): its tiling
+    # is an address slot (OM2_TILING_SINK), written by the PREPROCESS_KERNEL task before it
+    sink: bool = False
+
+
+@dataclass
+class TilingCall:
+    """The PREPROCESS_KERNEL step before a sink kernel's step (lower/dynamic.py): it writes that
+    kernel's tiling (block count first, then the fields in order) from the run's symbols."""
+    kernel_step: int                    # the step of the kernel whose tiling it writes
+    block_dim: object                   # int or ir.symbolic.Expr: the blocks the kernel runs
+    fields: dict[str, object]           # the kernel's TilingData fields: ints and Exprs
+    entry: str = ""                     # the tiling function's name in the device tiling library
+
+    @property
+    def inputs(self) -> list:
+        """No tensors: it reads the symbols and writes a tiling region (lower/dynamic.py)."""
+        return []
+
+    @property
+    def outputs(self) -> list:
+        return []
 
 
 @dataclass
@@ -91,10 +113,13 @@ class Kernel:
     template: str
     digest: str                 # sha256 of the source
     binary: bytes = b""         # filled by the toolchain
+    # a tiling function of the device tiling library (kOpMasterDevice): the library's file
+    # name; its binary is the library's, which holds every tiling entry (lower/dynamic.py)
+    library: str = ""
 
     @property
     def file_name(self) -> str:
-        return f"{self.entry}.o"
+        return self.library or f"{self.entry}.o"
 
 
 @dataclass(kw_only=True)
@@ -209,6 +234,7 @@ class _ValueJsonBase(TypedDict):
 
 class ValueJson(_ValueJsonBase, total=False):
     const: bool
+    dims: list[str]     # a dynamic model's value: its dims as expressions (shape has -1 there)
     outer: str      # a subgraph's input or output: the value outside it that it stands for
 
 
@@ -268,6 +294,32 @@ class GearTable:
     output_shapes: list[list[tuple[int, ...]]]  # per gear, every output's shape
 
 
+@dataclass(frozen=True)
+class Symbol:
+    """A dynamic dim of the model (ir.symbolic.Sym): its range, and the input dim that gives its
+    value at run time."""
+    name: str
+    lo: int
+    hi: int | None
+    input: int          # the model input whose dim it is
+    axis: int
+
+
+@dataclass
+class DynamicInfo:
+    """What a dynamic model's code needs besides the tasks (docs/dynamic-shapes.md): the symbols,
+    where their values live in the workspace, each input's and output's dims as expressions
+    (ints and Exprs), and the device tiling library that the PREPROCESS_KERNEL tasks run."""
+    symbols: list[Symbol]
+    symbols_offset: int                         # workspace offset of the int64[len(symbols)] table
+    input_dims: list[tuple]                     # per input: ints and Exprs
+    output_dims: list[tuple]
+    tiling_library: str                         # its file name (data/so_bins, kOpMasterDevice)
+    tilings: list[TilingCall] = field(default_factory=list)   # its functions, in task order
+    tiling_source: str = ""                     # its C source (codegen/tiling_library.py)
+    tiling_binary: bytes = b""                  # filled by the toolchain
+
+
 @dataclass
 class Program:
     """What lowering (or formats/om/reader.py) hands code generation, the writers and the runtime:
@@ -292,6 +344,7 @@ class Program:
     buffers: list[PlannedBuffer] = field(default_factory=list)   # the workspace plan, by offset
     views: list[View] = field(default_factory=list)
     gears: GearTable | None = None              # None: a static model
+    dynamic: DynamicInfo | None = None          # None: every shape static (or one per gear)
 
 
 @dataclass

@@ -3,7 +3,7 @@ its two branches, a gear model's Case a switch over its gears; a custom operator
 are staged first."""
 from __future__ import annotations
 
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Node, Value
 from ..ir.program import Alias, Control, CustomCall, GearTable, KernelCall
 from ..ops import registry
@@ -21,9 +21,14 @@ def emit(state: Lowering, nodes: list[Node]) -> None:
         op = registry.lookup(node)
         ins = [graph.values[n] if n else None for n in node.inputs]
         outs = [graph.values[n] for n in node.outputs if n]
-        if all(v.size == 0 for v in outs):
-            continue  # empty outputs: nothing to compute, nothing to launch
-        result = op.lower(node, ins, outs, state.ctx)
+        try:
+            if all(v.size == 0 for v in outs):
+                continue  # empty outputs: nothing to compute, nothing to launch
+            result = op.lower(node, ins, outs, state.ctx)
+        except symbolic.Undecidable as exc:   # a dynamic model's op whose lowering needs what the run decides
+            state.refused.append(f"{node.name} ({node.op_type}): its lowering asks {exc.question!r}, which only "
+                                 "the run answers")
+            continue
         if isinstance(result, Alias):
             state.views[node.outputs[0]] = result.source
             state.view_nodes[node.outputs[0]] = node.name

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import onnx
 
+from ..ir import symbolic
 from ..ir.graph import CASE_IO, REGIONS, Graph, Node
 from ..ir.program import GraphJson, NodeJson, SubgraphJson, ValueJson
 
@@ -28,7 +29,10 @@ def graph_json(graph: Graph, constants=()) -> GraphJson:
 
 def _value(graph: Graph, name: str, outer: str | None = None) -> ValueJson:
     v = graph.values[name]
-    out: ValueJson = {"name": name, "dtype": v.dtype.name, "shape": list(v.shape), "const": v.is_const}
+    out: ValueJson = {"name": name, "dtype": v.dtype.name, "shape": [d if isinstance(d, int) else -1 for d in v.shape],
+                      "const": v.is_const}
+    if not v.is_static:   # a dynamic model's dims: GE's -1 in shape, the expressions beside it
+        out["dims"] = [symbolic.text(d) for d in v.shape]
     if outer is not None:
         out["outer"] = outer
     return out

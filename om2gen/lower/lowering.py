@@ -3,6 +3,7 @@
   emit        nodes → steps (kernel calls, custom operators, If's labels and switches)
   constants   derived arrays named; then every constant read placed in the blob
   bind        graph outputs written in place, or copied into their own buffer
+  dynamic     a dynamic model's run-dependent kernels: tiling sinks after PREPROCESS_KERNEL steps
   workspace   the other tensors' lifetimes and each task's scratch, planned (memplan)
   tasks       steps → tasks, kernels rendered by the renderer the pipeline hands in
   args        each task's args placed in the args table
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from ..ir.program import LowerContext, Program
-from . import args, bind, constants, emit, program, tasks, workspace
+from . import args, bind, constants, dynamic, emit, program, tasks, workspace
 from .state import Lowering
 
 
@@ -21,6 +22,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     emit.emit(state, graph.nodes)
     constants.name_derived(state)       # before anything reads the calls' inputs as names
     output_of = bind.bind_outputs(state)
+    dynamic.sink(state)                 # a dynamic model's kernels whose tiling the run computes
     blob = constants.place(state)
     work = workspace.plan(state, output_of, blob.constants)
     places = args.Places(state.root, state.input_index, output_of, blob.constants, work.offsets)

@@ -1,12 +1,14 @@
 """The stages' results → the ir.program.Program code generation and the writers read."""
 from __future__ import annotations
 
-from ..ir.program import IoDesc, Program, View
+from ..ir import symbolic
+from ..ir.program import DynamicInfo, IoDesc, Program, TilingCall, View
+from . import dynamic
 from .args import Places
 from .constants import Blob
 from .graph_json import graph_json
 from .state import Lowering
-from .tasks import TaskTable
+from .tasks import TILING_LIBRARY, TaskTable
 from .workspace import Workspace
 
 
@@ -15,8 +17,10 @@ def assemble(state: Lowering, blob: Blob, work: Workspace, table: TaskTable, pla
     graph = state.graph
 
     def io(name: str) -> IoDesc:
+        """A dynamic dim is -1 (GE's unknown dim), and the bytes those of the largest shape."""
         v = graph.values[name]
-        return IoDesc(name, v.dtype.name, v.shape, v.nbytes)
+        return IoDesc(name, v.dtype.name, tuple(-1 if isinstance(d, symbolic.Expr) else d for d in v.shape),
+                      dynamic.max_bytes(v.nbytes, f"{'input' if name in graph.inputs else 'output'} {name!r}"))
 
     views = [View(v, src, state.root(v), state.view_nodes[v], places.placed(v))
              for v, src in sorted(state.views.items())]
@@ -25,4 +29,14 @@ def assemble(state: Lowering, blob: Blob, work: Workspace, table: TaskTable, pla
         kernels=table.kernels, tasks=table.tasks, constants=list(blob.constants.values()), constants_size=blob.size,
         work_size=work.size, args_size=args_size, source_digest=graph.source_digest, opsets=graph.opsets,
         graph_json=graph_json(graph, blob.constants.values()), label_num=state.label_num, label_lists=table.label_lists,
-        custom_ops=table.custom_ops, buffers=work.buffers, views=views, gears=state.gears)
+        custom_ops=table.custom_ops, buffers=work.buffers, views=views, gears=state.gears,
+        dynamic=_dynamic_info(state, work) if dynamic.is_dynamic(state) else None)
+
+
+def _dynamic_info(state: Lowering, work: Workspace) -> DynamicInfo:
+    values = state.graph.values
+    return DynamicInfo(symbols=dynamic.symbols(state), symbols_offset=work.offsets[dynamic.SYMBOLS],
+                       input_dims=[tuple(values[n].shape) for n in state.graph.inputs],
+                       output_dims=[tuple(values[n].shape) for n in state.graph.outputs],
+                       tiling_library=TILING_LIBRARY,
+                       tilings=[s.call for s in state.steps if isinstance(s.call, TilingCall)])

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, Node, Value
-from ..ir.program import Control, CustomCall, GearTable, KernelCall, LowerContext
+from ..ir.program import Control, CustomCall, GearTable, KernelCall, LowerContext, TilingCall
 
 
 @dataclass
@@ -29,7 +29,7 @@ class OutputCopy:
 class Step:
     """One task to be, in launch order (its index is the task's number, k<index>_...)."""
     node: Node | OutputCopy
-    call: KernelCall | Control | CustomCall
+    call: KernelCall | Control | CustomCall | TilingCall
 
 
 @dataclass
@@ -47,6 +47,7 @@ class Lowering:
     input_index: dict[str, int] = field(init=False)             # graph input -> its index
     branch_outputs: dict[str, int] = field(default_factory=dict)   # a gear's value -> the output it writes
     gears: GearTable | None = None                              # what a gear model's Case decided (emit)
+    refused: list[str] = field(default_factory=list)            # dynamic-model nodes emit could not lower
 
     def __post_init__(self) -> None:
         self.input_index = {n: i for i, n in enumerate(self.graph.inputs)}

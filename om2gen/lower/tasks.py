@@ -12,8 +12,9 @@ import onnx
 
 from ..ir.dtypes import OMITTED
 from ..ir.graph import Graph
-from ..ir.program import ArgRef, Control, CustomCall, CustomOpDef, Kernel, KernelCall, Task, TensorDesc
+from ..ir.program import ArgRef, Control, CustomCall, CustomOpDef, Kernel, KernelCall, Task, TensorDesc, TilingCall
 from ..ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
+from . import dynamic
 from .args import Places
 from .state import Lowering
 from .workspace import scratch_key
@@ -38,6 +39,8 @@ def build(state: Lowering, places: Places) -> TaskTable:
             task = _custom_task(state.graph, step.node, call, t, places, table.custom_ops)
         elif isinstance(call, Control):
             task = _control_task(step.node, call, t, places, table.label_lists)
+        elif isinstance(call, TilingCall):
+            task = _tiling_task(state, step.node, call, t, places, table, kernel_index)
         else:
             kernel = state.ctx.render_kernel(call, state.ctx)
             if kernel.entry not in kernel_index:
@@ -52,19 +55,49 @@ def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, k
     ins = [n for n in call.inputs if n]
     args = [places.ref(n) for n in ins] + [places.ref(n) for n in call.outputs]
     roles = ["i"] * len(ins) + ["o"] * len(call.outputs)
-    slot_bytes = [graph.values[n].nbytes for n in ins] + [graph.values[n].nbytes for n in call.outputs]
+    slot_bytes = [dynamic.max_bytes(graph.values[n].nbytes, f"tensor {n!r}") for n in ins + call.outputs]
     if call.workspace:
         args.append(ArgRef(ArgKind.WORKSPACE, 0, places.workspace[scratch_key(t)]))
         roles.append("ws")
         slot_bytes.append(call.workspace)
+    tiling = b""
+    if call.sink:   # the tiling is in the workspace, where the task before it writes it (lower/dynamic.py)
+        args.append(ArgRef(ArgKind.WORKSPACE, 0, places.workspace[dynamic.tiling_key(t)]))
+        roles.append("t")
+        slot_bytes.append(8 * (1 + len(call.tiling)))
+    else:
+        tiling = struct.pack(f"<{len(call.tiling)}q", *call.tiling.values())
     return Task(task_type=ModelTaskType.MODEL_TASK_KERNEL, dispatch_type=OpDispatchType.AICORE,
                 kernel_type=CcKernelType.TE, kernel=kernel, block_dim=call.block_dim, args=args,
-                tiling=struct.pack(f"<{len(call.tiling)}q", *call.tiling.values()), op_name=node.name,
+                tiling=tiling, op_name=node.name,
                 op_type=node.op_type, label=f"k{t:03d}_{task_name(node, call.name, graph)}",
                 inputs_desc=[_describe(graph, n) for n in ins],
                 outputs_desc=[_describe(graph, n) for n in call.outputs],
                 attrs_desc=_attrs_desc(node), roles=roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling),
                 fuses=_covers(graph, node))
+
+
+def _tiling_task(state: Lowering, node, call: TilingCall, t: int, places: Places, table: "TaskTable",
+                 kernel_index: dict[str, int]) -> Task:
+    """The PREPROCESS_KERNEL task before a sink kernel: one block of its device tiling function
+    (the op_master_device library's entry tiling_k<step>), reading the symbols and writing the
+    kernel's tiling."""
+    call.entry = f"tiling_k{call.kernel_step:03d}"
+    kernel_index[call.entry] = len(table.kernels)
+    table.kernels.append(Kernel(entry=call.entry, source="", template="", digest="", library=TILING_LIBRARY))
+    kernel = state.steps[call.kernel_step].call
+    symbol_bytes = 8 * max(1, len(dynamic.symbols(state)))
+    return Task(task_type=ModelTaskType.MODEL_TASK_PREPROCESS_KERNEL, dispatch_type=OpDispatchType.AICORE,
+                kernel_type=CcKernelType.CUST_AI_CPU, kernel=kernel_index[call.entry], block_dim=1,
+                args=[ArgRef(ArgKind.WORKSPACE, 0, places.workspace[dynamic.SYMBOLS]),
+                      ArgRef(ArgKind.WORKSPACE, 0, places.workspace[dynamic.tiling_key(call.kernel_step)])],
+                op_name=node.name, op_type=node.op_type,
+                label=f"k{t:03d}_tiling_{task_name(node, kernel.name, state.graph)}", roles=["i", "o"],
+                slot_bytes=[symbol_bytes, 8 * (1 + len(call.fields))], tiling_fields=[])
+
+
+# the device tiling library's file name until code generation names it by its content
+TILING_LIBRARY = "op_master_device.so"
 
 
 def _custom_task(graph: Graph, node, call: CustomCall, t: int, places: Places, customs: list[CustomOpDef]) -> Task:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.program import Control, KernelCall, PlannedBuffer
-from . import memplan
+from ..ir.program import Control, KernelCall, PlannedBuffer, TilingCall
+from . import dynamic, memplan
 from .state import Lowering
 
 
@@ -31,6 +31,8 @@ def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspa
     last: dict[str, int] = {}
     for t, step in enumerate(state.steps):
         call = step.call
+        if isinstance(call, TilingCall):
+            continue
         reads = [call.index] if isinstance(call, Control) else call.inputs
         for name in reads:
             if name:
@@ -44,11 +46,18 @@ def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspa
             # output is not empty (a Pad of it): it needs an address, never bytes
             assert values[r].size == 0, f"{r!r} is read but nothing writes it"
             first[r] = t
-    buffers = [memplan.Buffer(r, values[r].nbytes, t, max(t, last.get(r, t)))
+    # a dynamic model's tensors take the most bytes their ranges give (lower/dynamic.py)
+    buffers = [memplan.Buffer(r, dynamic.max_bytes(values[r].nbytes, f"tensor {r!r}"), t, max(t, last.get(r, t)))
                for r, t in first.items() if r not in output_of and r not in inputs]
     for t, step in enumerate(state.steps):
         if isinstance(step.call, KernelCall) and step.call.workspace:
             buffers.append(memplan.Buffer(scratch_key(t), step.call.workspace, t, t))
+        if isinstance(step.call, TilingCall):   # written by the step, read by its kernel's
+            buffers.append(memplan.Buffer(dynamic.tiling_key(step.call.kernel_step), 8 * (1 + len(step.call.fields)),
+                                          t, step.call.kernel_step))
+    if dynamic.is_dynamic(state):    # the symbols: bound before the replay, read by every tiling step
+        buffers.append(memplan.Buffer(dynamic.SYMBOLS, 8 * max(1, len(dynamic.symbols(state))), 0,
+                                      max(0, len(state.steps) - 1)))
     offsets, size = memplan.plan(buffers)
     planned = sorted((PlannedBuffer(b.key, offsets[b.key], b.size, b.first, b.last) for b in buffers),
                      key=lambda b: (b.offset, b.first_task, b.name))

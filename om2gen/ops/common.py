@@ -29,7 +29,11 @@ def out(dtype: DType, shape) -> Value:
 
 def block_dim_for(items: int, work_per_item: int = 1) -> int:
     """How many SPMD blocks to split `items` independent work items into. A small odd count
-    rounds up to even (3 blocks of equal work run on two cores as 2 + 1, 4 as 2 + 2)."""
+    rounds up to even (3 blocks of equal work run on two cores as 2 + 1, 4 as 2 + 2). For a
+    dynamic count, the same bounds as an expression the run evaluates (without the rounding)."""
+    if isinstance(items, symbolic.Expr) or isinstance(work_per_item, symbolic.Expr):
+        by_work = symbolic.smax(1, symbolic.floordiv(items * symbolic.smax(1, work_per_item), MIN_WORK_PER_BLOCK))
+        return symbolic.smax(1, symbolic.smin(items, by_work, MAX_BLOCKS))
     if items <= 1:
         return 1
     by_work = max(1, (items * max(1, work_per_item)) // MIN_WORK_PER_BLOCK)

@@ -6,7 +6,7 @@ import numpy as np
 from ..advice import value_option
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import Alias, KernelCall
 from . import common
@@ -32,6 +32,8 @@ _FLOAT_TYPES = {"float32", "float64"}
 
 def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: str) -> KernelCall:
     """A KernelCall of templates/kernels/elementwise.c.j2 computing `expr` with broadcasting."""
+    if not all(v.is_static for v in [*ins, out]):
+        return _dynamic_elementwise_call(node, name, ins, out, expr)
     strides = [common.broadcast_strides(v.shape, out.shape) for v in ins]
     dims, strides = common.collapse(out.shape, strides)
     inner = dims[-1]
@@ -57,6 +59,62 @@ def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: 
     }
     return KernelCall("kernels/elementwise.c.j2", name, params, [v.name for v in ins], [out.name],
                       block_dim=common.block_dim_for(items, max(1, out.size // max(items, 1))), tiling={"items": items})
+
+
+DYNAMIC_CHUNK = 4096    # elements per work item of a dynamic element-wise kernel's rows
+
+
+def _dynamic_elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: str) -> KernelCall:
+    """The same kernel for a dynamic model (docs/dynamic-shapes.md): what is decided at compile
+    time is what holds at every size -- which operand dims broadcast (a dim of 1 against a
+    larger one) and so which operands walk the inner dim -- and every size and stride is a
+    tiling field the run computes, read as tiling->name where the static kernel has a number.
+    Rows are cut into chunks of DYNAMIC_CHUNK elements, so one long row still spreads."""
+    rank = len(out.shape)
+    strides = [_dynamic_strides(v.shape, out.shape) for v in ins]
+    keep = [i for i, d in enumerate(out.shape) if not (isinstance(d, int) and d == 1)] or [rank - 1] if rank else []
+    dims = [out.shape[i] for i in keep] or [1]
+    strides = [[s[i] for i in keep] or [0] for s in strides]
+    tiling: dict = {}
+
+    def field(value, key: str):
+        """A number as it is; a dynamic size as the tiling field that carries it."""
+        if isinstance(value, symbolic.Expr):
+            tiling[key] = value
+            return f"tiling->{key}"
+        return value
+    inner = dims[-1]
+    chunk_len = DYNAMIC_CHUNK if isinstance(inner, symbolic.Expr) else max(1, min(inner, DYNAMIC_CHUNK))
+    chunks = symbolic.ceildiv(inner, chunk_len)
+    rows = common.prod(dims[:-1])
+    items = rows * chunks
+    outer = [{"size": field(dims[i], f"d{i}"), "strides": [field(s[i], f"s{k}_{i}") for k, s in enumerate(strides)]}
+             for i in range(len(dims) - 2, -1, -1)]
+    params = {
+        "summary": f"{node.op_type}: {' , '.join(v.describe() for v in ins)} -> {out.describe()} (dynamic: sizes "
+                   "from the tiling data)",
+        "expr": expr,
+        "ins": [{"ctype": v.dtype.c_type, "inner_stride": 0 if s[-1] == 0 else 1} for v, s in zip(ins, strides)],
+        "out_ctype": out.dtype.c_type, "outer": outer, "inner": field(inner, "inner"),
+        "chunks": field(chunks, "chunks"), "chunk_len": chunk_len,
+    }
+    tiling = {"items": items, **tiling}
+    params["tiling_fields"] = list(tiling)
+    return KernelCall("kernels/elementwise.c.j2", name, params, [v.name for v in ins], [out.name],
+                      block_dim=common.block_dim_for(items, chunk_len), tiling=tiling)
+
+
+def _dynamic_strides(shape: tuple, out_shape: tuple) -> list:
+    """broadcast_strides where dims may be Exprs: a dim of 1 (the int) against another is
+    broadcast (stride 0); after broadcasting any other dim equals the output's."""
+    rank = len(out_shape)
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides, acc = [0] * rank, 1
+    for i in range(rank - 1, -1, -1):
+        one = isinstance(padded[i], int) and padded[i] == 1
+        strides[i] = 0 if one and not (isinstance(out_shape[i], int) and out_shape[i] == 1) else acc
+        acc = acc * padded[i]
+    return strides
 
 
 @register("Add", "Sub", "Mul", "Div", since=7)

@@ -43,6 +43,7 @@ from ..so_in_om import info as so_in_om
 from ..so_in_om import loading as so_loading
 from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
+from . import dynamic as dynamic_mod
 from . import gears as gears_mod
 from . import libraries as model_libraries
 from . import om_loader
@@ -54,8 +55,8 @@ _ERR_LEN = 1024
 class TensorInfo:
     name: str
     dtype: np.dtype
-    shape: tuple[int, ...]                  # -1 where a gear decides (a gear model's dynamic dims)
-    max_shape: tuple[int, ...] | None = None   # a gear model's dynamic tensors: the largest gear's shape
+    shape: tuple[int, ...]                  # -1 where a gear or the run decides (dynamic dims)
+    max_shape: tuple[int, ...] | None = None   # a dynamic tensor's largest shape (gear, or range)
 
     @property
     def nbytes(self) -> int:
@@ -83,7 +84,9 @@ class _Run:
 
 
 def _tensor_infos(described) -> list[TensorInfo]:
-    return [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"]))) for d in described]
+    """A dynamic model's tensors show -1 where the run decides, with their largest shape."""
+    return [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(map(int, d["shape"])), dynamic_mod.max_shape(d))
+            for d in described]
 
 
 _ACL_DTYPE = {np.dtype(name): dt.acl for name, dt in dtypes.BY_NAME.items()}
@@ -211,6 +214,7 @@ class Model:
         self._keep = []
         self.allow_platform_mismatch = allow_platform_mismatch
         self._gears = None   # runtime/gears.Gears of a model compiled with gears, else None
+        self._dynamic = None   # runtime/dynamic.Dynamic of a dynamic-shape model, else None
         self._pad_to_gear = bool(pad_to_gear)
         self.signed_by = None   # the key id of the trusted signature a signed load checked
         clock = _PhaseClock()
@@ -294,8 +298,8 @@ class Model:
         if first:
             meta = _check_manifest(a, self.path, self.allow_platform_mismatch)
             checked = (meta, _tensor_infos(meta["inputs"]), _tensor_infos(meta["outputs"]),
-                       gears_mod.from_meta(meta, self.path))
-        meta, self.io_inputs, self.outputs, self._gears = checked
+                       gears_mod.from_meta(meta, self.path), dynamic_mod.from_meta(meta, self.path))
+        meta, self.io_inputs, self.outputs, self._gears, self._dynamic = checked
         self._meta = meta   # shared with other loads of the same bytes: read, never changed
         self._index_inputs()
 
@@ -320,6 +324,8 @@ class Model:
             self._sos = so_loading.load_packed(packed, self.path)
             libraries = self._sos.custom_libraries
             clock("load packed shared objects")
+        if self._dynamic is not None:   # its PREPROCESS_KERNEL tasks run the device tiling library
+            bins.append(_tiling_library(packed, self._dynamic.tiling_library, self.path))
 
         # the model library: mapped from a sealed memfd, once per content (runtime/libraries.py)
         self._library = model_libraries.acquire(a.content_id(meta["library"]), so, meta["library"].rsplit("/", 1)[1],
@@ -388,6 +394,10 @@ class Model:
     def _prepare_run(self):
         """What a run touches, prepared once (per gear for a gear model): the GertTensors, the run
         config and, per tensor, (name, dtype, shape, GertTensor[, TensorInfo])."""
+        if self._dynamic is not None:   # where the model reports each run's output dims
+            rows = [ffi.new("int64_t[]", max(1, len(t.shape))) for t in self.outputs]
+            self._out_dims = ffi.new("int64_t *[]", rows or [ffi.NULL])
+            self._keep += [rows, self._out_dims]
         if self._gears is None:
             self._runs = [self._prepare_shapes(self.io_inputs, self.outputs)]
         else:
@@ -423,8 +433,47 @@ class Model:
             self._check_feed_names(feeds)
         if self._gears is not None:
             return self._run_gear(feeds)
+        if self._dynamic is not None:
+            return self._run_dynamic(feeds)
         with self._run_lock:
             return self._run_locked(feeds, self._runs[0])
+
+    def _run_dynamic(self, feeds: dict) -> dict[str, np.ndarray]:
+        """A dynamic model: the fed shapes go with the inputs; each output comes back at the dims
+        the model reports for this run (runtime/dynamic.py)."""
+        arrays = [feeds[t.name] for t in self.inputs]
+        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
+        for t, a in zip(self.inputs, arrays):
+            if a.dtype != t.dtype:
+                raise InputError(f"input {t.name!r} is {a.dtype}, the model expects {t.dtype}; convert it with "
+                                 f".astype(np.{t.dtype})")
+        self._dynamic.check(self.inputs, [a.shape for a in arrays])
+        with self._run_lock:
+            if self._handle is None:
+                raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
+            run = self._runs[0]
+            keep, flat = [], []
+            for (name, dtype, shape, tensor, info), arr in zip(run.in_spec, arrays):
+                arr = np.ascontiguousarray(arr)
+                buf = ffi.from_buffer(arr)
+                keep.append(buf)
+                tensor.data, tensor.size = buf, arr.nbytes
+                for k, d in enumerate(arr.shape):
+                    tensor.dims[k] = d
+            for (name, dtype, shape, tensor), t in zip(run.out_spec, self.outputs):
+                out = np.empty(dynamic_mod.elements(t.max_shape or t.shape), dtype)
+                buf = ffi.from_buffer(out)
+                keep.append(buf)
+                tensor.data, tensor.size = buf, out.nbytes
+                flat.append(out)
+            rc = lib.om2x_model_run_dims(*run.call, self._out_dims, len(self.outputs))
+            if rc != 0:
+                raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
+            results = {}
+            for j, (t, out) in enumerate(zip(self.outputs, flat)):
+                dims = tuple(self._out_dims[j][k] for k in range(len(t.shape)))
+                results[t.name] = out[:dynamic_mod.elements(dims)].reshape(dims)
+            return results
 
     def _run_gear(self, feeds: dict) -> dict[str, np.ndarray]:
         """A gear model: the gear is the one of the fed shapes (with pad_to_gear, a smaller batch
@@ -634,10 +683,24 @@ def _check_meta(a: Archive, name: str) -> dict:
     schema.validate(meta, "meta", a.path, name)
     for io in meta["inputs"] + meta["outputs"]:
         dt = dtypes.BY_NAME.get(io["dtype"])
-        if dt is None or math.prod(io["shape"]) * np.dtype(io["dtype"]).itemsize != io["size"]:
+        shape = dynamic_mod.max_shape(io) if -1 in io["shape"] else io["shape"]   # a dynamic one: its largest
+        if dt is None or shape is None or math.prod(shape) * np.dtype(io["dtype"]).itemsize != io["size"]:
             raise ArchiveError(f"{a.path}: {name}: tensor {io['name']!r} has dtype {io['dtype']!r}, shape "
                                f"{io['shape']} and size {io['size']}, which do not agree; the archive is corrupt")
     return meta
+
+
+def _tiling_library(packed, name: str, where: str) -> tuple:
+    """(file name, bytes, sha256) of a dynamic model's device tiling library, from its packed
+    kOpMasterDevice SOs, to register with its kernels."""
+    import hashlib
+
+    from ..formats.op_so_store import SoBinType
+    for b in packed:
+        if b.bin_type == SoBinType.kOpMasterDevice and b.name == name:
+            return name, b.data, hashlib.sha256(b.data).hexdigest()
+    raise ArchiveError(f"{where}: the model's PREPROCESS_KERNEL tasks run {name}, which its so_bins do not hold as "
+                       "a kOpMasterDevice library; the archive is corrupt: recompile it")
 
 
 def _check_io_against_library(where: str, meta: dict, tables) -> None:

@@ -285,8 +285,26 @@ class SpaceRegistryProvider(_OppProvider):
 
 @provider
 class OpMasterDeviceProvider(_OppProvider):
-    """kOpMasterDevice: device-side tiling libraries (run by PREPROCESS_KERNEL tasks in GE)."""
+    """kOpMasterDevice: device-side tiling libraries, run by PREPROCESS_KERNEL tasks. By the seed's
+    rule (CheckAndSetOpMasterDevice) a model needs one when a task of type PREPROCESS_KERNEL names
+    it: a dynamic model's own library (codegen/tiling_library.py), vendor OM2GEN_VENDOR; then
+    those of the op package."""
     bin_type = SoBinType.kOpMasterDevice
+
+    def collect(self, ctx: PackContext) -> list[OpSoBin]:
+        from ..ir.tasks import ModelTaskType
+        program = ctx.program
+        named = {program.kernels[t.kernel].file_name for t in getattr(program, "tasks", ())
+                 if t.task_type == ModelTaskType.MODEL_TASK_PREPROCESS_KERNEL}
+        own = []
+        if named:
+            d = program.dynamic
+            assert d is not None and named == {d.tiling_library}, f"PREPROCESS_KERNEL tasks name {sorted(named)}"
+            own.append(OpSoBin(d.tiling_library, OM2GEN_VENDOR, self.bin_type, d.tiling_binary))
+        return own + super().collect(ctx)
+
+
+OM2GEN_VENDOR = "vendors/om2gen"    # the vendor of the libraries om2gen produces for a model
 
 
 @provider

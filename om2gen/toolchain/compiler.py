@@ -166,6 +166,13 @@ def build_kernel(source: str, entry: str, target: Target) -> BuildResult:
                   f"kernel {entry}", (entry,), target)
 
 
+def build_tiling_library(source: str, entries: list[str], target: Target) -> BuildResult:
+    """A dynamic model's device tiling library (codegen/tiling_library.py): built and loaded as
+    a kernel binary, one entry per PREPROCESS_KERNEL task."""
+    return _build(source, "op_master_device.c", False, KERNEL_FLAGS + ("-nostartfiles", "-Wl,-z,defs"), ("-lm",),
+                  "the device tiling library", tuple(entries), target)
+
+
 MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",
                  "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum",
                  "Om2ModelGetTables")

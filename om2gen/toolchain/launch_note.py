@@ -96,13 +96,15 @@ def of_program(program) -> dict[int, LaunchNote]:
     return {k: LaunchNote(program.kernels[k].entry, flags[k], tuple(sorted(launches[k]))) for k in flags}
 
 
-def attach(elf: bytes, note: LaunchNote) -> bytes:
-    """`elf` (a little-endian ELF64 shared object) with the note in a new SECTION (not loaded: no
-    segment holds it). The section header table moves to the end, with the string table of
-    section names that names the new section; deterministic, so the same inputs give the same
-    bytes."""
-    desc = encode_desc(note)
-    blob = struct.pack("<3I", len(NOTE_NAME), len(desc), NOTE_TYPE) + NOTE_NAME + desc
+def attach(elf: bytes, note: "LaunchNote | list[LaunchNote]") -> bytes:
+    """`elf` (a little-endian ELF64 shared object) with the note (or one note per entry of a
+    binary with several) in a new SECTION (not loaded: no segment holds it). The section header
+    table moves to the end, with the string table of section names that names the new section;
+    deterministic, so the same inputs give the same bytes."""
+    blob = b""
+    for one in ([note] if isinstance(note, LaunchNote) else note):
+        desc = encode_desc(one)
+        blob += struct.pack("<3I", len(NOTE_NAME), len(desc), NOTE_TYPE) + NOTE_NAME + desc
     shoff, = struct.unpack_from("<Q", elf, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<3H", elf, 0x3A)
     if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1 or shentsize != 64 or not 0 < shstrndx < shnum:

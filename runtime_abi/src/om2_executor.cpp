@@ -231,13 +231,19 @@ int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *co
 }
 
 int32_t om2x_model_run(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config) {
-    GertModelRunOutput out = {sizeof(GertModelRunOutput)};
+    GertModelRunOutput out = {sizeof(GertModelRunOutput), 0, nullptr};
+    return ep->run(handle, config, &out);
+}
+
+int32_t om2x_model_run_dims(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config,
+                            int64_t *const *output_dims, uint64_t output_num) {
+    GertModelRunOutput out = {sizeof(GertModelRunOutput), output_num, output_dims};
     return ep->run(handle, config, &out);
 }
 
 int32_t om2x_model_run_async(const Om2xEntryPoints *ep, GertModelHandle handle, aclrtStream stream,
                              const GertModelRunConfig *config) {
-    GertModelRunOutput out = {sizeof(GertModelRunOutput)};
+    GertModelRunOutput out = {sizeof(GertModelRunOutput), 0, nullptr};
     return ep->run_async(handle, stream, config, &out);
 }
 

@@ -102,10 +102,11 @@ public:
         return rc;
     }
 
-    int32_t Run(const GertModelRunConfig &run, aclrtStream exe_stream, bool async) {
+    int32_t Run(const GertModelRunConfig &run, GertModelRunOutput *output, aclrtStream exe_stream, bool async) {
         std::lock_guard<std::mutex> guard(run_mutex_);  /* one replay at a time: the args table is shared */
         /* A replay queued by an earlier RunAsync still reads the args table: let it finish first. */
         int32_t rc = WaitPendingReplay();
+        if (rc == ACL_SUCCESS && tables_.symbol_num > 0) rc = BindSymbols(run, output);
         if (rc == ACL_SUCCESS) rc = UpdateIoArgs(run);
         if (rc == ACL_SUCCESS) rc = ReportRun(RunReport::kPreprocess, run, config_, exe_stream, async);
         if (rc != ACL_SUCCESS) return rc;
@@ -220,6 +221,16 @@ private:
      * declares (its launch note: block_dim, tiling bytes, and the bytes each slot may touch). A
      * tiling edited in the tables would otherwise set a kernel's loop bounds. */
     int32_t CheckTasks() const {
+        if (tables_.symbol_num > 0) {  /* BindSymbols reads the symbols and io_dims writes every io dim */
+            uint64_t dims = 0;
+            for (uint64_t i = 0; i < tables_.input_num; ++i) dims += tables_.inputs[i].dim_num;
+            for (uint64_t i = 0; i < tables_.output_num; ++i) dims += tables_.outputs[i].dim_num;
+            if (tables_.symbols == nullptr || tables_.io_dims == nullptr || tables_.io_dim_num != dims) {
+                return Fail(ACL_ERROR_PARSE_MODEL, "the model has %llu symbols but no dims for its %llu input and "
+                            "output dims; the model is corrupt or was modified", (unsigned long long)tables_.symbol_num,
+                            (unsigned long long)dims);
+            }
+        }
         if (tables_.gear_num > 0) {  /* the gear check of each run reads the last input as int32[gear_value_num] */
             const Om2IoDesc *data = tables_.input_num > 0 ? &tables_.inputs[tables_.input_num - 1] : nullptr;
             if (data == nullptr || tables_.gear_value_num == 0 || data->data_type != ACL_INT32 ||
@@ -672,9 +683,87 @@ private:
                     (unsigned long long)tables_.gear_num);
     }
 
+    /* A dynamic model (docs/dynamic-shapes.md): the symbols of this run, from the input dims that
+     * give them, each in its range; every input's dims then as the model computes them from the
+     * symbols (a fixed dim, or a dim two inputs share, that differs is refused); this run's bytes
+     * of each input and output; the symbols written where the PREPROCESS_KERNEL tasks read them;
+     * and the output dims reported to the caller. */
+    int32_t BindSymbols(const GertModelRunConfig &run, GertModelRunOutput *output) {
+        if (run.input_count != tables_.input_num) return ACL_SUCCESS;  /* UpdateIoArgs says what is wrong */
+        for (uint64_t i = 0; i < tables_.input_num; ++i) {
+            const GertTensor *t = run.input_data[i];
+            if (t == nullptr || t->dims == nullptr || t->dim_num != tables_.inputs[i].dim_num) {
+                return Fail(ACL_ERROR_INVALID_PARAM, "input %llu (%s) must have %llu dims (a dynamic model takes "
+                            "each input's shape with it), it has %llu", (unsigned long long)i, tables_.inputs[i].name,
+                            (unsigned long long)tables_.inputs[i].dim_num,
+                            (unsigned long long)(t == nullptr || t->dims == nullptr ? 0 : t->dim_num));
+            }
+        }
+        for (uint64_t k = 0; k < tables_.symbol_num; ++k) {
+            const Om2SymbolDesc &s = tables_.symbols[k];
+            if (s.input >= tables_.input_num || s.axis >= tables_.inputs[s.input].dim_num) {
+                return Fail(ACL_ERROR_PARSE_MODEL, "symbol %s is bound to a dim the model does not have; the model is "
+                            "corrupt or was modified", s.name);
+            }
+            const int64_t v = run.input_data[s.input]->dims[s.axis];
+            if (v < s.lo || (s.hi >= 0 && v > s.hi)) {
+                char range[48];
+                if (s.hi >= 0) std::snprintf(range, sizeof range, "%lld~%lld", (long long)s.lo, (long long)s.hi);
+                else std::snprintf(range, sizeof range, "%lld or more", (long long)s.lo);
+                return Fail(ACL_ERROR_INVALID_PARAM, "input %u (%s) has dim %u = %lld, outside the range the model was "
+                            "compiled for (%s: %s); recompile with a wider range", s.input,
+                            tables_.inputs[s.input].name, s.axis, (long long)v, s.name, range);
+            }
+            symbols_[k] = v;
+        }
+        tables_.io_dims(symbols_.data(), io_dims_.data());
+        uint64_t at = 0;
+        for (uint64_t i = 0; i < tables_.input_num + tables_.output_num; ++i) {
+            const bool in = i < tables_.input_num;
+            const Om2IoDesc &d = in ? tables_.inputs[i] : tables_.outputs[i - tables_.input_num];
+            uint64_t bytes = aclDataTypeSize(d.data_type);
+            for (uint64_t a = 0; a < d.dim_num; ++a, ++at) {
+                const int64_t dim = io_dims_[at];
+                if (in && run.input_data[i]->dims[a] != dim) {
+                    return Fail(ACL_ERROR_INVALID_PARAM, "input %llu (%s) has dim %llu = %lld, the model expects %lld "
+                                "there for these inputs (a fixed dim, or one it shares with another input)",
+                                (unsigned long long)i, d.name, (unsigned long long)a,
+                                (long long)run.input_data[i]->dims[a], (long long)dim);
+                }
+                bytes *= (uint64_t)(dim < 0 ? 0 : dim);
+            }
+            if (bytes > d.size) {
+                return Fail(ACL_ERROR_INVALID_PARAM, "%s %llu (%s) would need %llu bytes, more than the %llu of the "
+                            "largest shapes the model was planned for", in ? "input" : "output",
+                            (unsigned long long)(in ? i : i - tables_.input_num), d.name, (unsigned long long)bytes,
+                            (unsigned long long)d.size);
+            }
+            io_sizes_[i] = bytes;
+        }
+        if (tables_.symbols_offset > tables_.work_size || 8 * tables_.symbol_num > tables_.work_size - tables_.symbols_offset) {
+            return Fail(ACL_ERROR_PARSE_MODEL, "the symbols lie outside the workspace; the model is corrupt or was modified");
+        }
+        OM2_CHECK_ACL(aclrtMemcpy(static_cast<uint8_t *>(work_) + tables_.symbols_offset, 8 * tables_.symbol_num,
+                                  symbols_.data(), 8 * tables_.symbol_num, ACL_MEMCPY_HOST_TO_DEVICE),
+                      "writing the run's symbols");
+        if (output != nullptr && output->struct_size >= sizeof(GertModelRunOutput) && output->output_dims != nullptr) {
+            const uint64_t n = output->output_num < tables_.output_num ? output->output_num : tables_.output_num;
+            uint64_t first = 0;
+            for (uint64_t i = 0; i < tables_.input_num; ++i) first += tables_.inputs[i].dim_num;
+            for (uint64_t o = 0; o < n; ++o) {
+                if (output->output_dims[o] != nullptr) {
+                    std::memcpy(output->output_dims[o], &io_dims_[first], 8 * tables_.outputs[o].dim_num);
+                }
+                first += tables_.outputs[o].dim_num;
+            }
+        }
+        return ACL_SUCCESS;
+    }
+
     /* Bytes input (or, from input_num on, output) `i` holds at gear `gear` (the compiled size of
      * a static model). */
     uint64_t IoSize(uint64_t gear, uint64_t i) const {
+        if (tables_.symbol_num > 0) return io_sizes_[i];   /* a dynamic model: this run's (BindSymbols) */
         if (tables_.gear_num == 0) return i < tables_.input_num ? tables_.inputs[i].size
                                                                 : tables_.outputs[i - tables_.input_num].size;
         return tables_.gear_io_sizes[gear * (tables_.input_num + tables_.output_num) + i];
@@ -729,6 +818,9 @@ private:
     std::vector<const Om2ArgSlot *> io_slots_ = std::vector<const Om2ArgSlot *>(tables_.io_slot_num);
     std::vector<aclrtLabel> labels_ = std::vector<aclrtLabel>(tables_.label_num);
     std::vector<int32_t> gear_scratch_ = std::vector<int32_t>(tables_.gear_value_num);  /* FindGear's copy */
+    std::vector<int64_t> symbols_ = std::vector<int64_t>(tables_.symbol_num);           /* BindSymbols' */
+    std::vector<int64_t> io_dims_ = std::vector<int64_t>(tables_.io_dim_num);
+    std::vector<uint64_t> io_sizes_ = std::vector<uint64_t>(tables_.input_num + tables_.output_num);
     std::vector<void *> custom_ops_ = std::vector<void *>(tables_.custom_op_num);  /* om2::BaseCustomOp* */
     std::vector<aclrtLabelList> label_lists_ = std::vector<aclrtLabelList>(tables_.label_list_num);
     uint64_t io_slot_num_ = 0;
@@ -783,11 +875,12 @@ int32_t LoadModel(const Om2ModelTables &tables, const GertModelLoadConfig *confi
     }
 }
 
-int32_t RunModel(GertModelHandle handle, const GertModelRunConfig *config, aclrtStream stream, bool async) {
+int32_t RunModel(GertModelHandle handle, const GertModelRunConfig *config, GertModelRunOutput *output,
+                 aclrtStream stream, bool async) {
     const char *what = async ? "GertModelRunAsync" : "GertModelRun";
     try {
         if (handle == nullptr || config == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "%s: null handle or config", what);
-        return static_cast<Om2Model *>(handle)->Run(*config, stream, async);
+        return static_cast<Om2Model *>(handle)->Run(*config, output, stream, async);
     } catch (...) {
         return Fail(ACL_ERROR_INTERNAL_ERROR, "%s: unexpected exception", what);
     }
@@ -828,14 +921,12 @@ OM2_API int32_t GertModelLoad(const GertModelLoadConfig *config, GertModelHandle
 }
 
 OM2_API int32_t GertModelRun(GertModelHandle handle, const GertModelRunConfig *config, GertModelRunOutput *output) {
-    (void)output;
-    return om2::RunModel(handle, config, nullptr, false);
+    return om2::RunModel(handle, config, output, nullptr, false);
 }
 
 OM2_API int32_t GertModelRunAsync(GertModelHandle handle, aclrtStream stream, const GertModelRunConfig *config,
                                   GertModelRunOutput *output) {
-    (void)output;
-    return om2::RunModel(handle, config, stream, true);
+    return om2::RunModel(handle, config, output, stream, true);
 }
 
 OM2_API int32_t GertModelUnload(GertModelHandle handle, const GertModelUnloadConfig *config, GertModelUnloadOutput *output) {

@@ -97,9 +97,10 @@ def test_a_question_only_the_run_answers_is_named():
     assert _shapes(import_onnx(m, {"x": (4, 4)}))["y"] == ("4", "4")      # pinned: as before
 
 
-def test_dynamic_dims_reach_compile_and_gears_refuse_ranges(tmp_path):
+def test_an_unbounded_dim_is_refused_for_om2_and_gears_refuse_ranges(tmp_path):
+    """An .om2 plans memory for the largest sizes: -1 (no upper bound) is refused, naming it."""
     m = _model([helper.make_node("Relu", ["x"], ["y"])], {"x": ["N", 8]}, ["N", 8])
-    with pytest.raises(UnsupportedOpError, match="does not yet compile them"):
+    with pytest.raises(ShapeError, match=r"no upper bound \(N can be any size\).*range lo~hi"):
         om2gen.compile(m, tmp_path / "d.om2", input_shapes={"x": (-1, 8)})
     with pytest.raises(ShapeError, match="a range is for a model"):
         om2gen.compile(m, tmp_path / "g.om2", input_shapes={"x": ("1~4", 8)}, dynamic_batch_size=[1, 2])

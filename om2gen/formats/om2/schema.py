@@ -54,8 +54,13 @@ _IO = {
     "properties": {
         "name": {"type": "string", "maxLength": 4096},
         "dtype": {"type": "string", "maxLength": 32},
-        "shape": {"type": "array", "maxItems": 64, "items": _COUNT},
+        # -1: a dynamic model's dim the run decides (docs/dynamic-shapes.md); size: the largest shape's
+        "shape": {"type": "array", "maxItems": 64, "items": {"type": "integer", "minimum": -1, "maximum": 1 << 48}},
         "size": _COUNT,
+        # GE's shape_range: [lo, hi] per dim, hi -1 where unbounded
+        "shape_range": {"type": "array", "maxItems": 64,
+                        "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                                  "items": {"type": "integer", "minimum": -1, "maximum": 1 << 48}}},
         # a gear model's dynamic input: its dims, -1 where a gear decides (shape: the largest gear's)
         "origin_input_dims": {"type": "array", "maxItems": 64, "items": {"type": "integer", "minimum": -1,
                                                                          "maximum": 1 << 48}},
@@ -83,6 +88,24 @@ META = {
         "dynamic_output_shape": {"type": "array", "maxItems": 1 << 20,
                                  "items": {"type": "string", "pattern": "^-?[0-9]+(,[0-9]+)+$", "maxLength": 4096}},
         "user_designate_shape_order": {"type": "array", "maxItems": 65536, "items": {"type": "string"}},
+        # a dynamic model (docs/dynamic-shapes.md)
+        "dynamic_shapes": {
+            "type": "object",
+            "required": ["symbols", "inputs", "outputs", "tiling_library"],
+            "properties": {
+                "symbols": {"type": "array", "maxItems": 4096, "items": {
+                    "type": "object", "required": ["name", "range", "input", "axis"],
+                    "properties": {"name": {"type": "string", "maxLength": 256},
+                                   "range": {"type": "array", "minItems": 2, "maxItems": 2,
+                                             "items": {"type": "integer", "minimum": -1, "maximum": 1 << 48}},
+                                   "input": _COUNT, "axis": _COUNT}}},
+                "inputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
+                                                                         "items": {"type": "string", "maxLength": 4096}}},
+                "outputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
+                                                                          "items": {"type": "string", "maxLength": 4096}}},
+                "tiling_library": _NAME,
+            },
+        },
         "so_bins": {
             "type": "object",
             "required": ["store", "so_in_om_flag"],

@@ -50,6 +50,9 @@ uint32_t om2x_abi_version(const Om2xEntryPoints *ep);
 const char *om2x_last_error(const Om2xEntryPoints *ep);
 int32_t om2x_model_load(const Om2xEntryPoints *ep, const GertModelLoadConfig *config, GertModelHandle *handle);
 int32_t om2x_model_run(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config);
+/* The same, for a dynamic model: the run's output dims are written to output_dims[i]. */
+int32_t om2x_model_run_dims(const Om2xEntryPoints *ep, GertModelHandle handle, const GertModelRunConfig *config,
+                            int64_t *const *output_dims, uint64_t output_num);
 int32_t om2x_model_run_async(const Om2xEntryPoints *ep, GertModelHandle handle, aclrtStream stream,
                              const GertModelRunConfig *config);
 int32_t om2x_model_unload(const Om2xEntryPoints *ep, GertModelHandle handle);

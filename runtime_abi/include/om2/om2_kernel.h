@@ -26,18 +26,40 @@ typedef void (*Om2KernelEntry)(const void *args, uint32_t block_idx, uint32_t bl
 #define OM2_KERNEL_EXTERN
 #endif
 
+/* The i-th address slot of the args buffer. */
+#define OM2_ADDR(i) (((void *const *)om2_args)[(i)])
+
+#ifndef OM2_TILING_SINK
 /* Declares a kernel entry. Inside it, GetBlockIdx()/GetBlockNum() behave as in Ascend C. */
 #define OM2_KERNEL(name)                                                                        \
     OM2_KERNEL_EXTERN __attribute__((visibility("default"))) void name(                        \
         const void *om2_args, uint32_t om2_block_idx, uint32_t om2_block_num)
 
-#define GetBlockIdx() ((int64_t)om2_block_idx)
-#define GetBlockNum() ((int64_t)om2_block_num)
-
-/* The i-th address slot of the args buffer. */
-#define OM2_ADDR(i) (((void *const *)om2_args)[(i)])
 /* The tiling data that follows `n_addr` address slots. */
 #define OM2_TILING(type, n_addr) ((const type *)((const uint8_t *)om2_args + 8u * (size_t)(n_addr)))
+#else
+/* Tiling sink (a kernel of a dynamic model, docs/dynamic-shapes.md): the tiling is not in the args
+ * buffer but in device memory, written before each launch by the kernel's PREPROCESS_KERNEL task
+ * from the shapes of the run, and address slot OM2_TILING_SINK points at it. Its first int64 is
+ * the block count that tiling chose; the task launches the most blocks any size in range needs,
+ * and the blocks past the chosen count return at once, so the kernel body sees GetBlockNum() as
+ * the tiling's count, as a static launch would. */
+#define OM2_KERNEL(name)                                                                        \
+    static void name##_blocks(const void *om2_args, uint32_t om2_block_idx, uint32_t om2_block_num); \
+    OM2_KERNEL_EXTERN __attribute__((visibility("default"))) void name(                        \
+        const void *om2_args, uint32_t om2_block_idx, uint32_t om2_block_num) {                \
+        const int64_t om2_blocks = *(const int64_t *)OM2_ADDR(OM2_TILING_SINK);                \
+        (void)om2_block_num;                                                                    \
+        if ((int64_t)om2_block_idx < om2_blocks) name##_blocks(om2_args, om2_block_idx, (uint32_t)om2_blocks); \
+    }                                                                                           \
+    static void name##_blocks(const void *om2_args, uint32_t om2_block_idx, uint32_t om2_block_num)
+
+/* The tiling data after the block count, at the address in slot `n_addr` (== OM2_TILING_SINK). */
+#define OM2_TILING(type, n_addr) ((const type *)((const int64_t *)OM2_ADDR(n_addr) + 1))
+#endif
+
+#define GetBlockIdx() ((int64_t)om2_block_idx)
+#define GetBlockNum() ((int64_t)om2_block_num)
 
 /* The range [*begin, *end) of `total` items that block `idx` of `num` owns (even split). */
 static inline void om2_block_range(int64_t total, int64_t idx, int64_t num, int64_t *begin, int64_t *end) {

@@ -256,7 +256,13 @@ typedef struct GertModelRunConfig {
 } GertModelRunConfig;
 
 typedef struct GertModelLoadOutput { uint64_t struct_size; } GertModelLoadOutput;
-typedef struct GertModelRunOutput { uint64_t struct_size; } GertModelRunOutput;
+typedef struct GertModelRunOutput {
+    uint64_t struct_size;
+    /* appended by om2gen (ABI 1): a dynamic model writes each output's dims of this run into
+     * output_dims[i] (room for the output's rank) when output_dims is not NULL */
+    uint64_t output_num;
+    int64_t *const *output_dims;
+} GertModelRunOutput;
 typedef struct GertModelUnloadConfig { uint64_t struct_size; } GertModelUnloadConfig;
 typedef struct GertModelUnloadOutput { uint64_t struct_size; } GertModelUnloadOutput;
 

@@ -39,6 +39,7 @@ enum Om2DispatchType : uint32_t {
 enum Om2ModelTaskType : uint32_t {
     MODEL_TASK_KERNEL = 0,
     MODEL_TASK_LABEL_SET = 9,
+    MODEL_TASK_PREPROCESS_KERNEL = 43,  /* a dynamic model's device tiling (docs/dynamic-shapes.md) */
     MODEL_TASK_MEMCPY_ASYNC = 13,
     MODEL_TASK_END_GRAPH = 19,
     MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX = 23,
@@ -49,6 +50,7 @@ enum Om2ModelTaskType : uint32_t {
 enum Om2CcKernelType : uint32_t {
     CC_KERNEL_TE = 2,
     CC_KERNEL_CUSTOMIZED = 3,  /* custom operators (om2/custom_op.h) */
+    CC_KERNEL_CUST_AI_CPU = 7, /* a PREPROCESS_KERNEL's op_master_device function */
     CC_KERNEL_INVALID = 10000,
 };
 
@@ -76,6 +78,15 @@ struct Om2ArgSlot {
 };
 
 /* One task of the dispatch table (GE's kOpDefs). */
+/* A dynamic dim: its range and the input dim that gives its value at run time. */
+struct Om2SymbolDesc {
+    const char *name;
+    int64_t lo;
+    int64_t hi;             /* -1: no upper bound */
+    uint32_t input;
+    uint32_t axis;
+};
+
 struct Om2OpDef {
     Om2DispatchType dispatch_type;
     uint32_t task_type;     /* ModelTaskType */
@@ -147,6 +158,16 @@ struct Om2ModelTables {
     const int32_t *gear_values;      /* gear g's values: [g * gear_value_num, (g + 1) * gear_value_num) */
     const uint64_t *gear_io_sizes;   /* gear g's bytes of each input, then of each output:
                                       * [g * (input_num + output_num), ...) */
+    /* appended for dynamic shapes (docs/dynamic-shapes.md): inputs and outputs whose dims the run
+     * decides, within ranges. Each run binds the symbols from the input dims, checks them, writes
+     * them to the workspace at symbols_offset (the PREPROCESS_KERNEL tasks read them there) and
+     * reports the output dims. Inputs' and outputs' sizes above are those of the largest shapes. */
+    uint64_t symbol_num;             /* 0: every shape static */
+    const Om2SymbolDesc *symbols;
+    uint64_t symbols_offset;         /* workspace offset of int64_t[symbol_num] */
+    uint64_t io_dim_num;             /* the dims of every input, then of every output */
+    /* Writes io_dim_num dims (each input's, then each output's, in order) for the symbol values. */
+    void (*io_dims)(const int64_t *symbols, int64_t *dims);
 };
 
 /* Defined by <model>_tables.cpp. */

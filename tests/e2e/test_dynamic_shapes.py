@@ -1,0 +1,115 @@
+"""Dynamic models as .om2 archives (issue 15, docs/dynamic-shapes.md): one archive, captured once
+at load, run at any shape in its ranges, each run against ONNX Runtime."""
+import json
+import zipfile
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tests.helpers import ort_run
+
+import om2gen
+from om2gen.errors import InputError
+from om2gen.formats import op_so_store
+from om2gen.formats.om2 import layout
+from om2gen.formats.op_so_store import SoBinType
+
+
+def _model(nodes, inputs: dict, outputs: dict, inits=()):
+    return helper.make_model(helper.make_graph(
+        nodes, "dyn", [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in outputs.items()], list(inits)),
+        opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _elementwise():
+    """relu(x) + b, times x, and x * column (a [N, 1] input broadcast along the rows)."""
+    b = numpy_helper.from_array(np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8), "b")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "b"], ["s"]),
+             helper.make_node("Mul", ["s", "x"], ["y"]), helper.make_node("Mul", ["x", "col"], ["z"])]
+    return _model(nodes, {"x": ["N", 3, 8], "col": ["N", 3, 1]}, {"y": ["N", 3, 8], "z": ["N", 3, 8]}, [b])
+
+
+@pytest.fixture(scope="module")
+def elementwise(tmp_path_factory):
+    m = _elementwise()
+    path = tmp_path_factory.mktemp("dyn") / "ew.om2"
+    om2gen.compile(m, path, input_shapes={"x": ("1~40", 3, 8), "col": ("1~40", 3, 1)})
+    return m, path
+
+
+def test_one_archive_runs_every_size_in_its_range(elementwise):
+    m, path = elementwise
+    rng = np.random.default_rng(0)
+    with om2gen.load(path) as model:
+        assert [t.shape for t in model.inputs] == [(-1, 3, 8), (-1, 3, 1)]
+        assert [t.max_shape for t in model.outputs] == [(40, 3, 8), (40, 3, 8)]
+        for n in (1, 7, 40, 2, 40, 13):     # sizes in any order, the largest twice
+            x = rng.standard_normal((n, 3, 8)).astype(np.float32)
+            col = rng.standard_normal((n, 3, 1)).astype(np.float32)
+            got = model.run({"x": x, "col": col})
+            want = ort_run(m, {"x": x, "col": col})
+            for g, w in zip(got.values(), want):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_shapes_outside_the_model_are_input_errors(elementwise):
+    _, path = elementwise
+    with om2gen.load(path) as model:
+        ok = {"x": np.zeros((4, 3, 8), np.float32), "col": np.zeros((4, 3, 1), np.float32)}
+        for feeds, match in ((dict(ok, x=np.zeros((41, 3, 8), np.float32)), r"dim 0 \(N\) must be in 1~40"),
+                             (dict(ok, x=np.zeros((4, 3, 9), np.float32)), r"dim 2 must be 8"),
+                             (dict(ok, col=np.zeros((5, 3, 1), np.float32)), r"which input 'x' sets to 4"),
+                             (dict(ok, x=np.zeros((4, 3), np.float32)), r"takes rank 3")):
+            with pytest.raises(InputError, match=match):
+                model.run(feeds)
+        assert model.run(ok)["y"].shape == (4, 3, 8)    # the model still runs after refusals
+
+
+def test_the_archive_holds_its_device_tiling_library_as_op_master_device(elementwise):
+    """The seed's rule: PREPROCESS_KERNEL tasks name the library, which is packed as
+    kOpMasterDevice (flag 0x4000); model_meta has GE's -1 dims and shape_range."""
+    _, path = elementwise
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read(layout.model_meta(0)))
+        bins = op_so_store.load(z.read(layout.SO_STORE))
+        assert meta["so_bins"]["so_in_om_flag"] & 0x4000
+        lib = meta["dynamic_shapes"]["tiling_library"]
+        assert [(b.name, b.bin_type) for b in bins] == [(lib, SoBinType.kOpMasterDevice)]
+        assert not any(lib in k for k in meta["kernels"])
+        source = z.read(layout.csrc_dir(0) + "op_master_device.c").decode()
+        assert "symbols[0] = N: dim 0 of input x (1~40)" in source and "OM2_KERNEL(tiling_k" in source
+        x = meta["inputs"][0]
+        assert x["shape"] == [-1, 3, 8] and x["shape_range"] == [[1, 40], [3, 3], [8, 8]]
+        assert meta["dynamic_shapes"]["outputs"] == [["N", "3", "8"], ["N", "3", "8"]]
+
+
+def test_the_same_model_compiles_to_the_same_bytes(tmp_path):
+    m = _elementwise()
+    for name in ("a.om2", "b.om2"):
+        om2gen.compile(m, tmp_path / name, input_shapes={"x": ("1~40", 3, 8), "col": ("1~40", 3, 1)})
+    assert (tmp_path / "a.om2").read_bytes() == (tmp_path / "b.om2").read_bytes()
+
+
+def test_a_node_without_a_shape_generic_kernel_is_named(tmp_path):
+    """TopK has no dynamic support: the compile names it, and writes nothing."""
+    k = numpy_helper.from_array(np.array([2], np.int64), "k")
+    m = _model([helper.make_node("TopK", ["x", "k"], ["y", "i"], name="top")], {"x": ["N", 8]}, {"y": ["N", 2]}, [k])
+    m.graph.output.append(helper.make_tensor_value_info("i", TensorProto.INT64, ["N", 2]))
+    with pytest.raises(om2gen.Om2Error, match=r"top \(TopK\)"):
+        om2gen.compile(m, tmp_path / "t.om2", input_shapes={"x": ("1~8", 8)})
+    assert not list(tmp_path.iterdir())
+
+
+def test_classic_om_of_a_dynamic_model_is_refused_clearly(tmp_path):
+    with pytest.raises(om2gen.Om2Error, match="dynamic"):
+        om2gen.compile(_elementwise(), tmp_path / "d.om", input_shapes={"x": ("1~4", 3, 8), "col": ("1~4", 3, 1)})
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_model_loads_from_bytes(elementwise):
+    _, path = elementwise
+    with om2gen.load(path.read_bytes()) as model:
+        x = np.ones((3, 3, 8), np.float32)
+        assert model.run({"x": x, "col": x[..., :1]})["z"].shape == (3, 3, 8)
