@@ -21,7 +21,14 @@ def c_float(x, double: bool = False) -> str:
     return s if double else s + "f"
 
 
+class TilingRef(str):
+    """A kernel parameter that a dynamic model's run decides: the C expression reading its
+    tiling field (tiling->name, ops/common.py tiling_field), printed as it is."""
+
+
 def c_int(x) -> str:
+    if isinstance(x, TilingRef):
+        return str(x)
     v = int(x)
     if v == -(1 << 63):
         return "INT64_MIN"

@@ -404,6 +404,15 @@ def _single_atom(x):
     return None
 
 
+def decided(question: Callable[[], bool], otherwise: bool) -> bool:
+    """question()'s answer where the ranges decide it, else `otherwise`: for a choice that is
+    right either way and only better one way (a kernel variant, a fast path)."""
+    try:
+        return bool(question())
+    except Undecidable:
+        return otherwise
+
+
 def _decided(better, a, b) -> bool:
     try:
         return bool(better(a, b))

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ..advice import value_option
+from ..codegen.literals import TilingRef
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
 from ..ir import symbolic
 from ..ir.dtypes import DType
@@ -21,6 +22,16 @@ def prod(dims):
     """The product of dims: an int, or an Expr where a dim is dynamic."""
     p = math.prod(dims)
     return p if isinstance(p, symbolic.Expr) else int(p)
+
+
+def tiling_field(tiling: dict, value, name: str):
+    """A template parameter of a kernel whose sizes may be dynamic (docs/dynamic-shapes.md): an
+    int stays the number compiled into the code; an Expr becomes the tiling field `name` (added to
+    `tiling`), which the template then reads as tiling->name."""
+    if isinstance(value, symbolic.Expr):
+        tiling[name] = value
+        return TilingRef(f"tiling->{name}")
+    return value
 
 
 def out(dtype: DType, shape) -> Value:
@@ -80,9 +91,10 @@ def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> lis
     rank = len(out_shape)
     padded = (1,) * (rank - len(shape)) + tuple(shape)
     strides, acc = [0] * rank, 1
-    for i in range(rank - 1, -1, -1):
-        strides[i] = 0 if padded[i] == 1 and out_shape[i] != 1 else acc
-        acc *= padded[i]
+    for i in range(rank - 1, -1, -1):   # (a dim of 1 against a dynamic one: broadcast at every size)
+        one = isinstance(padded[i], int) and padded[i] == 1
+        strides[i] = 0 if one and not (isinstance(out_shape[i], int) and out_shape[i] == 1) else acc
+        acc = acc * padded[i]
     return strides
 
 

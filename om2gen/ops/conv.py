@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.program import Derived, KernelCall
 from . import common, gemm_pack, winograd
 from .registry import Op, register
@@ -229,29 +230,33 @@ class Conv(Op):
         w = ins[1]
         packed_w = w.is_const
         residual = self.residual(node, ins)
-        if winograd.applicable(g, packed_w) and residual is None:
+        # (a dynamic model's conv takes the packed GEMM: Winograd's tiles are planned per image size)
+        if winograd.applicable(g, packed_w) and residual is None and not symbolic.symbols(list(g.values())):
             plan = winograd.choose(g, bl, ctx.winograd)   # the compile option
             if plan is not None:
                 return self.lower_winograd(node, ins, outs, g, bias, plan, bl, ctx)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
-        transposed = packed_w and gemm_pack.transposed_pays(g["MG"], p, bl)
+        # (a dynamic model: a variant right at every size -- positions as columns when they vary, no
+        # batching of images whose count varies -- and tile sizes for the largest run)
+        dynamic = bool(symbolic.symbols([p, g["N"], k]))
+        transposed = packed_w and isinstance(p, int) and gemm_pack.transposed_pays(g["MG"], p, bl)
+        split = gemm_pack.split_dynamic if dynamic else gemm_pack.split
         items = g["N"] * g["G"]
         # 1x1, stride 1, no pads: im2col(X) is X itself
         pointwise = (g["KD"], g["KH"], g["KW"], g["SD"], g["SH"], g["SW"], g["PF"], g["PT"], g["PL"]) == \
             (1, 1, 1, 1, 1, 1, 0, 0, 0) and (g["OD"], g["OH"], g["OW"]) == (g["D"], g["H"], g["W"])
         # a batch of small images computed transposed: the rows are the positions of every image
         # (one register tile fills up), not one image's few
-        batched = transposed and not pointwise and g["N"] > 1
+        batched = transposed and not pointwise and isinstance(g["N"], int) and g["N"] > 1
         images_per_row_block = g["N"] if batched else 1
         if batched:
             items = g["G"]
         if transposed:
-            tiles = gemm_pack.split(p * images_per_row_block, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
-                                    b_packed_at_run_time=False)
+            tiles = split(p * images_per_row_block, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
+                          b_packed_at_run_time=False)
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True, transposed=True)
         else:
-            tiles = gemm_pack.split(g["MG"], p, k, bl, items=items, a_packed_at_run_time=not packed_w,
-                                    b_packed_at_run_time=True)
+            tiles = split(g["MG"], p, k, bl, items=items, a_packed_at_run_time=not packed_w, b_packed_at_run_time=True)
             ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
         # a strided 2-D kernel that reads every row and column phase: im2col from column-phase planes
         planes = 0

@@ -71,18 +71,14 @@ def _dynamic_elementwise_call(node: Node, name: str, ins: list[Value], out: Valu
     tiling field the run computes, read as tiling->name where the static kernel has a number.
     Rows are cut into chunks of DYNAMIC_CHUNK elements, so one long row still spreads."""
     rank = len(out.shape)
-    strides = [_dynamic_strides(v.shape, out.shape) for v in ins]
+    strides = [common.broadcast_strides(v.shape, out.shape) for v in ins]
     keep = [i for i, d in enumerate(out.shape) if not (isinstance(d, int) and d == 1)] or [rank - 1] if rank else []
     dims = [out.shape[i] for i in keep] or [1]
     strides = [[s[i] for i in keep] or [0] for s in strides]
     tiling: dict = {}
 
     def field(value, key: str):
-        """A number as it is; a dynamic size as the tiling field that carries it."""
-        if isinstance(value, symbolic.Expr):
-            tiling[key] = value
-            return f"tiling->{key}"
-        return value
+        return common.tiling_field(tiling, value, key)
     inner = dims[-1]
     chunk_len = DYNAMIC_CHUNK if isinstance(inner, symbolic.Expr) else max(1, min(inner, DYNAMIC_CHUNK))
     chunks = symbolic.ceildiv(inner, chunk_len)
@@ -104,22 +100,11 @@ def _dynamic_elementwise_call(node: Node, name: str, ins: list[Value], out: Valu
                       block_dim=common.block_dim_for(items, chunk_len), tiling=tiling)
 
 
-def _dynamic_strides(shape: tuple, out_shape: tuple) -> list:
-    """broadcast_strides where dims may be Exprs: a dim of 1 (the int) against another is
-    broadcast (stride 0); after broadcasting any other dim equals the output's."""
-    rank = len(out_shape)
-    padded = (1,) * (rank - len(shape)) + tuple(shape)
-    strides, acc = [0] * rank, 1
-    for i in range(rank - 1, -1, -1):
-        one = isinstance(padded[i], int) and padded[i] == 1
-        strides[i] = 0 if one and not (isinstance(out_shape[i], int) and out_shape[i] == 1) else acc
-        acc = acc * padded[i]
-    return strides
-
 
 @register("Add", "Sub", "Mul", "Div", since=7)
 class Binary(Op):
     dynamic_shapes = True
+
     def infer(self, node, ins):
         a, b = ins
         if a.dtype != b.dtype:
@@ -166,6 +151,7 @@ class BinaryLegacy(Binary):
 @register("Relu", "Sigmoid", "Tanh", since=6)
 class UnaryF32(Op):
     dynamic_shapes = True
+
     def infer(self, node, ins):
         common.require_float(node, ins[0])
         return [common.out(ins[0].dtype, ins[0].shape)]

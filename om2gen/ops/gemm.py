@@ -12,6 +12,7 @@ import numpy as np
 
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.program import Derived, KernelCall
 from . import common, gemm_pack
 from .registry import Op, register
@@ -51,12 +52,15 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
                                         bl.nr, f"B panels of {bl.nr} columns")
     inputs = [a_in, b_in]
     # a few rows over constant weights (batch-1 dense layers): bound by streaming B, om2/om2_gemv.h
-    gemv = b.is_const and not a.is_const and m <= gemm_pack.GEMV_MAX_ROWS
+    # (a dynamic M that may be more rows takes the packed GEMM, right at every size)
+    gemv = b.is_const and not a.is_const and symbolic.decided(lambda: m <= gemm_pack.GEMV_MAX_ROWS, False)
+    dynamic = not all(isinstance(d, int) for d in (m, n, k, batch_count))
     if gemv:
         tiles, ws = gemm_pack.split_gemv(m, n, k, bl, items=batch_count), 0
     else:
-        tiles = gemm_pack.split(m, n, k, bl, items=batch_count, a_packed_at_run_time=not a.is_const,
-                                b_packed_at_run_time=not b.is_const)
+        split = gemm_pack.split_dynamic if dynamic else gemm_pack.split
+        tiles = split(m, n, k, bl, items=batch_count, a_packed_at_run_time=not a.is_const,
+                      b_packed_at_run_time=not b.is_const)
         ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not a.is_const)
     tiling = dict(batch=batch_count, M=m, N=n, K=k, a_rs=a_rs, a_cs=a_cs, b_rs=b_rs, b_cs=b_cs,
                   tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
@@ -123,6 +127,7 @@ class Gemm(Op):
 @register("MatMul", since=1)
 class MatMul(Op):
     dynamic_shapes = True
+
     def shapes(self, node, ins):
         a, b = ins
         sa = (1,) + a.shape if len(a.shape) == 1 else a.shape

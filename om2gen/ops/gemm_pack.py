@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir import symbolic
 from . import common
 
 
@@ -148,4 +149,20 @@ def workspace_floats(t: Tiles, bl: Blocking, pack_a_at_run_time: bool, transpose
 def block_dim(items: int) -> int:
     """Blocks of a launch of `items` tiles: one tile each (blocks are claimed dynamically, so the
     cores balance themselves), at most common.MAX_BLOCKS."""
+    if isinstance(items, symbolic.Expr):
+        return symbolic.smax(1, symbolic.smin(items, common.MAX_BLOCKS))
     return max(1, min(items, common.MAX_BLOCKS))
+
+
+def split_dynamic(m, n, k, bl: Blocking, items=1, *, a_packed_at_run_time: bool, b_packed_at_run_time: bool) -> Tiles:
+    """split() for a dynamic model's GEMM: the tile sizes are split()'s at the largest sizes the
+    ranges give (a tile shape that suits the biggest run), the tile counts the run's:
+    ceil(M / tile_m) and ceil(N / tile_n)."""
+    def most(d):
+        hi = symbolic.upper_bound(d)
+        if hi is None:
+            raise symbolic.Undecidable(f"the largest value of {symbolic.text(d)}")
+        return hi
+    t = split(most(m), most(n), most(k), bl, most(items), a_packed_at_run_time=a_packed_at_run_time,
+              b_packed_at_run_time=b_packed_at_run_time)
+    return Tiles(t.tile_m, t.tile_n, symbolic.ceildiv(m, t.tile_m), symbolic.ceildiv(n, t.tile_n))

@@ -87,13 +87,17 @@ class Gather(Op):
             idx += n if idx < 0 else 0
             return strided_copy(node, data, dst, [outer, inner], [n * inner, 1], idx * inner, detail=f"index {idx}")
         items = outer * indices.size
+        tiling = {"items": items}   # with a dynamic model's sizes (common.tiling_field)
         params = {
             "summary": f"Gather axis={a}: {data.describe()}, {indices.describe()} -> {dst.describe()}",
             "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type,
-            "outer": outer, "n": n, "inner": inner, "positions": indices.size,
+            **{key: common.tiling_field(tiling, value, key)
+               for key, value in (("outer", outer), ("n", n), ("inner", inner), ("positions", indices.size))},
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/gather.c.j2", "Gather", params, [data.name, indices.name], [dst.name],
-                          block_dim=common.block_dim_for(items, inner), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, inner), tiling=tiling)
 
 
 @register("GatherElements", since=11)

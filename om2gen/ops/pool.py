@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.dtypes import INT64
 from ..ir.program import KernelCall
 from . import common, conv
@@ -55,7 +56,7 @@ class Pool(Op):
         dims = []
         for name, size, k, s, d, pb, pe, o in zip("dhw", as3(sizes, 1), as3(kernel, 1), as3(strides, 1),
                                                    as3(dil, 1), as3(pads[:r], 0), as3(pads[r:], 0), as3(outs, 1)):
-            trivial = size == 1 and k == 1 and pb == 0 and pe == 0 and o == 1
+            trivial = isinstance(size, int) and size == 1 and k == 1 and pb == 0 and pe == 0 and o == 1
             dims.append(dict(n=name, size=size, K=k, S=s, DIL=d, DM1=d - 1, PB=pb, PE=pe, OUT=o, trivial=trivial))
         note = f"{r}-D, kernel={kernel} strides={strides} dilations={dil} pads={pads} ceil_mode={int(ceil)}"
         return dict(rank=r, N=x.shape[0], C=x.shape[1], dims=dims, out_spatial=outs, notes=[note])
@@ -76,15 +77,24 @@ class Pool(Op):
     def lower(self, node, ins, outs, ctx):
         g = self.geometry(node, ins)
         x = ins[0]
-        d, h, w = g["dims"]
+        rows = g["N"] * g["C"] * g["dims"][0]["OUT"] * g["dims"][1]["OUT"]
+        work = g["dims"][2]["OUT"] * g["dims"][0]["K"] * g["dims"][1]["K"] * g["dims"][2]["K"]
+        tiling = {"rows": rows}
+        extra = self.params(node, ins, g)
+        # a dynamic model's sizes: tiling fields the template reads (common.tiling_field)
+        dims = [dict(dim, size=common.tiling_field(tiling, dim["size"], f"{dim['n']}_size"),
+                     OUT=common.tiling_field(tiling, dim["OUT"], f"{dim['n']}_out")) for dim in g["dims"]]
+        if extra.get("fast"):
+            extra["fast"] = {key: common.tiling_field(tiling, v, f"fast_{key}") for key, v in extra["fast"].items()}
+        d, h, w = dims
         params = dict(summary=f"{node.op_type}: {x.describe()} -> {', '.join(o.describe() for o in outs)}",
-                      notes=g["notes"], kind=self.kind, kind_title=_KIND_TITLES[self.kind], ctype=x.dtype.c_type, dims=g["dims"], d=d, h=h, w=w,
+                      notes=g["notes"], kind=self.kind, kind_title=_KIND_TITLES[self.kind], ctype=x.dtype.c_type, dims=dims, d=d, h=h, w=w,
                       indices=False, include_pad=False, fast=None)
-        params.update(self.params(node, ins, g))
-        rows = g["N"] * g["C"] * d["OUT"] * h["OUT"]
-        work = w["OUT"] * d["K"] * h["K"] * w["K"]
+        params.update(extra)
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/pool2d.c.j2", node.op_type, params, [x.name], [o.name for o in outs],
-                          block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})
+                          block_dim=common.block_dim_for(rows, work), tiling=tiling)
 
 
 _KIND_TITLES = {"max": "Max", "avg": "Average", "lp": "Lp"}
@@ -97,6 +107,9 @@ def interior_columns(g) -> dict | None:
     if g["rank"] != 2 or h["DIL"] != 1 or w["DIL"] != 1:
         return None
     lo = -(-w["PB"] // w["S"])
+    if isinstance(w["size"], symbolic.Expr):   # the run's: [lo, hi) empty where the row is too short
+        hi = symbolic.smax(lo, symbolic.smin((w["size"] - w["K"] + w["PB"]) // w["S"] + 1, w["OUT"]))
+        return {"lo": lo, "hi": hi, "count": hi - lo, "first_input": lo * w["S"] - w["PB"]}
     hi = min((w["size"] - w["K"] + w["PB"]) // w["S"] + 1, w["OUT"])
     # first_input: the input column output column lo's window starts at
     return {"lo": lo, "hi": hi, "count": hi - lo, "first_input": lo * w["S"] - w["PB"]} if hi > lo else None
@@ -123,7 +136,7 @@ class MaxPool1(Pool):
         g = self.geometry(node, ins)
         d, h, w = g["dims"]
         plain = len(node.outputs) < 2 or not node.outputs[1]
-        if plain and ins[0].dtype.name == "float32" and d["trivial"]:
+        if plain and ins[0].dtype.name == "float32" and d["trivial"] and ins[0].is_static:
             # a 2-D (or 1-D) float max pool is a depthwise window without weights: the direct kernel
             geom = dict(N=g["N"], C=g["C"], H=h["size"], W=w["size"], OH=h["OUT"], OW=w["OUT"], KH=h["K"], KW=w["K"],
                         SH=h["S"], SW=w["S"], DH=h["DIL"], DW=w["DIL"], PT=h["PB"], PL=w["PB"])
@@ -220,6 +233,7 @@ class LpPool18(LpPool2):
 @register("GlobalAveragePool", since=1)
 class GlobalAveragePool(Op):
     dynamic_shapes = True
+
     def infer(self, node, ins):
         common.require_float(node, ins[0])
         x = ins[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir import symbolic
 from ..ir.program import Alias, KernelCall
 from . import common
 from .registry import Op, register
@@ -135,24 +136,31 @@ class Transpose(Op):
         perm = self.perm(node, len(src.shape))
         # Output dims in order, with the source stride each one walks; merge runs that stay contiguous.
         src_strides = [common.prod(src.shape[i + 1:]) for i in range(len(src.shape))]
-        dims = [(src.shape[p], src_strides[p]) for p in perm if src.shape[p] != 1] or [(1, 1)]
+        # (a dynamic dim stays, though the run may make it 1; merging and the view need proof)
+        dims = [(src.shape[p], src_strides[p]) for p in perm
+                if not (isinstance(src.shape[p], int) and src.shape[p] == 1)] or [(1, 1)]
         merged = [list(dims[0])]
         for size, stride in dims[1:]:
-            if merged[-1][1] == stride * size:
+            if symbolic.decided(lambda: merged[-1][1] == stride * size, False):
                 merged[-1] = [merged[-1][0] * size, stride]
             else:
                 merged.append([size, stride])
-        if len(merged) == 1 and merged[0][1] == 1:
+        if len(merged) == 1 and symbolic.decided(lambda: merged[0][1] == 1, False):
             return Alias(src.name)  # a transpose that moves only size-1 dims is a view
         inner_size, inner_stride = merged[-1]
-        outer = [{"size": s, "strides": [st]} for s, st in reversed(merged[:-1])]
         rows = common.prod([s for s, _ in merged[:-1]]) if len(merged) > 1 else 1
+        tiling = {"rows": rows}
+        outer = [{"size": common.tiling_field(tiling, s, f"d{i}"),
+                  "strides": [common.tiling_field(tiling, st, f"s{i}")]} for i, (s, st) in enumerate(reversed(merged[:-1]))]
         params = {
             "summary": f"Transpose perm={perm}: {src.describe()} -> {outs[0].describe()}",
-            "ctype": src.dtype.c_type, "outer": outer, "inner": inner_size, "inner_stride": inner_stride,
+            "ctype": src.dtype.c_type, "outer": outer, "inner": common.tiling_field(tiling, inner_size, "inner"),
+            "inner_stride": common.tiling_field(tiling, inner_stride, "inner_stride"),
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/transpose.c.j2", "Transpose", params, [src.name], [outs[0].name],
-                          block_dim=common.block_dim_for(rows, inner_size), tiling={"rows": rows})
+                          block_dim=common.block_dim_for(rows, inner_size), tiling=tiling)
 
 
 @register("Concat", since=4)

@@ -23,7 +23,7 @@ from .registry import Op, register
 
 def _generate(node, dst: Value, expr: str, detail: str) -> KernelCall:
     params = {"summary": f"{node.op_type} {detail}-> {dst.describe()}", "ctype": dst.dtype.c_type, "expr": expr,
-              "count": dst.size}
+              "count": dst.size if dst.is_static else symbolic.text(dst.size)}   # (a comment: the tiling counts)
     return KernelCall("kernels/generate.c.j2", node.op_type, params, [], [dst.name],
                       block_dim=common.block_dim_for(dst.size), tiling={"count": dst.size})
 
@@ -86,6 +86,7 @@ _RANGE_TYPES = ("float32", "float64", "int16", "int32", "int64")
 @register("Range", since=11)
 class Range(Op):
     dynamic_shapes = True
+
     def bounds(self, node, ins) -> tuple:
         names = ("start", "limit", "delta")
         for v, what in zip(ins, names):
@@ -124,7 +125,7 @@ class Range(Op):
             expr = f"({dst.dtype.c_type})({float(start).hex()} + (double)i * {float(delta).hex()})"
         else:
             expr = f"({dst.dtype.c_type})({c_int(start)} + i * {c_int(delta)})"
-        return _generate(node, dst, expr, f"start={start} limit={limit} delta={delta} ")
+        return _generate(node, dst, expr, f"start={start} limit={symbolic.text(limit)} delta={delta} ")
 
 
 @register("EyeLike", since=9)

@@ -23,11 +23,15 @@ class Softmax(Op):
 
     def lower(self, node, ins, outs, ctx):
         outer, length, inner = self.layout(node, ins[0])
-        params = {"summary": f"Softmax axis={self.attr(node, 'axis')}: {ins[0].describe()} -> {outs[0].describe()}",
-                  "len": length, "inner": inner, "gemm": gemm_pack.blocking(ctx.target).defines()}
         items = outer * inner
+        tiling = {"items": items}   # with a dynamic model's sizes (common.tiling_field)
+        params = {"summary": f"Softmax axis={self.attr(node, 'axis')}: {ins[0].describe()} -> {outs[0].describe()}",
+                  "len": common.tiling_field(tiling, length, "len"), "inner": common.tiling_field(tiling, inner, "inner"),
+                  "gemm": gemm_pack.blocking(ctx.target).defines()}
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/softmax.c.j2", "Softmax", params, [ins[0].name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, length), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, length), tiling=tiling)
 
 
 @register("Softmax", since=13)

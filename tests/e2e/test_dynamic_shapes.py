@@ -6,6 +6,7 @@ import zipfile
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tests.e2e import gear_models
 from tests.helpers import ort_run
 
 import om2gen
@@ -113,3 +114,41 @@ def test_the_model_loads_from_bytes(elementwise):
     with om2gen.load(path.read_bytes()) as model:
         x = np.ones((3, 3, 8), np.float32)
         assert model.run({"x": x, "col": x[..., :1]})["z"].shape == (3, 3, 8)
+
+
+def _image_cnn():
+    """conv (3x3, pad 1), relu, 2x2 max pool over x[1, 3, H, W]: both image dims dynamic."""
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.2).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(8) * 0.2).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    return _model(nodes, {"x": [1, 3, "H", "W"]}, {"y": [1, 8, "H2", "W2"]}, [w, b])
+
+
+MODELS = {
+    # name: (model, input_shapes, feeds at size n)
+    "cnn_batch": (lambda: gear_models.cnn_batch(), {"x": ("1~16", 3, 16, 16)},
+                  lambda rng, n: {"x": rng.standard_normal((n, 3, 16, 16)).astype(np.float32)}),
+    "cnn_image": (_image_cnn, {"x": (1, 3, "8~96", "8~96")},
+                  lambda rng, n: {"x": rng.standard_normal((1, 3, 8 + 5 * n, 96 - 5 * n)).astype(np.float32)}),
+    "encoder": (lambda: gear_models.encoder(), {"input_ids": (1, "1~64")},
+                lambda rng, n: {"input_ids": rng.integers(0, 50, (1, 4 * n)).astype(np.int64)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_at_several_shapes_match_onnx_runtime(name, tmp_path):
+    """A CNN with a dynamic batch, one with a dynamic image size (conv's positions, the pool's
+    output size), and a BERT-style encoder layer as torch.onnx exports it (Shape/Gather/Concat
+    into Reshape, Range positions) with a dynamic sequence length: one archive each."""
+    build, shapes, feeds = MODELS[name]
+    m = build()
+    om2gen.compile(m, tmp_path / "m.om2", input_shapes=shapes)
+    rng = np.random.default_rng(7)
+    with om2gen.load(tmp_path / "m.om2") as model:
+        for n in (1, 16, 3, 9, 16):
+            f = feeds(rng, n)
+            for got, want in zip(model.run(f).values(), ort_run(m, f)):
+                assert got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{name} at size {n}")

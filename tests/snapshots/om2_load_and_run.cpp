@@ -310,6 +310,7 @@ private:
         }
         const int64_t *tiling = &tables_.tiling_data[op.first_tiling];
         const uint8_t *record = note.launches;
+        int32_t misfit = ACL_SUCCESS;
         for (uint32_t l = 0; l < note.launch_num; ++l) {
             const Om2Launch launch = ReadLaunch(note, record);
             record = launch.tiling + launch.tiling_size;
@@ -317,12 +318,16 @@ private:
                 std::memcmp(launch.tiling, tiling, launch.tiling_size) != 0) {
                 continue;
             }
-            for (uint32_t k = 0; k < op.slot_num; ++k) {
-                const int32_t rc = CheckSlot(i, k, SlotBytes(launch, k), (SlotFlags(note, k) & OM2_SLOT_WRITTEN) != 0);
-                if (rc != ACL_SUCCESS) return rc;
+            /* launches of equal block_dim and tiling differ in their slots' bytes (tiling-sink kernels of a
+             * dynamic model have no tiling here): the task must fit one of them */
+            int32_t rc = ACL_SUCCESS;
+            for (uint32_t k = 0; k < op.slot_num && rc == ACL_SUCCESS; ++k) {
+                rc = CheckSlot(i, k, SlotBytes(launch, k), (SlotFlags(note, k) & OM2_SLOT_WRITTEN) != 0);
             }
-            return ACL_SUCCESS;
+            if (rc == ACL_SUCCESS) return ACL_SUCCESS;
+            misfit = rc;
         }
+        if (misfit != ACL_SUCCESS) return misfit;   /* the reason of the last launch that did not fit */
         return Corrupt(i, "kernel %s was not built for block_dim %u with this tiling (%u words; it declares %u launch(es))",
                        entry, op.block_dim, op.tiling_num, note.launch_num);
     }
