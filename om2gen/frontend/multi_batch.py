@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.gears import CASE_NODE, MAP_INDEX_NODE, SHAPE_DATA_INPUT, SUFFIX, TABLE_CONST, branch_key
-from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Derivation, Graph, Node, Value
+from ..ir.graph import CASE_IO, LOOP_IO, ORIGIN_DIMS, REGIONS, Derivation, Graph, Node, Value
 from .gears import GearSpec
 
 INDEX_VALUE = MAP_INDEX_NODE + ":0"
@@ -104,7 +104,8 @@ def _renamed(n: Node, rename: dict[str, str], suffix: str) -> Node:
 
 
 def _rename_regions(node: Node, rename: dict[str, str], suffix: str) -> None:
-    """A gear's own If regions: their nodes get the gear's suffix and read and write the gear's values."""
+    """A gear's own If and Loop regions: their nodes get the gear's suffix and read and write the
+    gear's values (a Loop's body inputs too)."""
     regions = node.attrs.get(REGIONS)
     if not regions:
         return
@@ -113,3 +114,6 @@ def _rename_regions(node: Node, rename: dict[str, str], suffix: str) -> None:
     for key, (nodes, names) in regions.items():
         renamed = [_renamed(n, rename, suffix) for n in nodes]
         node.attrs[REGIONS][key] = (renamed, [rename.get(x, x) for x in names])
+    if LOOP_IO in node.attrs:
+        io = node.attrs[LOOP_IO]
+        node.attrs[LOOP_IO] = dataclasses.replace(io, inputs=[rename.get(x, x) for x in io.inputs])

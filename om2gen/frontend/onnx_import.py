@@ -271,9 +271,12 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                 continue
             regions = getattr(op, "infer_regions", None)
             try:
-                if regions is not None:  # an op with subgraphs (If): they are inferred as regions
+                if regions is not None:  # an op with subgraphs (If, Loop): they are inferred as regions
                     outs = regions(node, ins, lambda sub: _infer_nodes(graph, sub, reads, dynamic), graph.values,
                                    inputs_of=lambda name: _inputs_behind(graph, reads, name))
+                    if isinstance(outs, registry.Expansion):   # e.g. a Loop unrolled: its nodes instead
+                        work.extendleft(reversed(outs.nodes))
+                        continue
                 else:
                     outs = op.infer(node, ins)
             except symbolic.Undecidable as exc:   # the op's static code asked what only the run knows

@@ -25,6 +25,9 @@ REGIONS = "_regions"
 # where a gear decides
 CASE_IO = "_gear_io"
 ORIGIN_DIMS = "_origin_input_dims"
+# a Loop node (ops/loop.py), besides its region "body" (its nodes, and the values of the body's
+# outputs: cond, the carried values, the scan values): a LoopIO
+LOOP_IO = "_loop_io"
 
 
 @dataclass
@@ -57,6 +60,19 @@ class Value:
 
     def describe(self) -> str:
         return f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclass
+class LoopIO:
+    """What a Loop node's body reads and how often it runs. inputs: the values standing for the
+    body's inputs (iteration_num, cond, then the loop-carried values), written by the loop
+    itself; carried: how many values are carried; trip_count: how many times the body runs when
+    that is known at compile time (None: decided at run time); cond_exits: whether the body's
+    cond output can end the loop (ONNX: not when the Loop has no cond input)."""
+    inputs: list[str]
+    carried: int
+    trip_count: int | None
+    cond_exits: bool
 
 
 @dataclass

@@ -189,8 +189,10 @@ class PlannedBuffer:
     name: str
     offset: int
     size: int           # bytes it holds (its region is that, aligned)
-    first_task: int     # the task that writes it
-    last_task: int      # the last task that reads it
+    # the tasks it is live between: its writer and its last reader, or the ends of a loop it
+    # lives into or out of (a Loop's body runs these tasks again; lower/workspace.py)
+    first_task: int
+    last_task: int
 
 
 @dataclass
@@ -236,6 +238,7 @@ class ValueJson(_ValueJsonBase, total=False):
     const: bool
     dims: list[str]     # a dynamic model's value: its dims as expressions (shape has -1 there)
     outer: str      # a subgraph's input or output: the value outside it that it stands for
+    place: dict     # a Loop body's input or output: where its bytes are (ArgRef.to_json())
 
 
 class _NodeJsonBase(TypedDict):
@@ -251,13 +254,18 @@ class NodeJson(_NodeJsonBase, total=False):
     subgraphs: list["SubgraphJson"]     # a node with regions (Case, If): one per region, in order
 
 
-class SubgraphJson(TypedDict):
-    """A region of a node (ir.graph.REGIONS): its key ("batch_0", "then"), the values standing
-    for the outer values it reads and writes, and its nodes."""
+class _SubgraphJsonBase(TypedDict):
     name: str
     inputs: list[ValueJson]
     outputs: list[ValueJson]
     nodes: list[NodeJson]
+
+
+class SubgraphJson(_SubgraphJsonBase, total=False):
+    """A region of a node (ir.graph.REGIONS): its key ("batch_0", "then", "body"), the values
+    standing for the outer values it reads and writes, and its nodes; a Loop's body also the
+    outer values its nodes read directly (reads, with their places)."""
+    reads: list[ValueJson]
 
 
 class _GraphJsonBase(TypedDict):

@@ -59,7 +59,9 @@ def sink(state: Lowering) -> None:
     depend on the run cannot be: its node is refused, with every other such node."""
     refused = list(state.refused)
     steps: list[Step] = []
-    for step in state.steps:
+    moved: dict[int, int] = {}      # old step index -> new (TilingCall steps come in before kernels)
+    for old, step in enumerate(state.steps):
+        moved[old] = len(steps)
         call = step.call
         if not isinstance(call, KernelCall) or not _dynamic(call):
             steps.append(step)
@@ -77,11 +79,13 @@ def sink(state: Lowering) -> None:
         call.workspace = max_bytes(call.workspace, f"the scratch of node {step.node.name!r}")
         steps.append(Step(step.node, TilingCall(kernel_step=len(steps) + 1, block_dim=symbolic.smin(blocks, launch),
                                                 fields=fields)))
+        moved[old] = len(steps) - 1     # a loop body starting at the kernel starts at its tiling
         steps.append(step)
     if refused:
         raise UnsupportedOpError(f"{len(refused)} node(s) of this dynamic model have no shape-generic kernel yet: "
                                  f"{'; '.join(refused)}. Pin the shapes, or compile a fixed set of sizes (gears)")
     state.steps = steps
+    state.loops = [(moved[lo], moved[hi]) for lo, hi in state.loops]
 
 
 def _dynamic(call: KernelCall) -> bool:

@@ -1,12 +1,12 @@
 """Nodes → steps: each node's op lowers itself (ops/*.py lower()); an If becomes a switch over
-its two branches, a gear model's Case a switch over its gears; a custom operator's model inputs
-are staged first."""
+its two branches, a gear model's Case a switch over its gears, a Loop a body between labels with
+a switch back to its start; a custom operator's model inputs are staged first."""
 from __future__ import annotations
 
 from ..ir import dtypes, symbolic
-from ..ir.graph import CASE_IO, ORIGIN_DIMS, REGIONS, Node, Value
+from ..ir.graph import CASE_IO, LOOP_IO, ORIGIN_DIMS, REGIONS, Node, Value
 from ..ir.program import Alias, Control, CustomCall, GearTable, KernelCall
-from ..ops import registry
+from ..ops import loop, registry
 from ..ops.elementwise import copy_call, elementwise_call
 from . import bind
 from .state import Lowering
@@ -16,7 +16,7 @@ def emit(state: Lowering, nodes: list[Node]) -> None:
     graph = state.graph
     for node in nodes:
         if REGIONS in node.attrs:
-            (_emit_case if node.op_type == "Case" else _emit_if)(state, node)
+            {"Case": _emit_case, "Loop": _emit_loop}.get(node.op_type, _emit_if)(state, node)
             continue
         op = registry.lookup(node)
         ins = [graph.values[n] if n else None for n in node.inputs]
@@ -72,6 +72,65 @@ def _emit_if(state: Lowering, node: Node) -> None:
         if key == "then":
             state.add(node, Control("goto", [end_label], index.name, note="end"))
     state.add(node, Control("label", [end_label], note="end"))
+
+
+def _emit_loop(state: Lowering, node: Node) -> None:
+    """carried inputs = initial values; LoopEnter; switch(index) -> body | exit
+       body: the body's steps; each scan value into its row; LoopNext; carried inputs = carried
+             outputs; switch(index) -> body | exit
+       exit: the Loop's carried outputs are views of the carried inputs (the last iteration's).
+    The updates are one parallel assignment: a value they read that lives in a body input
+    another update overwrites (a carried output that is another carried input, a cond output
+    that is a carried input) is copied aside first. The steps between the two labels are a
+    loop span (state.loops): the workspace keeps alive across all of it whatever lives into or
+    out of it."""
+    values = state.graph.values
+    io = node.attrs[LOOP_IO]
+    nodes, names = node.attrs[REGIONS]["body"]
+    n = io.carried
+    iteration, cond_in = values[io.inputs[0]], values[io.inputs[1]]
+    carried = [values[x] for x in io.inputs[2:]]
+    trips = values[node.inputs[0]] if node.inputs[0] else None
+    cond = values[node.inputs[1]] if node.inputs[1] else None
+    index = state.new_value(f"{node.name}:loop_index", dtypes.BY_NAME["uint32"], ())
+    for src, dst in zip(node.inputs[2:2 + n], carried):
+        if dst.size:
+            state.add(node, copy_call(values[src], dst))
+    state.add(node, loop.control_call(node, first=True, iteration=iteration, cond_in=cond_in, index=index,
+                                      max_trips=trips, cond=cond, cond_exits=cond is not None))
+    body_label, exit_label = state.new_label(), state.new_label()
+    state.add(node, Control("switch", [body_label, exit_label], index.name, note="loop"))
+    start = len(state.steps)
+    state.add(node, Control("label", [body_label], note="body"))
+    emit(state, nodes)
+    for src, dst in zip(names[1 + n:], node.outputs[n:]):
+        if dst and values[dst].size:
+            state.add(node, loop.scan_write_call(node, values[src], iteration, values[dst]))
+    overwritten = {iteration.name, cond_in.name, *(c.name for c in carried)}
+
+    def read(name: str, into: Value, tag: str) -> Value:
+        """What the update of `into` reads for `name`: itself, or a copy taken before any update."""
+        r = state.root(name)
+        if r == into.name or r not in overwritten:
+            return values[name]
+        staged = state.new_value(f"{node.name}:{tag}", values[name].dtype, values[name].shape)
+        state.add(node, copy_call(values[name], staged))
+        return staged
+
+    cond_out = read(names[0], cond_in, "staged_cond")
+    updates = [(read(src, dst, f"staged_carried{j}"), dst) for j, (src, dst) in enumerate(zip(names[1:1 + n], carried))
+               if dst.size and state.root(src) != dst.name]
+    state.add(node, loop.control_call(node, first=False, iteration=iteration, cond_in=cond_in, index=index,
+                                      max_trips=trips, cond=cond_out, cond_exits=io.cond_exits))
+    for src, dst in updates:
+        state.add(node, copy_call(src, dst))
+    state.add(node, Control("switch", [body_label, exit_label], index.name, note="next"))
+    state.loops.append((start, len(state.steps) - 1))
+    state.add(node, Control("label", [exit_label], note="exit"))
+    for out, dst in zip(node.outputs[:n], carried):
+        if out:
+            state.views[out] = dst.name
+            state.view_nodes[out] = node.name
 
 
 def _emit_case(state: Lowering, node: Node) -> None:

@@ -28,9 +28,9 @@ def assemble(state: Lowering, blob: Blob, work: Workspace, table: TaskTable, pla
         name=graph.name, inputs=[io(n) for n in graph.inputs], outputs=[io(n) for n in graph.outputs],
         kernels=table.kernels, tasks=table.tasks, constants=list(blob.constants.values()), constants_size=blob.size,
         work_size=work.size, args_size=args_size, source_digest=graph.source_digest, opsets=graph.opsets,
-        graph_json=graph_json(graph, blob.constants.values()), label_num=state.label_num, label_lists=table.label_lists,
-        custom_ops=table.custom_ops, buffers=work.buffers, views=views, gears=state.gears,
-        dynamic=_dynamic_info(state, work) if dynamic.is_dynamic(state) else None)
+        graph_json=graph_json(graph, blob.constants.values(), places.placed), label_num=state.label_num,
+        label_lists=table.label_lists, custom_ops=table.custom_ops, buffers=work.buffers, views=views,
+        gears=state.gears, dynamic=_dynamic_info(state, work) if dynamic.is_dynamic(state) else None)
 
 
 def _dynamic_info(state: Lowering, work: Workspace) -> DynamicInfo:

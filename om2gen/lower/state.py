@@ -48,6 +48,8 @@ class Lowering:
     branch_outputs: dict[str, int] = field(default_factory=dict)   # a gear's value -> the output it writes
     gears: GearTable | None = None                              # what a gear model's Case decided (emit)
     refused: list[str] = field(default_factory=list)            # dynamic-model nodes emit could not lower
+    # each Loop's body as steps [first, last] (its body label to its back-edge switch), innermost first
+    loops: list[tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.input_index = {n: i for i, n in enumerate(self.graph.inputs)}

@@ -23,7 +23,8 @@ class Workspace:
 
 def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspace:
     """Every value a step writes or reads that is no model input, output or constant lives in
-    the workspace from its writer to its last reader. `output_of`: lower/bind.py's binding;
+    the workspace from its writer to its last reader, or across a whole loop it lives into or
+    out of (_across_loops). `output_of`: lower/bind.py's binding;
     `constants`: lower/constants.py's, by name."""
     values = state.graph.values
     inputs = state.input_index
@@ -58,7 +59,21 @@ def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspa
     if dynamic.is_dynamic(state):    # the symbols: bound before the replay, read by every tiling step
         buffers.append(memplan.Buffer(dynamic.SYMBOLS, 8 * max(1, len(dynamic.symbols(state))), 0,
                                       max(0, len(state.steps) - 1)))
+    _across_loops(buffers, state.loops)
     offsets, size = memplan.plan(buffers)
     planned = sorted((PlannedBuffer(b.key, offsets[b.key], b.size, b.first, b.last) for b in buffers),
                      key=lambda b: (b.offset, b.first_task, b.name))
     return Workspace(offsets, size, planned)
+
+
+def _across_loops(buffers: list[memplan.Buffer], loops: list[tuple[int, int]]) -> None:
+    """A loop's steps [lo, hi] run again and again, so a buffer live at any of them and also
+    before or after the loop (an outer value the body reads, a carried input, a scan output, the
+    loop's index) is live across all of them: otherwise a step early in the body could reuse
+    bytes that only a later step of the previous iteration, or a step after the loop, still
+    needs. A buffer written and read within one iteration stays as it is (the body writes it
+    again before reading it). Loops innermost first, so an extended range meets the outer loops."""
+    for lo, hi in loops:
+        for b in buffers:
+            if b.first <= hi and b.last >= lo and not (lo <= b.first and b.last <= hi):
+                b.first, b.last = min(b.first, lo), max(b.last, hi)

@@ -6,6 +6,7 @@ themselves with @register; nothing else needs editing to add one.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .. import advice
@@ -50,6 +51,14 @@ class Op:
 
     def lower(self, node: Node, ins: list[Value | None], outs: list[Value], ctx):
         raise NotImplementedError
+
+
+@dataclass
+class Expansion:
+    """What an op's infer_regions() may return instead of its outputs: nodes that take the node's
+    place, inferred in its stead (as expand() gives them when it can decide before any inference).
+    A Loop whose body turns out to need its iteration number at compile time is unrolled so."""
+    nodes: list[Node]
 
 
 class _Required:

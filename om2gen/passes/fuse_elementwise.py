@@ -3,8 +3,9 @@ node, a single kernel that evaluates every member per element (om2gen/ops/fused.
 
 Groups grow from consumers to producers (nodes visited in reverse order). A producer joins the
 group of its consumers when
-  - it is element-wise (passes/pointwise.py) and in the same region (each branch of an If is
-    fused on its own; values a branch reads count as read by the If node, outside any group);
+  - it is element-wise (passes/pointwise.py) and in the same region (each branch of an If and
+    each Loop body is fused on its own; values a region reads count as read by its node, outside
+    any group);
   - its output has the group's element count (then it may also be written out, for readers
     outside the group or as a graph output), or it broadcasts to the group's shape, is cheap to
     recompute (no transcendental call, and few extra evaluations: RECOMPUTE_BUDGET) and nothing
@@ -51,8 +52,8 @@ class _Group:
 
 
 def run(graph: Graph, ctx) -> int:
-    """Fuses the graph's element-wise nodes, and those of each If branch on their own (a group
-    never spans a region boundary); returns the number of fused nodes made."""
+    """Fuses the graph's element-wise nodes, and those of each region (If branch, Loop body) on
+    their own (a group never spans a region boundary); returns the number of fused nodes made."""
     made = _Fuser(graph, ctx).run()
     for node in graph.nodes:
         for key, (nodes, names) in list(node.attrs.get(REGIONS, {}).items()):
