@@ -352,6 +352,39 @@ def test_a_backward_jump_is_refused(tmp_path):
         om2gen.load(_om_with(om, tmp_path / "loop.om", edit_tasks=loop))
 
 
+def _loop_om(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "ops"))
+    from test_loop import while_model
+    return om2gen.compile(while_model(), tmp_path / "while.om", format="om")
+
+
+def test_a_loop_back_edge_outside_its_body_is_refused(tmp_path):
+    """A loop's switch back to its body runs: moved to the root graph (its task now names the entry
+    switch's op), the same backward jump is no Loop's back edge any more."""
+    om = _loop_om(tmp_path)
+    with om2gen.load(om) as m:
+        assert int(m.run({"x0": np.ones(4, np.float32), "limit": np.array(5, np.float32),
+                          "go": np.array(True)})["n"]) == 4
+
+    def outside(md, mtd):
+        switches = [t for t in mtd.task if t.type == 23]   # MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX
+        assert len(switches) == 2
+        switches[1].label_switch_by_index.op_index = switches[0].label_switch_by_index.op_index
+    with pytest.raises(om2gen.ArchiveError, match="jumps back to label .* only as the back edge of a Loop"):
+        om2gen.load(_om_with(om, tmp_path / "out.om", edit_tasks=outside))
+
+
+@pytest.mark.parametrize("names, match", [([], r"names the subgraphs \[\]"), (["nowhere"], "names the subgraphs"),
+                                          (["while/body", "while/body"], "names the subgraphs")])
+def test_a_loop_naming_no_body_of_its_own_is_refused(tmp_path, names, match):
+    def edit(md, mtd):
+        loop = next(o for o in md.graph[0].op if o.type == "Loop")
+        del loop.subgraph_name[:]
+        loop.subgraph_name.extend(names)
+    with pytest.raises(om2gen.ArchiveError, match=match):
+        om2gen.load(_om_with(_loop_om(tmp_path), tmp_path / "bad.om", edit_md=edit))
+
+
 def test_one_model_run_from_many_threads(cnn):
     import threading
     rng = np.random.default_rng(2)

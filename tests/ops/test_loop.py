@@ -1,7 +1,7 @@
 """Loop against ONNX Runtime: a real loop in the captured task list (a run-time trip count, a
 condition the body computes), scan outputs with a compile-time trip count, an RNN-style body,
 loops and Ifs inside each other, zero iterations, the unrolled case and the refusals; as .om2
-archives."""
+archives and as classic .om files."""
 import json
 import zipfile
 
@@ -16,7 +16,7 @@ import om2gen
 from om2gen.formats.om2 import layout
 
 COVERS = {"Loop"}
-FORMATS = ["om2"]
+FORMATS = ["om2", "om"]
 mk = helper.make_node
 
 

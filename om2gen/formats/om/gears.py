@@ -106,11 +106,12 @@ def _get(op, key: str, kind: str, what: str):
     raise ArchiveError(f"{what} attribute {key} is {attr_kind(a)}, not {wanted}; the OM is corrupt")
 
 
-def read_table(md, case, inputs: list[IoDesc], outputs: list[IoDesc]) -> GearTable:
+def read_table(md, case, inputs: list[IoDesc], outputs: list[IoDesc], loop_bodies=frozenset()) -> GearTable:
     """The GearTable of a gear model's MODEL_DEF (`case`: its root Case op; `inputs`/`outputs`:
     the Program's, from the root graph's Data and NetOutput ops). Every part is checked against
     the others: the gear values against the shape-data input, each input's -1 dims against its
-    largest shape, each gear's shapes against the buffers, the subgraphs against the Case."""
+    largest shape, each gear's shapes against the buffers, the subgraphs against the Case
+    (loop_bodies: the names of the subgraphs that are Loop bodies, not gears)."""
     root = md.graph[0]
     what = f"Case op {case.name!r}"
     n = _get(case, BATCH_NUM, "i", what)
@@ -146,7 +147,7 @@ def read_table(md, case, inputs: list[IoDesc], outputs: list[IoDesc]) -> GearTab
                 raise ArchiveError(f"gear {i} gives input {d.name!r} the shape {list(shapes[d.name])}, larger than its "
                                    f"buffer {list(d.shape)}")
     out_shapes = _output_shapes(root, n, outputs)
-    _check_subgraphs(md, case, in_shapes, out_shapes, names)
+    _check_subgraphs(md, case, in_shapes, out_shapes, names, loop_bodies)
     return GearTable(kind, values, order, {k: list(v) for k, v in origin.items()},
                      [[shapes[x] for x in names] + [shape_data.shape] for shapes in in_shapes], out_shapes)
 
@@ -210,15 +211,16 @@ def _output_shapes(root, n: int, outputs: list[IoDesc]) -> list[list[tuple[int, 
     return shapes
 
 
-def _check_subgraphs(md, case, in_shapes, out_shapes, names: list[str]) -> None:
+def _check_subgraphs(md, case, in_shapes, out_shapes, names: list[str], loop_bodies) -> None:
     """The Case names one subgraph per gear, Batch_<i>, and they are exactly the other graphs of
-    MODEL_DEF; each gear's Data ops and NetOutput inputs have that gear's shapes."""
-    graphs = {g.name: g for g in md.graph[1:]}
+    MODEL_DEF but the Loop bodies; each gear's Data ops and NetOutput inputs have that gear's shapes."""
+    others = [g for g in md.graph[1:] if g.name not in loop_bodies]
+    graphs = {g.name: g for g in others}
     listed = list(case.subgraph_name)
     expected = [batch_label(i) for i in range(len(in_shapes))]
-    if listed != expected or len(graphs) != len(md.graph) - 1 or set(graphs) != set(listed):
+    if listed != expected or len(graphs) != len(others) or set(graphs) != set(listed):
         raise ArchiveError(f"Case op {case.name!r} names the subgraphs {listed} and MODEL_DEF holds "
-                           f"{[g.name for g in md.graph[1:]]}; a gear model has one per gear: {expected}")
+                           f"{[g.name for g in others]}; a gear model has one per gear: {expected}")
     for i, name in enumerate(listed):
         nets = 0
         for op in graphs[name].op:

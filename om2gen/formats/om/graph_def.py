@@ -6,7 +6,8 @@ the model inputs, then the model outputs) starts at `task_gen_base_addr` = FEATU
 weights at `task_gen_weight_addr` = WEIGHT_BASE; a loader maps them to real memory by
 subtracting the base (GE's `GetRtAddress`). The graph's ops are the program's graph dump
 (Program.graph_json) plus the ops GE has for what the dump has no node for: Data, Const, label
-ops, NetOutput.
+ops, NetOutput. A Loop's body is a subgraph of its own (a further ModelDef.graph entry the Loop op
+names in subgraph_name), with Data ops for what it reads and a NetOutput for what it writes.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import struct
 
 from ...ir import dtypes
 from ...ir.gears import SUFFIX, batch_label, dynamic_output_dims
+from ...ir.program import ArgRef
 from ...ir.tasks import ArgKind, ModelTaskType
 from . import gears, proto
 from .layout import FORMAT_ND, ORIGINAL_OP_NAMES
@@ -92,8 +94,8 @@ def _tensor_desc(val: dict, *, data_offset: int | None = None):
 # MODEL_DEF graph
 
 class _Scope:
-    """One GraphDef being built (the root graph, or a gear's subgraph) and where its values come
-    from: each graph reads only what its own ops produce, as GE's subgraphs do."""
+    """One GraphDef being built (the root graph, a gear's subgraph or a Loop's body) and where its
+    values come from: each graph reads only what its own ops produce, as GE's subgraphs do."""
 
     def __init__(self, name: str, label: str | None = None):
         self.graph = proto.GraphDef(name=name)
@@ -101,21 +103,34 @@ class _Scope:
         self.label = label                      # a gear's subgraph: its _batch_label, "Batch_<i>"
 
 
+class _LoopBody:
+    """A Loop node's body subgraph being built, the node's graph dump, and the labels its tasks
+    set (known from its first switch: [body, exit])."""
+
+    def __init__(self, scope: _Scope, node: dict):
+        self.scope, self.node = scope, node
+        self.labels: list[int] = []
+
+
 class GraphBuilder:
-    """The GraphDefs of a program: the root graph, then (a gear model) one subgraph per gear.
+    """The GraphDefs of a program: the root graph, then (a gear model) one subgraph per gear and
+    one body subgraph per Loop, in the order they are made.
     build() makes the ops of the graph dump, op_for_task() the op each task belongs to, in task
     order, and finish() the NetOutputs and the OpDef ids (unique over all graphs, in order)."""
 
     def __init__(self, program, graph_json, mem: MemoryPlan):
         self.program, self.g, self.mem = program, graph_json, mem
         self.root = _Scope(graph_json.get("name") or program.name)
-        self.scopes = [self.root]               # the root, then each gear's subgraph
+        self.scopes = [self.root]               # the root, then each gear's subgraph and Loop body, as made
+        self.gear_scopes: list[_Scope] = []     # each gear's subgraph
         self.scope = self.root                  # where the next task's op goes (op_for_task)
         self.names: set[str] = set()
         self.ops: dict[str, object] = {}        # graph node name -> its OpDef
         self.constants = {c.name: c for c in program.constants}
         self.case = None                        # a gear model's Case node (graph dump)
         self.gear_labels: list[int] = []        # the labels its switch jumps to, one per gear
+        self.loops: dict[str, _LoopBody] = {}   # Loop node name -> its body
+        self.outside: list[_Scope] = []         # the scopes around the loop bodies entered so far
 
     def unique(self, name: str) -> str:
         base, n = name or "op", 1
@@ -154,9 +169,62 @@ class GraphBuilder:
             if n is self.case:
                 self._case_op(n)
             else:
-                self._node_op(self.root, n)
+                self._graph_node(self.root, n)
         for i, sub in enumerate(self.case["subgraphs"] if self.case else []):
             self._gear_subgraph(i, sub)
+
+    def _graph_node(self, scope: _Scope, n: dict) -> None:
+        """The op of graph node `n` in `scope`; a Loop's with its body subgraph. The ops of an If's
+        branches are made as their tasks come (op_for_task), in the If's graph; a Loop in a
+        branch gets its op and body now, since its tasks need them."""
+        if n["op_type"] == "Loop" and n.get("subgraphs"):
+            self._loop_op(scope, n)
+            return
+        self._node_op(scope, n)
+        self._branch_loops(scope, n)
+
+    def _branch_loops(self, scope: _Scope, n: dict) -> None:
+        for sub in n.get("subgraphs", []):
+            for m in sub["nodes"]:
+                if m["op_type"] == "Loop" and m.get("subgraphs"):
+                    self._loop_op(scope, m)
+                else:
+                    self._branch_loops(scope, m)
+
+    def _loop_op(self, scope: _Scope, n: dict) -> None:
+        """The Loop op (its inputs M, cond, the initial values and the outer values the body
+        reads) and its body subgraph `<loop>/body`: a Data op per body input (index i;
+        `_parent_node_index` the Loop input it starts from: cond 1, carried value j 2 + j; an outer
+        value read, its own position; iteration_num has none, the loop makes it), each at the
+        address of its bytes, Const ops, the body's nodes; NetOutput at the end (finish)."""
+        op = self._node_op(scope, n)
+        sub = n["subgraphs"][0]
+        body = _Scope(self.unique(f"{n['name']}/body"), scope.label)   # in a gear's subgraph: its _batch_label too
+        op.subgraph_name.append(body.graph.name)
+        self.scopes.append(body)
+        self.loops[n["name"]] = _LoopBody(body, n)
+        position = {v["name"]: k for k, v in enumerate(n["inputs"]) if v}
+        reads = [(v, i if i and v.get("outer") else None) for i, v in enumerate(sub["inputs"])]
+        reads += [(v, position[v["name"]]) for v in sub.get("reads", [])]
+        for i, (v, parent) in enumerate(reads):
+            d = self.add_op(self.unique(v["name"]), "Data", body)
+            d.attr["index"].CopyFrom(attr_i(i))
+            if parent is not None:
+                d.attr[gears.PARENT_NODE_INDEX].CopyFrom(attr_i(parent))
+            d.output_desc.append(_tensor_desc(v))
+            addr = self._address(v)
+            if addr is not None:
+                d.output_i.append(addr)
+            body.producer[v["name"]] = f"{d.name}:0"
+            body.graph.input.append(f"{d.name}:0")
+        self._const_ops(body, sub["nodes"])
+        for m in sub["nodes"]:
+            self._graph_node(body, m)
+
+    def _address(self, v: dict) -> int | None:
+        """The logical address of a subgraph input's or output's bytes (its "place")."""
+        p = v.get("place")
+        return None if p is None else self.mem.address(ArgRef(ArgKind[p["kind"]], p["index"], p["offset"]))
 
     def _data_op(self, scope: _Scope, op, v: dict, index: int) -> None:
         """A Data op standing for model input `index` (value `v` in `scope`)."""
@@ -232,6 +300,7 @@ class GraphBuilder:
         inputs' addresses), Const ops, the gear's nodes; label ops and NetOutput come later."""
         scope = _Scope(batch_label(i), batch_label(i))
         self.scopes.append(scope)
+        self.gear_scopes.append(scope)
         names = [v["name"] for v in self.g["inputs"]]
         for v in sub["inputs"]:
             k = names.index(v["outer"])
@@ -241,7 +310,7 @@ class GraphBuilder:
             self._data_op(scope, op, v, k)
         self._const_ops(scope, sub["nodes"], SUFFIX + str(i))
         for n in sub["nodes"]:
-            self._node_op(scope, n)
+            self._graph_node(scope, n)
 
     def op_for_task(self, task):
         """The OpDef a task belongs to; control tasks and tasks of nodes the compiler added (e.g.
@@ -250,11 +319,13 @@ class GraphBuilder:
         CaseOpLabelMaker puts it."""
         case = self.case is not None and task.op_name == self.case["name"]
         tt = task.task_type
+        if task.op_type == "Loop" and task.op_name in self.loops:
+            return self._loop_task_op(self.loops[task.op_name], task)
         if case and tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX:
             self.gear_labels = list(self.program.label_lists[task.label_ref])
-            self.scope = self.scopes[1]
+            self.scope = self.gear_scopes[0]
         elif case and tt == ModelTaskType.MODEL_TASK_LABEL_SET and task.label_ref in self.gear_labels:
-            self.scope = self.scopes[1 + self.gear_labels.index(task.label_ref)]
+            self.scope = self.gear_scopes[self.gear_labels.index(task.label_ref)]
         scope = self.scope
         if tt in _LABEL_OP_TYPES:
             op = self.add_op(self.unique(f"{task.op_name}/{task.label}"), _LABEL_OP_TYPES[tt], scope)
@@ -266,6 +337,22 @@ class GraphBuilder:
         if task.op_name not in self.ops:
             self.ops[task.op_name] = self.add_op(self.unique(task.op_name), task.op_type, scope)
         return self.ops[task.op_name]
+
+    def _loop_task_op(self, loop: _LoopBody, task):
+        """A task of the Loop node itself gets an op of its own (`<loop>/<task label>`, typed by what
+        it runs: Copy, LoopEnter, LoopNext, LoopScan, the label ops): from the body's LabelSet to
+        the switch back, in the body subgraph; the ones before (initial copies, LoopEnter, the
+        entry switch) and the exit LabelSet in the graph around it."""
+        tt = task.task_type
+        if tt == ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX and not loop.labels:
+            loop.labels = list(self.program.label_lists[task.label_ref])
+        elif tt == ModelTaskType.MODEL_TASK_LABEL_SET and loop.labels and task.label_ref == loop.labels[0]:
+            self.outside.append(self.scope)
+            self.scope = loop.scope
+        elif tt == ModelTaskType.MODEL_TASK_LABEL_SET and loop.labels and task.label_ref == loop.labels[-1]:
+            self.scope = self.outside.pop()
+        kind = _LABEL_OP_TYPES.get(tt) or task.label.split("_", 1)[-1]
+        return self.add_op(self.unique(f"{task.op_name}/{task.label}"), kind, self.scope)
 
     def _switch_index(self, scope: _Scope, task) -> str:
         """GE's SwitchIndexData: the first gear's Data op for the Case's input 0, the gear index
@@ -292,6 +379,23 @@ class GraphBuilder:
             scope.graph.output.append(src)
         return op
 
+    def _body_output(self, loop: _LoopBody) -> None:
+        """A Loop body's NetOutput: the body's outputs (cond, the carried values, the scan values),
+        each at its bytes' address; input j >= 1 has `_parent_node_index` j - 1, the Loop output
+        it becomes (cond has none)."""
+        scope = loop.scope
+        op = self.add_op(self.unique(f"{loop.node['name']}/body/NetOutput"), "NetOutput", scope)
+        for j, v in enumerate(loop.node["subgraphs"][0]["outputs"]):
+            src = scope.producer.get(v["name"], "")
+            op.input.append(src)
+            td = op.input_desc.add()
+            td.CopyFrom(_tensor_desc(v))
+            if v.get("outer"):
+                td.attr[gears.PARENT_NODE_INDEX].CopyFrom(attr_i(j - 1))
+            addr = self._address(v)
+            op.input_i.append(0 if addr is None else addr)
+            scope.graph.output.append(src)
+
     def finish(self) -> list:
         """The GraphDefs, root first, with every op's id set (tasks refer to ops by id)."""
         outputs = [v["name"] for v in self.g["outputs"]]
@@ -300,8 +404,10 @@ class GraphBuilder:
             net.attr[gears.DYNAMIC_OUTPUT_DIMS].CopyFrom(
                 attr_list_s(dynamic_output_dims(self.program.gears.output_shapes)))
             for i, sub in enumerate(self.case["subgraphs"]):
-                self._net_output(self.scopes[1 + i], [(v, outputs.index(v["outer"])) for v in sub["outputs"]],
+                self._net_output(self.gear_scopes[i], [(v, outputs.index(v["outer"])) for v in sub["outputs"]],
                                  f"NetOutput{SUFFIX}{i}", True)
+        for loop in self.loops.values():
+            self._body_output(loop)
         ops = [op for s in self.scopes for op in s.graph.op]
         for i, op in enumerate(ops):
             op.id = i

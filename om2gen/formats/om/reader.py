@@ -209,9 +209,12 @@ def read(om: OmFile, where: str, stages=None) -> OmModel:
         raise ArchiveError(f"{where}: {e}") from None
 
 
-def _check_labels(program: Program) -> None:
-    """Each label is set by exactly one LABEL_SET task, and every switch/goto jumps forward (om2gen
-    runs branches, not loops: a backward jump could replay forever)."""
+def _check_labels(program: Program, task_graphs: list[str], bodies: dict) -> None:
+    """Each label is set by exactly one LABEL_SET task, and every switch/goto jumps forward, or
+    back only as a Loop's back edge: from a task of a Loop's body subgraph (task_graphs[i]: the
+    graph of task i's op; bodies: the Loop bodies, by graph name) to a label set in the same body.
+    Whether such a loop ends is the model's own matter, as in GE (a replay with a timeout stops
+    at it)."""
     set_at = {}
     for i, task in enumerate(program.tasks):
         if task.task_type == ModelTaskType.MODEL_TASK_LABEL_SET:
@@ -224,9 +227,11 @@ def _check_labels(program: Program) -> None:
             for label in program.label_lists[task.label_ref]:
                 if label not in set_at:
                     raise ArchiveError(f"TASK_INFO task {i} jumps to label {label}, which no LABEL_SET task sets")
-                if set_at[label] <= i:
+                back_edge = task_graphs[i] in bodies and task_graphs[set_at[label]] == task_graphs[i]
+                if set_at[label] <= i and not back_edge:
                     raise ArchiveError(f"TASK_INFO task {i} jumps back to label {label} (set by task "
-                                       f"{set_at[label]}); om2gen runs forward branches only, not loops")
+                                       f"{set_at[label]}); om2gen runs backward jumps only as the back edge of a "
+                                       "Loop, from its body subgraph to a label set in that body")
 
 
 def _check_outputs_written(program: Program) -> None:
@@ -248,10 +253,13 @@ def _read(om: OmFile, stage) -> OmModel:
         raise ArchiveError("MODEL_DEF holds no graph")
     graph = md.graph[0]
     case = gears.gear_case(graph)
-    if len(md.graph) != 1 and case is None:
+    bodies = _loop_bodies(md)
+    if len(md.graph) != 1 + len(bodies) and case is None:
         raise ArchiveError(f"MODEL_DEF holds {len(md.graph)} graphs, but its root graph has no gear Case (a Case op "
-                           f"with {gears.BATCH_NUM}); om2gen runs single-graph OM files and gear models")
+                           f"with {gears.BATCH_NUM}) and {len(bodies)} Loop bodies; om2gen runs OM files whose "
+                           "subgraphs are gears or Loop bodies")
     ops = _ops_by_id(md)
+    graph_of = {op.id: g.name for g in md.graph for op in g.op}
     stage("parse ModelDef")
     integrity.check_partitions(md, om, "")
     stage("check partition digests")
@@ -279,7 +287,8 @@ def _read(om: OmFile, stage) -> OmModel:
         kernels=kernels, tasks=[], constants=[], constants_size=len(weights), work_size=amap.work_size,
         args_size=0, source_digest=hashlib.sha256(bytes(om.partition(PT.MODEL_DEF))).hexdigest(), opsets={},
         label_num=_attr_int(md, "label_num", 0), source_format="classic OM (MODEL_DEF partition)",
-        gears=None if case is None else gears.read_table(md, case, [d for _, d in inputs], [d for _, d in outputs]))
+        gears=None if case is None else gears.read_table(md, case, [d for _, d in inputs], [d for _, d in outputs],
+                                                         set(bodies)))
     if len(weights):
         program.constants.append(Constant("WEIGHTS_DATA", np.frombuffer(weights, np.uint8), 0))
     model = OmModel(program, md, weights, so_bins, custom_items)
@@ -287,12 +296,14 @@ def _read(om: OmFile, stage) -> OmModel:
         raise ArchiveError(f"MODEL_DEF says label_num {program.label_num}, but TASK_INFO has only "
                            f"{len(mtd.task)} tasks to set them")
     args_offset = 0
+    task_graphs = []
     for t, td in enumerate(mtd.task):
         task = _task(t, td, ops, amap, program, model, index_of, args_offset)
         program.tasks.append(task)
+        task_graphs.append(graph_of[_op_index(td)])
         args_offset += (task.args_size + 7) // 8 * 8
     program.args_size = args_offset
-    _check_labels(program)
+    _check_labels(program, task_graphs, bodies)
     _check_outputs_written(program)
     program.graph_json = _graph_json(md, case, program)
     # last: a MODEL_DEF edit the checks above refuse is named by them, not as a disagreement here
@@ -325,6 +336,31 @@ def _ops_by_id(md) -> dict:
                                    "is its own")
             ops[op.id] = op
     return ops
+
+
+def _loop_bodies(md) -> dict:
+    """{graph name: the Loop op whose body it is}: every Loop op (in any graph) names one body
+    subgraph that MODEL_DEF holds and no other op names."""
+    graphs = {g.name for g in md.graph[1:]}
+    bodies = {}
+    for g in md.graph:
+        for op in g.op:
+            if op.type != "Loop":
+                continue
+            names = list(op.subgraph_name)
+            if len(names) != 1 or names[0] not in graphs or names[0] in bodies or names[0] == g.name:
+                raise ArchiveError(f"Loop op {op.name!r} names the subgraphs {names}; a Loop names one body, a graph "
+                                   f"of MODEL_DEF ({sorted(graphs)}) that no other Loop names")
+            bodies[names[0]] = op
+    return bodies
+
+
+def _op_index(td) -> int:
+    """The OpDef id a TaskDef refers to (where, by its type; _task has checked it exists)."""
+    part = {ModelTaskType.MODEL_TASK_LABEL_SET: "label_set",
+            ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX: "label_switch_by_index",
+            ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO: "label_goto_ex"}.get(ModelTaskType(td.type))
+    return getattr(td, part).op_index if part else td.kernel.context.op_index
 
 
 def _op(ops: dict, index: int, where: str):
@@ -473,7 +509,8 @@ def _graph_json(md, case, program: Program) -> GraphJson:
     gear's subgraph (lower/graph_json.py)."""
     io = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
     root = md.graph[0]
-    nodes = _nodes(root)
+    graphs = {g.name: g for g in md.graph}
+    nodes = _nodes(root, graphs)
     if case is not None:
         g = program.gears
         subgraphs = {sub.name: sub for sub in md.graph[1:]}
@@ -482,7 +519,7 @@ def _graph_json(md, case, program: Program) -> GraphJson:
                          "user_designate_shape_order": list(g.order),
                          **{f"pred_value_{i}": list(v) for i, v in enumerate(g.values)}}
         node["subgraphs"] = [{"name": branch_key(i), **_subgraph_io(subgraphs[name], program),
-                              "nodes": _nodes(subgraphs[name])} for i, name in enumerate(case.subgraph_name)]
+                              "nodes": _nodes(subgraphs[name], graphs)} for i, name in enumerate(case.subgraph_name)]
     return {"name": root.name or program.name, "inputs": [io(d) for d in program.inputs],
             "outputs": [io(d) for d in program.outputs], "nodes": nodes}
 
@@ -506,12 +543,29 @@ def _subgraph_io(graph, program: Program) -> dict:
     return {"inputs": inputs, "outputs": outputs}
 
 
-def _nodes(graph) -> list:
+def _nodes(graph, graphs: dict) -> list:
+    """The graph's nodes as the dump has them; a Loop's with its body (graphs: MODEL_DEF's, by name)."""
     nodes = []
     for op in graph.op:
         if op.type in ("Data", "Const", "NetOutput", "LabelSet", "LabelSwitchByIndex", "LabelGotoEx"):
             continue
         attrs = {k: v for k, v in sorted((k, _attr_value(a)) for k, a in op.attr.items())
                  if v is not None and not k.startswith("_") and k not in ("tvm_magic", "tvm_blockdim")}
-        nodes.append({"name": op.name, "op_type": op.type, "fused_from": _fused_from(op), "attrs": attrs})
+        node = {"name": op.name, "op_type": op.type, "fused_from": _fused_from(op), "attrs": attrs}
+        if op.type == "Loop":   # _loop_bodies has checked it names one body
+            body = graphs[op.subgraph_name[0]]
+            node["subgraphs"] = [{"name": "body", **_body_io(body), "nodes": _nodes(body, graphs)}]
+        nodes.append(node)
     return nodes
+
+
+def _body_io(graph) -> dict:
+    """A Loop body's inputs (its Data ops, by index) and outputs (its NetOutput's)."""
+    def value(td, name: str) -> dict:
+        dt = _BY_GE_PROTO.get(td.dtype)
+        return {"name": name, "dtype": dt.name if dt else str(td.dtype), "shape": list(td.shape.dim)}
+    data = [op for op in graph.op if op.type == "Data" and op.output_desc]
+    data.sort(key=lambda op: op.attr["index"].i if "index" in op.attr else 0)
+    nets = [op for op in graph.op if op.type == "NetOutput"]
+    outputs = [value(td, td.name or f"output {j}") for j, td in enumerate(nets[0].input_desc)] if nets else []
+    return {"inputs": [value(op.output_desc[0], op.name) for op in data], "outputs": outputs}
