@@ -292,13 +292,16 @@ def test_a_loop_in_a_gear_model(fmt, tmp_path):
                input_shapes={"x": (-1, 3)}, dynamic_batch_size=[1, 2, 4])
 
 
-def slice_by_iteration_model(trips_input: bool):
+def slice_by_iteration_model(trips_input: bool, opset: int = 17):
     """ONNX's own test_loop11: the body Slices a constant by iteration_num, so its shapes need the
     iteration number at compile time."""
     x = np.array([1, 2, 3, 4, 5], np.float32)
+
+    def unsqueeze(src, out):
+        return mk("Unsqueeze", [src], [out], axes=[0]) if opset < 13 else mk("Unsqueeze", [src, "axes"], [out])
     body = helper.make_graph(
         [mk("Identity", ["c_in"], ["c_out"]), mk("Add", ["i", "one"], ["end"]),
-         mk("Unsqueeze", ["i", "axes"], ["start1"]), mk("Unsqueeze", ["end", "axes"], ["end1"]),
+         unsqueeze("i", "start1"), unsqueeze("end", "end1"),
          mk("Slice", ["x", "start1", "end1"], ["piece"]), mk("Add", ["y_in", "piece"], ["y_out"]),
          mk("Identity", ["y_out"], ["row"])],
         "body", counter_inputs(("y_in", T.FLOAT, [1])),
@@ -310,7 +313,22 @@ def slice_by_iteration_model(trips_input: bool):
         inputs.append(("M", T.INT64, []))
     else:
         inits["M"] = np.array(5, np.int64)
-    return model(nodes, inputs, [("y", T.FLOAT, [1]), ("rows", T.FLOAT, [5, 1])], inits)
+    return model(nodes, inputs, [("y", T.FLOAT, [1]), ("rows", T.FLOAT, [5, 1])], inits, opset)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 16])
+def test_opsets(opset, tmp_path):
+    """Loop-11, -13 and -16 differ only in the types they allow (sequences, optionals): the RNN
+    with scan outputs and the unrolled loop at each (opset 11: Unsqueeze's axes an attribute)."""
+    body = rnn_body()
+    nodes = [mk("Loop", ["M", "cond", "h0"], ["h", "hs"], body=body, name="rnn")]
+    m = model(nodes, [("x", T.FLOAT, [3, 1, 4]), ("h0", T.FLOAT, [1, 8])],
+              [("h", T.FLOAT, [1, 8]), ("hs", T.FLOAT, [3, 1, 8])],
+              {"M": np.array(3, np.int64), "cond": np.array(True), **rnn_weights()}, opset)
+    check_runs(m, [{"x": rand(3, 1, 4), "h0": rand(1, 8, seed=7)}], tmp_path, "om2")
+    (tmp_path / "unrolled").mkdir()
+    check_runs(slice_by_iteration_model(False, opset), [{"y0": np.array([-2], np.float32)}], tmp_path / "unrolled",
+               "om2")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
