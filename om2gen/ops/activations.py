@@ -27,6 +27,7 @@ def _hard_sigmoid(a: Arith, x: str, alpha: float, beta: float) -> str:
 
 class Activation(Op):
     """Float-only activations: body(a, x) is the result given the loaded input."""
+    dynamic_shapes = True
 
     def infer(self, node, ins):
         require_dtype(node, ins[0], FLOATS)
@@ -133,6 +134,7 @@ class ThresholdedRelu(Activation):
 @register("Shrink", since=9)
 class Shrink(Op):
     """x < -lambd: x + bias; x > lambd: x - bias; else 0. Integers compute in double and convert back."""
+    dynamic_shapes = True
     attrs = {"bias": 0.0, "lambd": 0.5}
 
     def infer(self, node, ins):
@@ -156,6 +158,7 @@ class Shrink(Op):
 @register("PRelu", since=7)
 class PRelu(Op):
     """y = x < 0 ? slope * x : x; slope broadcasts to X (unidirectionally)."""
+    dynamic_shapes = True
 
     def slope_shape(self, node, x, slope) -> tuple[int, ...]:
         return slope.shape

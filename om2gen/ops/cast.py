@@ -51,6 +51,8 @@ def _target(node, code) -> DType:
 
 
 class CastBase(Op):
+    dynamic_shapes = True
+
     def target(self, node, ins) -> DType:
         raise NotImplementedError
 

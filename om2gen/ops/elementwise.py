@@ -163,6 +163,7 @@ class UnaryF32(Op):
 @register("Clip", since=6)
 class ClipAttr(Op):
     """Clip-6: bounds are attributes."""
+    dynamic_shapes = True
     attrs = {"min": float(-3.4028234663852886e38), "max": float(3.4028234663852886e38)}
 
     def infer(self, node, ins):

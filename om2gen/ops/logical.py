@@ -22,6 +22,8 @@ def _broadcast_out(node, ins, dtype):
 
 @register("Not", since=1)
 class Not(Op):
+    dynamic_shapes = True
+
     def infer(self, node, ins):
         require_dtype(node, ins[0], ("bool",))
         return [common.out(BOOL, ins[0].shape)]
@@ -35,6 +37,8 @@ _LOGIC = {"And": "(x0 && x1)", "Or": "(x0 || x1)", "Xor": "(!x0 != !x1)"}
 
 @register("And", "Or", "Xor", since=7)
 class Logic(Op):
+    dynamic_shapes = True
+
     def infer(self, node, ins):
         for v in ins:
             require_dtype(node, v, ("bool",))
@@ -50,6 +54,8 @@ _COMPARE = {"Equal": "==", "Less": "<", "LessOrEqual": "<=", "Greater": ">", "Gr
 @register("Equal", "Less", "Greater", since=7)
 @register("LessOrEqual", "GreaterOrEqual", since=12)
 class Compare(Op):
+    dynamic_shapes = True
+
     def infer(self, node, ins):
         require_dtype(node, ins[0], NUMERIC + (("bool",) if node.op_type == "Equal" else ()))
         require_same_dtype(node, ins)
@@ -63,6 +69,7 @@ class Compare(Op):
 @register("Where", since=9)
 class Where(Op):
     """Selects bytes, so every dtype works (float16 included) with no conversion."""
+    dynamic_shapes = True
 
     def infer(self, node, ins):
         cond, x, y = ins
@@ -76,6 +83,8 @@ class Where(Op):
 
 @register("IsNaN", since=9)
 class IsNaN(Op):
+    dynamic_shapes = True
+
     def infer(self, node, ins):
         require_dtype(node, ins[0], FLOATS)
         return [common.out(BOOL, ins[0].shape)]
@@ -87,6 +96,7 @@ class IsNaN(Op):
 
 @register("IsInf", since=10)
 class IsInf(Op):
+    dynamic_shapes = True
     attrs = {"detect_negative": 1, "detect_positive": 1}
 
     def infer(self, node, ins):
@@ -108,6 +118,7 @@ class BitShift(Op):
     """Shifts of any integer type (opset 11 defines unsigned ones; signed from opset 28): a shift
     amount that is negative or at least the bit width gives the sign fill (0, or -1 for a right
     shift of a negative value), where C would be undefined."""
+    dynamic_shapes = True
     attrs = {"direction": ""}
 
     def infer(self, node, ins):

@@ -129,6 +129,8 @@ _UNARY_UNSIGNED = {
 @register("Erf", "Sign", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", since=9)
 @register("Round", since=11)
 class Unary(Op):
+    dynamic_shapes = True
+
     def allowed(self) -> tuple[str, ...]:
         t = self.op_type
         return FLOATS + (SIGNED if t in _UNARY_SIGNED else ()) + (UNSIGNED if t in _UNARY_UNSIGNED else ())
@@ -156,6 +158,7 @@ class Unary(Op):
 class Pow(Op):
     """Y = X ^ E; the result has X's dtype. float/float16 pairs use powf; any other pair goes
     through double pow (as ONNX Runtime's std::pow), integer results truncate toward zero."""
+    dynamic_shapes = True
 
     def infer(self, node, ins):
         x, e = ins
@@ -185,6 +188,7 @@ class Pow(Op):
 class Mod(Op):
     """fmod=1: the remainder has the dividend's sign (C fmod / %); fmod=0: the divisor's sign
     (Python/numpy mod). An integer divisor of 0 gives 0 (numpy's choice; ONNX leaves it undefined)."""
+    dynamic_shapes = True
     attrs = {"fmod": 0}
 
     def infer(self, node, ins):
@@ -220,6 +224,7 @@ class Mod(Op):
 # --- variadic Min / Max / Sum / Mean -------------------------------------------------------------
 
 class Variadic(Op):
+    dynamic_shapes = True
     allowed: tuple[str, ...] = NUMERIC
 
     def infer(self, node, ins):

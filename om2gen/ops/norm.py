@@ -14,6 +14,7 @@ from .registry import Op, register
 
 @register("BatchNormalization", since=7)
 class BatchNormalization(Op):
+    dynamic_shapes = True
     attrs = {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1}
 
     def infer(self, node, ins):

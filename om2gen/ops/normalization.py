@@ -43,6 +43,7 @@ def _along_axis_call(node: Node, x: Value, y: Value, layout: tuple[int, int, int
 @register("LogSoftmax", "Hardmax", since=1)
 class AxisSoftmaxFamily(Op):
     """Opsets before 13: the input is coerced to 2-D at `axis` (default 1)."""
+    dynamic_shapes = True
     attrs = {"axis": 1}
 
     def layout(self, node, x) -> tuple[int, int, int]:
@@ -74,6 +75,7 @@ class AxisSoftmaxFamily13(AxisSoftmaxFamily):
 
 @register("LpNormalization", since=1)
 class LpNormalization(Op):
+    dynamic_shapes = True
     attrs = {"axis": -1, "p": 2}
 
     def infer(self, node, ins):
@@ -185,6 +187,7 @@ def _per_channel(node: Node, v: Value | None, count: int, what: str) -> None:
 
 @register("InstanceNormalization", since=6)
 class InstanceNormalization(Op):
+    dynamic_shapes = True
     attrs = {"epsilon": 1e-5}
 
     def infer(self, node, ins):
@@ -206,6 +209,7 @@ class InstanceNormalization(Op):
 @register("GroupNormalization", since=18)
 class GroupNormalization(Op):
     """GroupNormalization-18: scale and bias hold one value per group."""
+    dynamic_shapes = True
     attrs = {"epsilon": 1e-5, "num_groups": REQUIRED}
     per_channel = False
 
@@ -250,6 +254,7 @@ class GroupNormalization21(GroupNormalization):
 
 @register("MeanVarianceNormalization", since=9)
 class MeanVarianceNormalization(Op):
+    dynamic_shapes = True
     attrs = {"axes": [0, 2, 3]}
 
     def axes(self, node, x) -> list[int]:

@@ -46,6 +46,7 @@ X_IN, W_IN, R_IN, B_IN, LENS_IN, H0_IN, C0_IN, P_IN = range(8)
 
 
 class _Recurrent(Op):
+    dynamic_shapes = True
     gates: ClassVar[int]                 # gate blocks stacked in W/R: RNN 1, GRU 3 (zrh), LSTM 4 (iofc)
     default_acts: ClassVar[tuple[str, ...]]
     n_outputs: ClassVar[int]

@@ -213,6 +213,7 @@ register(*(t for t in _REDUCTIONS if t != "ReduceSum"), since=18)(ReduceAxesInpu
 @register("GlobalMaxPool", since=1)
 class GlobalMaxPool(Op):
     """Max over the spatial dims of N x C x D1 x ... (output N x C x 1 x ...)."""
+    dynamic_shapes = True
 
     def reduction(self, node) -> Reduction:
         return _REDUCTIONS["ReduceMax"]
@@ -272,6 +273,7 @@ def chunk_len(inner: int, chunk: int) -> str:
 
 @register("ArgMax", "ArgMin", since=1)
 class ArgReduce(Op):
+    dynamic_shapes = True
     attrs = {"axis": 0, "keepdims": 1}
 
     def infer(self, node, ins):
@@ -307,6 +309,7 @@ class ArgReduce12(ArgReduce):
 
 @register("CumSum", since=11)
 class CumSum(Op):
+    dynamic_shapes = True
     attrs = {"exclusive": 0, "reverse": 0}
     allowed = _FLOATS | {"int32", "int64", "uint32", "uint64"}
 

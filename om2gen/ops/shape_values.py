@@ -60,6 +60,7 @@ class Size(Op):
 
 @register("ConstantOfShape", since=9)
 class ConstantOfShape(Op):
+    dynamic_shapes = True
     attrs = {"value": None}
 
     def value(self, node) -> np.ndarray:
@@ -130,6 +131,7 @@ class Range(Op):
 
 @register("EyeLike", since=9)
 class EyeLike(Op):
+    dynamic_shapes = True
     attrs = {"dtype": None, "k": 0}
 
     def infer(self, node, ins):
