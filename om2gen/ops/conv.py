@@ -63,13 +63,23 @@ def spatial_pads(node, attr, in_sizes, kernel, strides, dilations) -> list[int]:
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         begin, end = [], []
         for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
-            out = -(-size // s)
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            out = symbolic.ceildiv(size, s) if isinstance(size, symbolic.Expr) else -(-size // s)
+            total = (out - 1) * s + (k - 1) * d + 1 - size
+            total = symbolic.smax(0, total) if isinstance(total, symbolic.Expr) else max(0, total)
             small, big = total // 2, total - total // 2
             begin.append(small if auto == "SAME_UPPER" else big)
             end.append(big if auto == "SAME_UPPER" else small)
         return begin + end
     raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): auto_pad {auto!r} is not supported")
+
+
+def same_sizes(attr, sizes, strides, outs) -> list:
+    """The output sizes, those of dynamic dims under auto_pad SAME_* written as the spec's
+    ceil(size / stride): what the pads of spatial_pads give, without their max(0, ...)."""
+    auto = attr("auto_pad")
+    if (auto.decode() if isinstance(auto, bytes) else auto) not in ("SAME_UPPER", "SAME_LOWER"):
+        return outs
+    return [symbolic.ceildiv(n, s) if isinstance(o, symbolic.Expr) else o for n, s, o in zip(sizes, strides, outs)]
 
 
 def explicit_pads(node, value, rank: int) -> list[int]:
@@ -94,6 +104,8 @@ def _below_max(node, what: str, ints: list[int]) -> None:
 
 def out_size(size, k, s, d, pb, pe, ceil_mode=False) -> int:
     span = size + pb + pe - ((k - 1) * d + 1)
+    if isinstance(span, symbolic.Expr):   # a dynamic dim: the same floor and ceiling, as expressions
+        return (symbolic.ceildiv(span, s) if ceil_mode else symbolic.floordiv(span, s)) + 1
     return (math.ceil(span / s) if ceil_mode else span // s) + 1
 
 
@@ -172,6 +184,7 @@ class Conv(Op):
         dil = spatial_ints(node, self.attr(node, "dilations"), r, "dilations", 1, minimum=1)
         pads = spatial_pads(node, lambda a: self.attr(node, a), sizes, kernel, strides, dil)
         outs = [out_size(sizes[i], kernel[i], strides[i], dil[i], pads[i], pads[r + i]) for i in range(r)]
+        outs = same_sizes(lambda a: self.attr(node, a), sizes, strides, outs)
         if any(o <= 0 for o in outs):
             raise ShapeError(f"node {node.name!r} (Conv): output would be empty ({outs})")
         (D, H, W), (KD, KH, KW), (OD, OH, OW) = as3(sizes, 1), as3(kernel, 1), as3(outs, 1)

@@ -9,6 +9,7 @@ ever write the same output element. Every rank is lowered as 3-D with leading si
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.program import KernelCall
 from . import common
 from .conv import MAX_UNROLLED_COLS, as3, explicit_pads, kernel_columns, kernel_of, spatial_ints, spatial_rank
@@ -17,6 +18,7 @@ from .registry import Op, register
 
 @register("ConvTranspose", since=1)
 class ConvTranspose(Op):
+    dynamic_shapes = True
     attrs = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "output_padding": None,
              "output_shape": None, "pads": None, "strides": None}
 
@@ -53,7 +55,8 @@ class ConvTranspose(Op):
             # pads follow from the requested size; the odd one goes to the end for SAME_UPPER
             begin = []
             for i in range(r):
-                total = max(0, full[i] - outs[i])
+                total = full[i] - outs[i]
+                total = symbolic.smax(0, total) if isinstance(total, symbolic.Expr) else max(0, total)
                 begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
         else:
             pads = [0] * (2 * r) if auto == "VALID" else explicit_pads(node, self.attr(node, "pads"), r)

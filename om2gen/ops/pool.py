@@ -18,7 +18,7 @@ from ..ir import symbolic
 from ..ir.dtypes import INT64
 from ..ir.program import KernelCall
 from . import common, conv
-from .conv import as3, out_size, spatial_ints, spatial_pads, spatial_rank
+from .conv import as3, out_size, same_sizes, spatial_ints, spatial_pads, spatial_rank
 from .registry import REQUIRED, Op, register
 
 _MAX_INIT = {"float32": "-INFINITY", "float64": "-INFINITY", "int8": "INT8_MIN", "uint8": "0"}
@@ -26,6 +26,7 @@ _MAX_INIT = {"float32": "-INFINITY", "float64": "-INFINITY", "int8": "INT8_MIN",
 
 class Pool(Op):
     """The windowed pools. Attributes absent from a version's `attrs` take their neutral value."""
+    dynamic_shapes = True
     attrs = {"auto_pad": "NOTSET", "kernel_shape": REQUIRED, "pads": None, "strides": None}
     kind = ""
     dtypes = ("float32",)
@@ -33,8 +34,8 @@ class Pool(Op):
     def opt(self, node, name, neutral):
         return self.attr(node, name) if name in self.attrs else neutral
 
-    def geometry(self, node, ins):
-        x = ins[0]
+    def windows(self, node, x) -> tuple:
+        """(rank, sizes, kernel, strides, dilations, pads, ceil_mode, output sizes) per spatial dim."""
         r = spatial_rank(node, x)
         kernel = [int(v) for v in self.attr(node, "kernel_shape")]
         if len(kernel) != r or min(kernel) <= 0:
@@ -48,11 +49,19 @@ class Pool(Op):
         outs = []
         for i in range(r):
             o = out_size(sizes[i], kernel[i], strides[i], dil[i], pads[i], pads[r + i], ceil)
-            if ceil and (o - 1) * strides[i] >= sizes[i] + pads[i]:
+            if ceil and isinstance(o, symbolic.Expr):
+                o = _last_window_inside(o, sizes[i], kernel[i], strides[i], dil[i], pads[i], pads[r + i])
+            elif ceil and (o - 1) * strides[i] >= sizes[i] + pads[i]:
                 o -= 1  # the last window must start inside the (begin-padded) input
             outs.append(o)
+        outs = same_sizes(lambda a: self.attr(node, a), sizes, strides, outs)
         if any(o <= 0 for o in outs):
             raise ShapeError(f"node {node.name!r} ({node.op_type}): output would be empty ({outs})")
+        return r, sizes, kernel, strides, dil, pads, ceil, outs
+
+    def geometry(self, node, ins):
+        x = ins[0]
+        r, sizes, kernel, strides, dil, pads, ceil, outs = self.windows(node, x)
         dims = []
         for name, size, k, s, d, pb, pe, o in zip("dhw", as3(sizes, 1), as3(kernel, 1), as3(strides, 1),
                                                    as3(dil, 1), as3(pads[:r], 0), as3(pads[r:], 0), as3(outs, 1)):
@@ -68,8 +77,8 @@ class Pool(Op):
 
     def infer(self, node, ins):
         self.check_dtype(node, ins[0])
-        g = self.geometry(node, ins)
-        return [common.out(ins[0].dtype, (g["N"], g["C"], *g["out_spatial"]))]
+        x = ins[0]
+        return [common.out(x.dtype, (x.shape[0], x.shape[1], *self.windows(node, x)[-1]))]
 
     def params(self, node, ins, g) -> dict:
         return {}
@@ -100,6 +109,17 @@ class Pool(Op):
 _KIND_TITLES = {"max": "Max", "avg": "Average", "lp": "Lp"}
 
 
+def _last_window_inside(o, size, k, s, d, pb, pe):
+    """ceil_mode's output size o of a dynamic dim, less the last window where it would start past
+    the begin-padded input: min(o, (size + pb - 1) // s + 1). That is the static rule (one window
+    less where (o - 1) * s >= size + pb) wherever o exceeds the bound by at most one, which holds
+    when the end pad is no wider than the window."""
+    if pe > (k - 1) * d + 1:
+        raise symbolic.Undecidable(f"ceil_mode's last window over a dim of {size} with an end pad ({pe}) wider than "
+                                   f"the window ({(k - 1) * d + 1})")
+    return symbolic.smin(o, symbolic.floordiv(size + pb - 1, s) + 1)
+
+
 def interior_columns(g) -> dict | None:
     """The output columns [lo, hi) of a 2-D undilated pool whose window lies wholly inside the input row,
     for the kernel's unchecked (vectorised) loop; None when there are none or the pool is not 2-D."""
@@ -117,7 +137,6 @@ def interior_columns(g) -> dict | None:
 
 @register("MaxPool", since=1)
 class MaxPool1(Pool):
-    dynamic_shapes = True
     kind = "max"
     dtypes = ("float32", "float64", "int8", "uint8")
 

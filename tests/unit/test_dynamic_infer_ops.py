@@ -102,6 +102,39 @@ def test_batch_instance_and_group_normalization():
         ("N", "3", "H", "W")
 
 
+def test_pools_floor_and_ceil_mode():
+    assert _one("AveragePool", ["x"], X4, S4, kernel_shape=[3, 2], strides=[3, 2])["y"] == \
+        ("N", "3", "H // 3", "W // 2")                  # (H - 3) // 3 + 1
+    # ceil_mode: ceil((H - 2) / 2) + 1 windows, none starting past the input: ceil(H / 2)
+    assert _one("AveragePool", ["x"], X4, S4, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)["y"] == \
+        ("N", "3", "(H - 1) // 2 + 1", "(W - 1) // 2 + 1")
+    assert _one("MaxPool", ["x"], X4, S4, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)["y"] \
+        == ("N", "3", "H // 2 + 1", "W // 2 + 1")
+    assert _one("MaxPool", ["x"], X4, S4, kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")["y"] == \
+        ("N", "3", "(H + 1) // 2", "(W + 1) // 2")
+    assert _one("LpPool", ["x"], X4, S4, kernel_shape=[2, 2])["y"] == ("N", "3", "H - 1", "W - 1")
+    assert _one("GlobalMaxPool", ["x"], X4, S4)["y"] == ("N", "3", "1", "1")
+
+
+def test_a_pool_may_be_empty_for_small_sizes():
+    """A 3-wide window over W >= 1: W = 1 or 2 gives no output, which only the run knows."""
+    m = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], name="pool")], X4, ["y"])
+    assert "pool (MaxPool): it asks 'W - 2 <= 0'" in _refused(m, {"x": (1, 3, 8, -1)})
+
+
+def test_conv_same_padding_and_conv_transpose():
+    w = {"w": np.ones((4, 3, 3, 3), np.float32)}
+    assert _one("Conv", ["x", "w"], X4, S4, inits=w, strides=[2, 2], auto_pad="SAME_UPPER")["y"] == \
+        ("N", "4", "(H + 1) // 2", "(W + 1) // 2")
+    wt = {"w": np.ones((3, 5, 2, 2), np.float32)}
+    assert _one("ConvTranspose", ["x", "w"], X4, S4, inits=wt, strides=[2, 2])["y"] == ("N", "5", "2*H", "2*W")
+    wt = {"w": np.ones((3, 5, 4, 4), np.float32)}
+    assert _one("ConvTranspose", ["x", "w"], X4, S4, inits=wt, strides=[2, 2], pads=[1, 1, 1, 1],
+                output_padding=[1, 0])["y"] == ("N", "5", "2*H + 1", "2*W")
+    assert _one("ConvTranspose", ["x", "w"], X4, S4, inits=wt, strides=[2, 2], auto_pad="SAME_UPPER")["y"] == \
+        ("N", "5", "2*H", "2*W")
+
+
 # --- recurrent, reductions, generators ---------------------------------------------------------
 
 def test_lstm_and_gru_over_a_dynamic_sequence_and_batch():
