@@ -12,6 +12,7 @@ import numpy as np
 
 from ..codegen.literals import c_float, c_int
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.dtypes import DType
 from ..ir.graph import Node, Value
 from ..ir.program import Alias, KernelCall
@@ -78,9 +79,39 @@ def strided_copy(node: Node, src: Value, dst: Value, dims, strides, offset: int 
 # ---------------------------------------------------------------------------------------------
 # Slice
 
+# No dim om2gen compiles reaches this (frontend/limits.py: a dim is at most the elements a tensor
+# may have, which $OM2GEN_MAX_TENSOR_ELEMENTS sets to 2^48 at most): a slice bound this far out
+# (exporters write INT64_MAX for "to the end") is past the end of any dynamic dim, bounded or not.
+_PAST_ANY_DIM = 1 << 48
+
+
+def _index(v):
+    """A slice bound: an int, or an Expr computed from the input shapes."""
+    return v if isinstance(v, symbolic.Expr) else int(v)
+
+
+def _dynamic_range(s, e, step: int, n) -> tuple:
+    """(first index, length) of slice(s, e, step) over a dim of n where s, e or n is an Expr: the
+    spec's clamping written with smin/smax. Whether a bound counts from the end (is negative) must
+    be decided here; the first index of an empty slice is any clamped start."""
+    def clamp(i, lo, hi):
+        if isinstance(i, int) and i >= _PAST_ANY_DIM:
+            return hi
+        if isinstance(i, int) and i <= -_PAST_ANY_DIM:
+            return lo
+        return symbolic.smax(lo, symbolic.smin(i + n if i < 0 else i, hi))
+
+    if step > 0:
+        first, stop = clamp(s, 0, n), clamp(e, 0, n)
+        return first, symbolic.smax(0, symbolic.ceildiv(stop - first, step))
+    first, stop = clamp(s, -1, n - 1), clamp(e, -1, n - 1)
+    return first, symbolic.smax(0, symbolic.ceildiv(first - stop, -step))
+
+
 @register("Slice", since=1)
 class Slice(Op):
     """Slice-1: starts, ends and axes are attributes."""
+    dynamic_shapes = True
     attrs = {"starts": REQUIRED, "ends": REQUIRED, "axes": None}
 
     def spec(self, node, ins):
@@ -94,7 +125,7 @@ class Slice(Op):
             raise ShapeError(f"node {node.name!r} (Slice): input {ins[0].name!r} is a scalar; Slice needs a tensor "
                              "of rank 1 or more")
         starts, ends, axes, steps = self.spec(node, ins)
-        starts, ends = [int(s) for s in starts], [int(e) for e in ends]
+        starts, ends = [_index(s) for s in starts], [_index(e) for e in ends]
         axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]
         steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
         if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -109,10 +140,14 @@ class Slice(Op):
             seen.add(a)
             if st == 0:
                 raise ShapeError(f"node {node.name!r} (Slice): step 0 on axis {a}")
-            # Python's slice clamping is the spec's: negatives count from the end, then clamp to
-            # [0, dim] (step > 0) or [-1, dim - 1] (step < 0).
-            r = range(*slice(s, e, st).indices(shape[a]))
-            first[a], step[a], length[a] = (r.start if len(r) else 0), st, len(r)
+            if symbolic.is_static((s, e, shape[a])):
+                # Python's slice clamping is the spec's: negatives count from the end, then clamp to
+                # [0, dim] (step > 0) or [-1, dim - 1] (step < 0).
+                r = range(*slice(s, e, st).indices(shape[a]))
+                first[a], step[a], length[a] = (r.start if len(r) else 0), st, len(r)
+            else:
+                first[a], length[a] = _dynamic_range(s, e, st, shape[a])
+                step[a] = st
         return first, step, length
 
     def infer(self, node, ins):
@@ -145,6 +180,7 @@ class Slice10(Slice):
 class Split(Op):
     """Split-1/2/11: sizes from the `split` attribute (Split-1 may also give them as input 1),
     else equal parts."""
+    dynamic_shapes = True
     attrs = {"axis": 0, "split": None}
 
     def given_sizes(self, node, ins):
@@ -163,7 +199,7 @@ class Split(Op):
         a = common.axis(node, int(self.attr(node, "axis")), len(shape))
         n_out = len(node.outputs)
         sizes = self.given_sizes(node, ins)
-        sizes = self.equal_sizes(node, n_out, shape[a]) if sizes is None else [int(s) for s in sizes]
+        sizes = self.equal_sizes(node, n_out, shape[a]) if sizes is None else [_index(s) for s in sizes]
         if len(sizes) != n_out or any(s < 0 for s in sizes) or sum(sizes) != shape[a]:
             raise ShapeError(f"node {node.name!r} (Split): sizes {sizes} do not split dim {a} of size {shape[a]} "
                              f"into {n_out} outputs")
@@ -223,6 +259,8 @@ class Split18(Split13):
 
 @register("Expand", since=8)
 class Expand(Op):
+    dynamic_shapes = True
+
     def infer(self, node, ins):
         shape = common.const_ints(node, ins[1], "the target shape")
         return [common.out(ins[0].dtype, common.broadcast_shape(node, ins[0].shape, tuple(shape)))]
@@ -234,6 +272,8 @@ class Expand(Op):
 
 @register("Tile", since=6)
 class Tile(Op):
+    dynamic_shapes = True
+
     def repeats(self, node, ins) -> list[int]:
         reps = common.const_ints(node, ins[1], "repeats")
         if len(reps) != len(ins[0].shape) or any(r < 0 for r in reps):
@@ -257,6 +297,8 @@ class Tile(Op):
 # DepthToSpace, SpaceToDepth: a 6-D view of the input, transposed
 
 class _BlockRearrange(Op):
+    dynamic_shapes = True
+
     def mode(self, node) -> str:
         return "DCR"
 
@@ -375,6 +417,7 @@ def pad_source_index(mode: str, x: int, n: int) -> int:
 @register("Pad", since=2)
 class Pad(Op):
     """Pad-2: pads, mode and value are attributes."""
+    dynamic_shapes = True
     attrs = {"pads": REQUIRED, "mode": "constant", "value": 0.0}
     modes = ("constant", "reflect", "edge")
 
@@ -413,7 +456,7 @@ class Pad(Op):
         if any(d < 0 for d in shape):
             raise ShapeError(f"node {node.name!r} (Pad): pads {pads} crop {list(ins[0].shape)} below zero")
         for n, (b, e) in zip(ins[0].shape, pads):
-            if n == 0 and mode != "constant" and (b > 0 or e > 0):
+            if mode != "constant" and (b > 0 or e > 0) and n == 0:   # (n asked last: it may be dynamic)
                 raise ShapeError(f"node {node.name!r} (Pad): cannot pad an empty dim in {mode} mode")
         return [common.out(ins[0].dtype, shape)]
 
@@ -505,6 +548,7 @@ class Pad11(Pad):
 
 @register("Trilu", since=14)
 class Trilu(Op):
+    dynamic_shapes = True
     attrs = {"upper": 1}
 
     def infer(self, node, ins):

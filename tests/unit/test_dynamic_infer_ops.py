@@ -9,7 +9,8 @@ from om2gen.errors import UnsupportedOpError
 from om2gen.frontend.onnx_import import import_onnx
 from om2gen.ir import symbolic
 
-F, BOOL = TensorProto.FLOAT, TensorProto.BOOL
+F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+INT64_MAX = np.iinfo(np.int64).max
 
 
 def _model(nodes, inputs: dict, outputs, inits: dict | None = None, opset: int = 17):
@@ -135,6 +136,95 @@ def test_conv_same_padding_and_conv_transpose():
         ("N", "5", "2*H", "2*W")
 
 
+# --- movement: Slice, Split, Pad, Expand, Tile, DepthToSpace -------------------------------------
+
+def _slice(shapes, starts, ends, axes, steps=None, dims=("N", "S", 8)):
+    inits = {"st": np.array(starts, np.int64), "en": np.array(ends, np.int64), "ax": np.array(axes, np.int64)}
+    ins = ["x", "st", "en", "ax"]
+    if steps is not None:
+        inits["sp"] = np.array(steps, np.int64)
+        ins.append("sp")
+    return _one("Slice", ins, {"x": (F, list(dims))}, {"x": shapes}, inits=inits)["y"]
+
+
+def test_slice_clamps_symbolically():
+    s = ("1~8", "1~64", 8)
+    assert _slice(s, [1], [INT64_MAX], [1]) == ("N", "S - 1", "8")
+    assert _slice(s, [0], [INT64_MAX], [1], [2]) == ("N", "(S + 1) // 2", "8")
+    assert _slice(s, [-1], [-INT64_MAX], [1], [-1]) == ("N", "S", "8")      # x[:, ::-1]: silero's reflection
+    assert _slice(("1~8", "2~64", 8), [-2], [INT64_MAX], [1]) == ("N", "2", "8")
+    # S may be 1: the last two are min(S, 2), here as S less the start max(0, S - 2)
+    assert _slice(s, [-2], [INT64_MAX], [1]) == ("N", "max(0, -max(0, S - 2) + S)", "8")
+    assert _slice(s, [0, 2], [3, 5], [0, 2]) == ("min(3, N)", "S", "3")
+    # an unbounded dim: an INT64_MAX end still means the end (not min(S, INT64_MAX))
+    assert _slice((-1, -1, 8), [1], [INT64_MAX], [1]) == ("N", "S - 1", "8")
+
+
+def test_slice_ends_computed_from_the_input_shapes():
+    """torch's position_ids[:, :input_ids.size(1)]: the end is S, through Shape and Gather; a
+    table of 128 positions gives S where S <= 128, and min(128, S) where it may be longer."""
+    nodes = [helper.make_node("Shape", ["ids"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["len"], axis=0),
+             helper.make_node("Unsqueeze", ["len", "zero"], ["end"]),
+             helper.make_node("Slice", ["table", "zero", "end", "axis"], ["y"])]
+    inits = {"one": np.array(1, np.int64), "zero": np.array([0], np.int64), "axis": np.array([1], np.int64),
+             "table": np.ones((1, 128, 16), np.float32)}
+    m = _model(nodes, {"ids": (I64, ["B", "S"])}, ["y"], inits)
+    assert _infer(m, {"ids": ("1~8", "1~128")})["y"] == ("1", "S", "16")
+    assert _infer(m, {"ids": ("1~8", "1~512")})["y"] == ("1", "min(128, S)", "16")
+
+
+def test_split_and_its_run_time_question():
+    inputs = {"x": (F, ["N", 6, "S"])}
+    shapes = {"x": ("1~8", 6, "1~64")}
+    out = _one("Split", ["x", "sizes"], inputs, shapes, inits={"sizes": np.array([2, 4], np.int64)},
+               outputs=("a", "b"), axis=1)
+    assert out["a"] == ("N", "2", "S") and out["b"] == ("N", "4", "S")
+    out = _one("Split", ["x"], inputs, shapes, opset=18, outputs=("a", "b", "c"), axis=1, num_outputs=3)
+    assert out["a"] == out["c"] == ("N", "2", "S")
+    m = _model([helper.make_node("Split", ["x"], ["a", "b"], axis=2, name="halves")], inputs, ["a", "b"])
+    assert "halves (Split)" in _refused(m, shapes)     # S splits in two equal parts only where it is even
+
+
+def test_pad_with_constant_and_computed_pads():
+    out = _one("Pad", ["x", "pads"], {"x": (F, ["N", 3, "L"])}, {"x": ("1~8", 3, "1~64")},
+               inits={"pads": np.array([0, 0, 64, 0, 0, 64], np.int64)}, mode="reflect")
+    assert out["y"] == ("N", "3", "L + 128")
+    # pad L up to 64: the end pad 64 - L is computed from the shape, and the output is 64 long
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Slice", ["shape", "two", "three"], ["len"]),
+             helper.make_node("Sub", ["full", "len"], ["rest"]),
+             helper.make_node("Concat", ["zeros", "rest"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"])]
+    inits = {"two": np.array([2], np.int64), "three": np.array([3], np.int64), "full": np.array([64], np.int64),
+             "zeros": np.zeros(5, np.int64)}
+    m = _model(nodes, {"x": (F, ["N", 3, "L"])}, ["y"], inits)
+    assert _infer(m, {"x": ("1~8", 3, "1~64")})["y"] == ("N", "3", "64")
+
+
+def test_expand_tile_and_constant_of_shape_from_the_input_shapes():
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Expand", ["b", "shape"], ["e"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["z"]),
+             helper.make_node("Tile", ["x", "reps"], ["t"]),
+             helper.make_node("Slice", ["shape", "zero", "one"], ["n"]),
+             helper.make_node("Concat", ["n", "ones"], ["reps2"], axis=0),
+             helper.make_node("Tile", ["b", "reps2"], ["u"])]
+    inits = {"b": np.ones((1, 1, 8), np.float32), "reps": np.array([1, 2, 3], np.int64),
+             "zero": np.array([0], np.int64), "one": np.array([1], np.int64), "ones": np.ones(2, np.int64)}
+    out = _infer(_model(nodes, {"x": (F, ["N", "S", 8])}, ["e", "z", "t", "u"], inits), {"x": ("1~8", "1~64", 8)})
+    assert out["e"] == ("N", "S", "8") and out["z"] == ("N", "S", "8")
+    assert out["t"] == ("N", "2*S", "24") and out["u"] == ("N", "1", "8")
+
+
+def test_depth_to_space_and_space_to_depth():
+    x = {"x": (F, ["N", 16, "H", "W"])}
+    s = {"x": ("1~8", 16, "8~64", "8~64")}
+    assert _one("DepthToSpace", ["x"], x, s, blocksize=2)["y"] == ("N", "4", "2*H", "2*W")
+    m = _model([helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, name="s2d")], x, ["y"])
+    assert "s2d (SpaceToDepth)" in _refused(m, s)         # H and W must be even
+
+
 # --- recurrent, reductions, generators ---------------------------------------------------------
 
 def test_lstm_and_gru_over_a_dynamic_sequence_and_batch():
@@ -158,4 +248,10 @@ def test_reductions_and_arg_reductions():
                 keepdims=0)["y"] == ("N", "8")
     assert _one("ReduceSum", ["x"], x, s, keepdims=0)["y"] == ()
     assert _one("ArgMax", ["x"], x, s, axis=1, keepdims=0)["y"] == ("N", "8")
+
+
+def test_eye_like_and_trilu():
+    x = {"x": (F, ["S", "S"])}
+    assert _one("EyeLike", ["x"], x, {"x": ("1~64", "1~64")})["y"] == ("S", "S")
+    assert _one("Trilu", ["x"], x, {"x": ("1~64", "1~64")})["y"] == ("S", "S")
 
