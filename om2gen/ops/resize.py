@@ -17,6 +17,7 @@ import numpy as np
 from ..advice import value_option
 from ..codegen.literals import c_float
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.program import Derived, KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
@@ -24,6 +25,20 @@ from .registry import REQUIRED, Op, register
 _COORD_MODES = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
                 "tf_crop_and_resize", "tf_half_pixel_for_nn"}
 _NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
+
+
+def _scaled(scale: float, n: symbolic.Expr):
+    """floor(scale * n) of a dynamic dim, exactly: the float scale is the fraction p / 2^k."""
+    p, q = float(scale).as_integer_ratio()
+    return symbolic.floordiv(p * n, q)
+
+
+def _sizes(node, v):
+    """The optional sizes input: a constant (float64, as scales), or in a dynamic model sizes
+    computed from the input shapes (ints and Exprs); absent or empty is None."""
+    if v is not None and not v.is_const and v.dims is not None:
+        return common.const_ints(node, v, "sizes") or None
+    return _const_floats(node, v, "sizes")
 
 
 def _const_floats(node, v, what: str) -> np.ndarray | None:
@@ -161,6 +176,7 @@ def axis_taps(cfg: dict, in_w: int, out_int: int, scale: float, roi) -> tuple[np
 
 class ResizeBase(Op):
     """Subclasses say where scales/sizes/roi come from and which attributes exist."""
+    dynamic_shapes = True
     legacy = False          # Resize-10 and Upsample: asymmetric coordinates, ONNX Runtime's nearest rounding
 
     def opt(self, node, name, neutral):
@@ -221,12 +237,20 @@ class ResizeBase(Op):
                 if not (math.isfinite(s) and s > 0):
                     raise ShapeError(f"{where}: scale {s} of axis {a} is not a positive finite number")
                 scale[a] = float(s)
-                out_shape[a] = int(math.floor(s * in_shape[a]))
+                out_shape[a] = _scaled(s, in_shape[a]) if isinstance(in_shape[a], symbolic.Expr) else \
+                    int(math.floor(s * in_shape[a]))
         else:
             for a, s in zip(axes, sizes):
-                out_shape[a] = int(s)
-                scale[a] = int(s) / in_shape[a] if in_shape[a] else 1.0
+                if symbolic.is_static((s, in_shape[a])):
+                    out_shape[a] = int(s)
+                    scale[a] = int(s) / in_shape[a] if in_shape[a] else 1.0
+                else:   # a size given as (or resizing) a dynamic dim: their ratio is the run's
+                    out_shape[a] = s
+                    scale[a] = None
             if cfg["policy"] != "stretch":
+                if None in scale:
+                    raise symbolic.Undecidable(f"keep_aspect_ratio_policy {cfg['policy']} over the dynamic sizes "
+                                               f"{in_shape} resized to {sizes}")
                 pick = min if cfg["policy"] == "not_larger" else max
                 common_scale = pick(scale[a] for a in axes)
                 for a in axes:
@@ -325,7 +349,7 @@ class Resize11(ResizeBase):
         roi = None
         if self.attr(node, "coordinate_transformation_mode") == "tf_crop_and_resize":
             roi = _const_floats(node, get(1), "roi")
-        return _const_floats(node, get(2), "scales"), _const_floats(node, get(3), "sizes"), roi
+        return _const_floats(node, get(2), "scales"), _sizes(node, get(3)), roi
 
 
 @register("Resize", since=13)

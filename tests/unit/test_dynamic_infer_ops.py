@@ -225,6 +225,25 @@ def test_depth_to_space_and_space_to_depth():
     assert "s2d (SpaceToDepth)" in _refused(m, s)         # H and W must be even
 
 
+def test_resize_by_scales_and_by_sizes_from_the_input_shapes():
+    roi = np.array([], np.float32)
+    out = _one("Resize", ["x", "roi", "scales"], X4, S4, inits={"roi": roi, "scales": np.array([1, 1, 2, 2], np.float32)},
+               mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    assert out["y"] == ("N", "3", "2*H", "2*W")
+    out = _one("Resize", ["x", "roi", "scales"], X4, S4,
+               inits={"roi": roi, "scales": np.array([1, 1, 0.5, 0.25], np.float32)}, mode="linear")
+    assert out["y"] == ("N", "3", "H // 2", "W // 4")
+    # F.interpolate(x, size=y.shape[2:]): the sizes are y's dims
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Shape", ["y0"], ["ys"]),
+             helper.make_node("Slice", ["xs", "zero", "two"], ["nc"]),
+             helper.make_node("Slice", ["ys", "two", "four"], ["hw"]),
+             helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")]
+    inits = {"zero": np.array([0], np.int64), "two": np.array([2], np.int64), "four": np.array([4], np.int64)}
+    m = _model(nodes, {**X4, "y0": (F, [1, 1, "H2", "W2"])}, ["y"], inits)
+    assert _infer(m, {**S4, "y0": (1, 1, "8~128", "8~128")})["y"] == ("N", "3", "H2", "W2")
+
+
 # --- recurrent, reductions, generators ---------------------------------------------------------
 
 def test_lstm_and_gru_over_a_dynamic_sequence_and_batch():
