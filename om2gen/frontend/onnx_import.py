@@ -277,6 +277,9 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                     if isinstance(outs, registry.Expansion):   # e.g. a Loop unrolled: its nodes instead
                         work.extendleft(reversed(outs.nodes))
                         continue
+                    if outs is None:   # a node in a branch cannot take the dynamic shapes: skipped as behind it
+                        dynamic.values.update(o for o in node.outputs if o)
+                        continue
                 else:
                     outs = op.infer(node, ins)
             except symbolic.Undecidable as exc:   # the op's static code asked what only the run knows

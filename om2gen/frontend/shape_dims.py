@@ -156,7 +156,7 @@ def _div(a, b):
 def _compare(fn):
     def run(node, k, ins):
         a, b = k
-        return np.vectorize(fn, otypes=[object])(*np.broadcast_arrays(a, b)), dtypes.BOOL
+        return np.vectorize(fn, otypes=[object])(*np.broadcast_arrays(a, b)), dtypes.BY_NAME["bool"]
     return run
 
 
@@ -194,7 +194,13 @@ def _identity(node, k, ins):
     return k[0], ins[0].dtype
 
 
+def _static_shape(fn):
+    """Shape and Size of a tensor known as dims: its shape is static, so they are constants."""
+    return lambda node, k, ins: (fn(node, ins[0]), dtypes.INT64)
+
+
 _OPS = {
+    "Shape": _static_shape(_shape), "Size": _static_shape(_size),
     "Gather": _gather, "Concat": _concat, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Slice": _slice,
     "Cast": _cast, "Identity": _identity, "Reshape": _reshape,
     "Add": _binary(lambda a, b: a + b), "Sub": _binary(lambda a, b: a - b), "Mul": _binary(lambda a, b: a * b),

@@ -24,7 +24,8 @@ class If(Op):
         that branch sees it; its own nested Ifs fold on its own shapes). Afterwards node.inputs is
         [cond] + every outer value the branches read, so dead-code removal and liveness see those
         uses. inputs_of(name): the run-time model inputs a value comes from (for the advice when
-        a branch cannot be compiled for the pinned shapes)."""
+        a branch cannot be compiled for the pinned shapes). None where a branch of a dynamic model
+        has a node that cannot take its shapes (frontend/dynamic_dims.py has noted it)."""
         cond = ins[0]
         if cond is None or cond.size != 1 or cond.dtype.name != "bool":
             raise ModelError(f"node {node.name!r} (If): the condition must be a single bool")
@@ -43,6 +44,8 @@ class If(Op):
             except ShapeError as exc:
                 raise _branch_error(node, key, exc, inputs_of(node.inputs[0]) if inputs_of else []) from None
             regions[key] = (nodes, names)
+        if any(name not in values for _, outs in regions.values() for name in outs):
+            return None   # a branch node could not take a dynamic model's shapes (the frontend names it)
         node.attrs[REGIONS] = regions
         defined = {o for nodes, _ in regions.values() for n in nodes for o in n.outputs}
         captured = {i for nodes, _ in regions.values() for n in nodes for i in n.inputs if i and i not in defined}

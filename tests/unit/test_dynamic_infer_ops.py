@@ -274,3 +274,40 @@ def test_eye_like_and_trilu():
     assert _one("EyeLike", ["x"], x, {"x": ("1~64", "1~64")})["y"] == ("S", "S")
     assert _one("Trilu", ["x"], x, {"x": ("1~64", "1~64")})["y"] == ("S", "S")
 
+
+def test_shape_and_size_of_computed_dims_are_constants():
+    """torch's expand(): ConstantOfShape(Shape(shape)) -- Shape of a tensor known as dims is a
+    constant, so the ones it makes fold, and Expand gets [N, S, 8] back through Where."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Shape", ["shape"], ["rank"]),
+             helper.make_node("ConstantOfShape", ["rank"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.int64))),
+             helper.make_node("Mul", ["ones", "minus"], ["neg"]),
+             helper.make_node("Equal", ["shape", "neg"], ["is_neg"]),
+             helper.make_node("Where", ["is_neg", "ones", "shape"], ["target"]),
+             helper.make_node("Size", ["shape"], ["count"]),
+             helper.make_node("Expand", ["b", "target"], ["y"])]
+    m = _model(nodes, {"x": (F, ["N", "S", 8])}, ["y", "count"],
+               {"minus": np.array(-1, np.int64), "b": np.ones((1, 1, 8), np.float32)})
+    g = import_onnx(m, {"x": ("1~8", "1~64", 8)})
+    assert [symbolic.text(d) for d in g.values["y"].shape] == ["N", "S", "8"]
+    assert g.values["count"].is_const and int(g.values["count"].const) == 3
+    assert [n.op_type for n in g.nodes] == ["Expand"]
+
+
+def test_a_branch_node_without_dynamic_support_is_named_not_the_if():
+    """An If chosen at run time infers both branches; TopK in one has no dynamic support: it is
+    named, and the If and what reads it are skipped, not blamed."""
+    k = numpy_helper.from_array(np.array([2], np.int64), "k")
+    then = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["tv", "ti"], name="topk")], "then", [],
+                             [helper.make_tensor_value_info("tv", F, None)], [k])
+    other = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s2", "s1"], ["ev"], name="head")], "else", [],
+                              [helper.make_tensor_value_info("ev", F, None)],
+                              [numpy_helper.from_array(np.array([v], np.int64), f"s{v}") for v in (0, 1, 2)])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["cond"]),
+             helper.make_node("If", ["cond"], ["picked"], then_branch=then, else_branch=other, name="branch"),
+             helper.make_node("Relu", ["picked"], ["y"], name="after")]
+    m = _model(nodes, {"x": (F, ["N", 8])}, ["y"], {"zero": np.array(0, np.float32)})
+    text = _refused(m, {"x": ("1~8", 8)})
+    assert "topk (TopK)" in text and "branch (If)" not in text and "after" not in text
+
