@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from ..ops import common
 from . import rewrite
 
 GEMM_OPSET = 13
@@ -57,7 +58,7 @@ def _as_gemm(graph: Graph, mm: Node, add: Node, addend: str) -> list[Node] | Non
     if len(b.shape) != 2 or len(a.shape) < 2 or out.shape != y.shape:
         return None
     n = b.shape[1]
-    rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    rows = common.prod(a.shape[:-1])
     nodes: list[Node] = []
     if c.size == n and c.shape and c.shape[-1] == n:
         if c.is_const:
@@ -88,8 +89,7 @@ def _as_gemm(graph: Graph, mm: Node, add: Node, addend: str) -> list[Node] | Non
 
 def _reshape(graph: Graph, nodes: list[Node], src: str, shape, name: str, output: str | None = None) -> str:
     """Appends a Reshape (a view: no kernel) of `src` to `shape`; returns the new value's name."""
-    spec = rewrite.add_constant(graph, f"{name}_shape", np.asarray(shape, np.int64), sources=[],
-                                transform=f"the shape of the view {name!r}")
+    spec = rewrite.add_shape(graph, f"{name}_shape", shape, transform=f"the shape of the view {name!r}")
     if output is None:
         output = rewrite.add_value(graph, name, graph.values[src].dtype, shape)
     nodes.append(Node(name, "Reshape", [src, spec], [output], {}, "", RESHAPE_OPSET))

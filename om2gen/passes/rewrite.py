@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import Graph, Node, Value
 from ..ops.registry import OM2GEN_DOMAIN
 
@@ -32,9 +32,19 @@ def add_constant(graph: Graph, base: str, array: np.ndarray, *, sources, transfo
 
 
 def add_value(graph: Graph, base: str, dtype, shape) -> str:
-    """A new computed value's name and type."""
+    """A new computed value's name and type (a dynamic model's dims stay expressions)."""
     name = fresh_name(graph, base)
-    graph.values[name] = Value(name, dtype, tuple(int(d) for d in shape))
+    graph.values[name] = Value(name, dtype, tuple(d if isinstance(d, symbolic.Expr) else int(d) for d in shape))
+    return name
+
+
+def add_shape(graph: Graph, base: str, shape, *, transform: str) -> str:
+    """A shape operand (a Reshape's target): an int64 constant, or where a dim is dynamic a value
+    known as dims (ir/graph.py), as the frontend makes for a shape computed from the inputs."""
+    if symbolic.is_static(tuple(shape)):
+        return add_constant(graph, base, np.asarray(shape, np.int64), sources=[], transform=transform)
+    name = fresh_name(graph, base)
+    graph.values[name] = Value(name, dtypes.INT64, (len(shape),), dims=np.array(list(shape), dtype=object))
     return name
 
 

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 from om2gen.errors import UnsupportedOpError
 from om2gen.frontend.onnx_import import import_onnx
 from om2gen.ir import symbolic
+from om2gen.passes import deconv_d2s, gemm_bias
 
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 INT64_MAX = np.iinfo(np.int64).max
@@ -310,4 +311,35 @@ def test_a_branch_node_without_dynamic_support_is_named_not_the_if():
     m = _model(nodes, {"x": (F, ["N", 8])}, ["y"], {"zero": np.array(0, np.float32)})
     text = _refused(m, {"x": ("1~8", 8)})
     assert "topk (TopK)" in text and "branch (If)" not in text and "after" not in text
+
+
+# --- graph rewrites on a dynamic graph ----------------------------------------------------------
+
+def test_matmul_add_becomes_a_gemm_over_dynamic_rows():
+    """passes/gemm_bias.py: [N, S, 16] x [16, 8] + b views A as N*S rows; the views' shapes,
+    dynamic, are values known as dims rather than constants."""
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"])],
+               {"x": (F, ["N", "S", 16])}, ["y"], {"w": np.ones((16, 8), np.float32), "b": np.ones(8, np.float32)})
+    g = import_onnx(m, {"x": ("1~8", "1~64", 16)})
+    assert gemm_bias.run(g) == 1
+    g.verify("gemm_bias")
+    assert [n.op_type for n in g.nodes] == ["Reshape", "Gemm", "Reshape"]
+    rows, gemm, back = g.nodes
+    assert g.values[rows.inputs[1]].dims.tolist() == [g.values["x"].shape[0] * g.values["x"].shape[1], 16]
+    assert [symbolic.text(d) for d in g.values[gemm.outputs[0]].shape] == ["N*S", "8"]
+    assert [symbolic.text(d) for d in g.values["y"].shape] == ["N", "S", "8"]
+    assert g.values[back.inputs[1]].dims is not None and not g.values[back.inputs[1]].is_const
+
+
+def test_a_tiling_conv_transpose_becomes_conv_and_depth_to_space_at_dynamic_sizes():
+    """passes/deconv_d2s.py on PP-OCR's 2x upsampling: its new values keep the dynamic dims."""
+    m = _model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+               X4, ["y"], {"w": np.ones((3, 5, 2, 2), np.float32)})
+    g = import_onnx(m, S4)
+    assert deconv_d2s.run(g) == 1
+    g.verify("deconv_d2s")
+    conv, d2s = g.nodes
+    assert (conv.op_type, d2s.op_type) == ("Conv", "DepthToSpace")
+    assert [symbolic.text(d) for d in g.values[conv.outputs[0]].shape] == ["N", "20", "H", "W"]
+    assert [symbolic.text(d) for d in g.values["y"].shape] == ["N", "5", "2*H", "2*W"]
 
