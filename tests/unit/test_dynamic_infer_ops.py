@@ -1,14 +1,25 @@
 """Dynamic shapes through the ops of real models (issue 15): each op's infer() on a one-node (or
 few-node) model whose input dims are symbols, the symbolic output shapes checked; where the
-answer depends on the run, the node is refused with the question it asked."""
+answer depends on the run, the node is refused with the question it asked. Then the real models
+(samples/real_models/catalog.py) with their real dynamic dims: every node infers, and every
+inferred shape, evaluated at a sample size, is the shape a static import at that size gives."""
+import sys
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from om2gen.errors import UnsupportedOpError
+from om2gen.frontend import dynamic_dims
 from om2gen.frontend.onnx_import import import_onnx
 from om2gen.ir import symbolic
 from om2gen.passes import deconv_d2s, gemm_bias
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "samples" / "real_models"))
+import catalog  # noqa: E402
 
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 INT64_MAX = np.iinfo(np.int64).max
@@ -343,3 +354,104 @@ def test_a_tiling_conv_transpose_becomes_conv_and_depth_to_space_at_dynamic_size
     assert [symbolic.text(d) for d in g.values[conv.outputs[0]].shape] == ["N", "20", "H", "W"]
     assert [symbolic.text(d) for d in g.values["y"].shape] == ["N", "5", "2*H", "2*W"]
 
+
+# --- the real models ----------------------------------------------------------------------------
+
+def _agrees_with_static(model_path, dynamic: dict, sample: dict, static_shapes: dict, values=None) -> dict:
+    """Imports the model with `dynamic` shapes (every node must infer) and with `static_shapes`;
+    every computed value's dynamic shape, at the symbol values `sample`, is its static shape.
+    Returns {graph output: dims as text}."""
+    g = import_onnx(str(model_path), dynamic, values)
+    s = import_onnx(str(model_path), static_shapes, values)
+    dynamic = 0
+    for name, v in g.values.items():
+        if v.is_const or name not in s.values:
+            continue
+        at = tuple(symbolic.evaluate(d, sample) for d in v.shape)
+        assert at == s.values[name].shape, f"{name}: {v.shape} at {sample} is {at}, static {s.values[name].shape}"
+        dynamic += not v.is_static
+    assert dynamic > 10
+    return {o: tuple(symbolic.text(d) for d in g.values[o].shape) for o in g.outputs}
+
+
+def _path(name):
+    return catalog.fetch(catalog.BY_NAME[name])
+
+
+def _sym(text: str) -> str:
+    return dynamic_dims.c_name(text)
+
+
+@pytest.mark.slow
+def test_ppocr_v4_rec_infers_at_any_width_and_batch():
+    n, w = _sym("p2o.DynamicDimension.0"), _sym("p2o.DynamicDimension.1")
+    out = _agrees_with_static(_path("ppocr_v4_rec"), {"x": ("1~8", 3, 48, "16~2048")}, {n: 2, w: 320},
+                              {"x": (2, 3, 48, 320)})
+    assert out == {"softmax_11.tmp_0": (n, f"(({w} - 1) // 2 // 2 - 1) // 2 + 1", "6625")}
+
+
+@pytest.mark.slow
+def test_ppocr_v4_det_infers_at_any_batch():
+    n = _sym("p2o.DynamicDimension.0")
+    out = _agrees_with_static(_path("ppocr_v4_det"), {"x": ("1~8", 3, 320, 320)}, {n: 3}, {"x": (3, 3, 320, 320)})
+    assert out == {"sigmoid_0.tmp_0": (n, "1", "320", "320")}
+
+
+@pytest.mark.slow
+def test_ppocr_v4_det_needs_sizes_that_divide_by_32():
+    """The FPN adds the 2x-upsampled 1/32 map to the 1/16 map; their sizes agree only where H
+    (and W) divides by 32 (H = 33: 4 rows against 3, in ONNX Runtime too). A lo~hi range cannot
+    say that, so the Add is refused with the question -- the only node refused. Where the dims
+    are 32 * h (what a "multiple of 32" dim would be), every node infers."""
+    text = _refused(onnx.load(str(_path("ppocr_v4_det"))), {"x": (1, 3, "32~2048", "32~2048")})
+    assert "and 1 node(s) cannot take them: p2o.Add.248 (Add): it asks" in text
+
+    made = dynamic_dims.Symbols.dim
+
+    def multiple_of_32(self, input_name, axis, d, dim_param):
+        if axis < 2 or (isinstance(d, int) and d >= 0):
+            return made(self, input_name, axis, d, dim_param)
+        return 32 * symbolic.sym("hw"[axis - 2], 1, 64)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dynamic_dims.Symbols, "dim", multiple_of_32)
+        out = _agrees_with_static(_path("ppocr_v4_det"), {"x": (1, 3, "32~2048", "32~2048")}, {"h": 10, "w": 7},
+                                  {"x": (1, 3, 320, 224)})
+    assert out == {"sigmoid_0.tmp_0": ("1", "1", "32*h", "32*w")}
+
+
+@pytest.mark.slow
+def test_silero_vad_infers_over_the_chunk_lengths_of_one_frame():
+    """Silero VAD v6 squeezes its encoder's time axis where it has one frame (an If on that
+    length): 192~703 samples at 16 kHz, 96~351 at 8 kHz. Over a range reaching two frames the
+    If is chosen at run time and its squeeze branch cannot take the longer sizes: named."""
+    path = _path("silero_vad")
+    out = _agrees_with_static(path, {"input": (1, "192~703"), "state": (2, 1, 128)}, {"input_1": 512},
+                              {"input": (1, 512), "state": (2, 1, 128)}, {"sr": 16000})
+    assert out == {"output": ("1", "1"), "stateN": ("2", "1", "128")}
+    out = _agrees_with_static(path, {"input": (1, "96~351"), "state": (2, 1, 128)}, {"input_1": 256},
+                              {"input": (1, 256), "state": (2, 1, 128)}, {"sr": 8000})
+    assert out == {"output": ("1", "1"), "stateN": ("2", "1", "128")}
+    with pytest.raises(UnsupportedOpError, match=r"decoder/Squeeze \(Squeeze\): it asks '\(input_1 - 192\) // 128 "
+                                                 r"// 2 // 2 \+ 1 == 1'"):
+        import_onnx(str(path), {"input": (1, "192~4096"), "state": (2, 1, 128)}, {"sr": 16000})
+
+
+@pytest.mark.slow
+def test_silero_vad_sequence_form_infers_at_any_sequence_length():
+    out = _agrees_with_static(_path("silero_vad_lstm"), {"input": ("1~64", 576)}, {"sequence_length": 5},
+                              {"input": (5, 576)})
+    assert out == {"speech_probs": ("sequence_length",), "hn": ("1", "1", "128"), "cn": ("1", "1", "128")}
+
+
+def test_bert_infers_at_any_batch_but_its_export_fixed_the_sequence():
+    """bert_tiny (torch.onnx of nn.TransformerEncoder) infers at any batch. Its export traced the
+    attention's q.view(tgt_len, ...) with tgt_len = 128 as a constant, so at any other sequence
+    length the model is wrong (ONNX Runtime fails there too): that Reshape is refused, asking it."""
+    path = _path("bert_tiny")
+    shapes = {k: ("1~8", 128) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    static = {k: (3, 128) for k in shapes}
+    out = _agrees_with_static(path, shapes, {"batch": 3}, static)
+    assert out == {"last_hidden_state": ("batch", "128", "128"), "pooler_output": ("batch", "128")}
+    text = _refused(onnx.load(str(path)), {k: (1, "1~128") for k in shapes})
+    assert "self_attn/Reshape_4 (Reshape): it asks '128*sequence == 16384'" in text
