@@ -29,6 +29,12 @@ def emit(state: Lowering, nodes: list[Node]) -> None:
             state.refused.append(f"{node.name} ({node.op_type}): its lowering asks {exc.question!r}, which only "
                                  "the run answers")
             continue
+        except TypeError:   # arithmetic an Expr does not take (a float division of a size, numpy on it)
+            if all(v is None or v.is_static for v in [*ins, *outs]):
+                raise
+            state.refused.append(f"{node.name} ({node.op_type}): its lowering computes with sizes in a way that "
+                                 "takes no dynamic ones yet")
+            continue
         if isinstance(result, Alias):
             state.views[node.outputs[0]] = result.source
             state.view_nodes[node.outputs[0]] = node.name

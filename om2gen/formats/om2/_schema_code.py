@@ -14,6 +14,7 @@ JsonSchemaValuesException = JsonSchemaValueException
 VERSION = "2.22.3"
 from decimal import Decimal
 
+
 NoneType = type(None)
 
 def validate_manifest(data, custom_formats={}, name_prefix=None):
@@ -228,8 +229,9 @@ def validate_manifest(data, custom_formats={}, name_prefix=None):
                             raise JsonSchemaValueException("" + (name_prefix or "data") + ".so_in_om_info.os_info must be shorter than or equal to 1024 characters", value=data__soinominfo__osinfo, name="" + (name_prefix or "data") + ".so_in_om_info.os_info", definition={'type': 'string', 'maxLength': 1024}, rule='maxLength')
     return data
 VERSION = "2.22.3"
-import re
 from decimal import Decimal
+import re
+
 
 REGEX_PATTERNS = {
     '^-?[0-9]+(,[0-9]+)+$': re.compile('^-?[0-9]+(,[0-9]+)+\\Z')
