@@ -52,6 +52,8 @@ def strided_copy(node: Node, src: Value, dst: Value, dims, strides, offset: int 
                  detail: str = "", allow_alias: bool = True) -> KernelCall | Alias:
     """The copy of `src` into the contiguous `dst`: dst walked over `dims` (product = dst.size,
     C order) reads src[offset + sum(i_d * strides[d])]. An identity copy is an Alias."""
+    if symbolic.symbols([list(dims), list(strides), offset]):
+        return _dynamic_strided_copy(node, src, dst, list(dims), list(strides), offset, detail)
     assert common.prod(dims) == dst.size and dst.size > 0, (node.name, dims, dst.shape)
     dims, (strides,) = common.collapse(tuple(int(d) for d in dims), [[int(s) for s in strides]])
     if allow_alias and len(dims) == 1 and strides[0] == 1 and offset == 0 and src.size == dst.size:
@@ -74,6 +76,41 @@ def strided_copy(node: Node, src: Value, dst: Value, dims, strides, offset: int 
     }
     return KernelCall("kernels/strided_copy.c.j2", node.op_type, params, [src.name], [dst.name],
                       block_dim=common.block_dim_for(items, max(1, dst.size // items)), tiling={"items": items})
+
+
+DYNAMIC_CHUNK = 4096    # elements per work item of a dynamic copy's rows
+
+
+def _dynamic_strided_copy(node: Node, src: Value, dst: Value, dims: list, strides: list, offset, detail: str
+                          ) -> KernelCall:
+    """strided_copy for a dynamic model (docs/dynamic-shapes.md): the same kernel, every size,
+    stride and the offset a tiling field; dims of 1 (the int) dropped, nothing merged that is
+    not proven to merge, rows cut into chunks of DYNAMIC_CHUNK elements."""
+    keep = [i for i, d in enumerate(dims) if not (isinstance(d, int) and d == 1)] or [len(dims) - 1]
+    dims, strides = [dims[i] for i in keep], [strides[i] for i in keep]
+    tiling: dict = {}
+
+    def field(value, key: str):
+        return common.tiling_field(tiling, value, key)
+    inner, inner_stride = dims[-1], strides[-1]
+    chunk_len = DYNAMIC_CHUNK if isinstance(inner, symbolic.Expr) else max(1, min(inner, DYNAMIC_CHUNK))
+    chunks = symbolic.ceildiv(inner, chunk_len)
+    items = common.prod(dims[:-1]) * chunks
+    params = {
+        "summary": f"{node.op_type}{' ' + detail if detail else ''}: {src.describe()} -> {dst.describe()} (dynamic: "
+                   "sizes from the tiling data)",
+        "ctype": dst.dtype.c_type, "offset": field(offset, "offset"),
+        "outer": [{"size": field(dims[i], f"d{i}"), "stride": field(strides[i], f"s{i}")}
+                  for i in range(len(dims) - 2, -1, -1)],
+        "inner": field(inner, "inner"), "inner_stride": field(inner_stride, "inner_stride"),
+        "contiguous": isinstance(inner_stride, int) and inner_stride == 1,
+        "chunks": field(chunks, "chunks"), "chunk_len": chunk_len,
+        "layout": " , ".join(f"{symbolic.text(d)} x {symbolic.text(st)}" for d, st in zip(dims, strides)),
+    }
+    tiling = {"items": items, **tiling}
+    params["tiling_fields"] = list(tiling)
+    return KernelCall("kernels/strided_copy.c.j2", node.op_type, params, [src.name], [dst.name],
+                      block_dim=common.block_dim_for(items, chunk_len), tiling=tiling)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir import symbolic
 from ..ir.program import Alias, KernelCall
 
 
@@ -92,6 +93,8 @@ def of_lowering(result, source: View, out_shape) -> View | None:
     if isinstance(result, Alias):
         return reshape(source, out_shape)
     if not isinstance(result, KernelCall) or len(result.inputs) != 1 or len(result.outputs) != 1:
+        return None
+    if symbolic.symbols(list(result.tiling.values())):   # a dynamic model's copy: no view of fixed strides
         return None
     p = result.params
     if result.template == "kernels/strided_copy.c.j2":

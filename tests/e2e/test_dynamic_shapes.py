@@ -4,6 +4,7 @@ import json
 import zipfile
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tests.e2e import gear_models
@@ -152,3 +153,23 @@ def test_models_at_several_shapes_match_onnx_runtime(name, tmp_path):
             for got, want in zip(model.run(f).values(), ort_run(m, f)):
                 assert got.shape == want.shape
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{name} at size {n}")
+
+
+@pytest.mark.slow
+def test_bert_base_with_a_dynamic_sequence_matches_onnx_runtime(tmp_path):
+    """The benchmark suite's BERT-base encoder (4 layers, 768 wide) with the sequence dynamic, as
+    torch.onnx exports a dynamic axis (positions sliced to the input's length, heads reshaped to
+    [0, -1, 12, 64]): one archive, four sequence lengths including 1 and the range's end."""
+    from benchmarks import models
+    path = models.path("bert_base_4l_seq")
+    om2gen.compile(path, tmp_path / "bert.om2", input_shapes={"input_ids": (1, "1~256"), "attention_mask": (1, "1~256")})
+    m = onnx.load(str(path))
+    rng = np.random.default_rng(3)
+    with om2gen.load(tmp_path / "bert.om2") as model:
+        for s in (7, 256, 1, 100):
+            mask = np.ones((1, s), np.int64)
+            mask[0, s // 2:] = 0 if s > 1 else 1
+            feeds = {"input_ids": rng.integers(0, 1000, (1, s)).astype(np.int64), "attention_mask": mask}
+            for got, want in zip(model.run(feeds).values(), ort_run(m, feeds)):
+                assert got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"sequence {s}")
