@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import Alias, KernelCall
 from . import common
@@ -86,6 +86,8 @@ def template_dims(groups) -> list[dict]:
 
 def reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction) -> KernelCall:
     """A KernelCall of reduce.c.j2: y[kept] = reduction of x over `axes` (normalised, unique)."""
+    if not x.is_static:
+        return _dynamic_reduce_call(node, x, y, axes, red)
     dt = x.dtype.name
     count = common.prod([x.shape[a] for a in axes])
     if red.ints and dt not in _FLOATS and red.init in ("0", "1"):
@@ -261,6 +263,77 @@ def chunking(outer: int, inner: int, length: int, limit: int = 256) -> tuple[int
     if outer * -(-inner // chunk) < want:
         chunk = max(1, min(chunk, max(16, -(-inner * outer // want))))
     return chunk, -(-inner // chunk)
+
+
+def _dynamic_reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: Reduction) -> KernelCall:
+    """reduce_call for a dynamic model (docs/dynamic-shapes.md): the same kernel, its sizes,
+    strides and element count tiling fields, chunks of _CHUNK outputs (the accumulators' size is
+    compiled in), dims merged as for a static one (a contiguous tensor's always merge) but only
+    the int 1 dropped. A reduction over what may be nothing at run time is refused."""
+    dt = x.dtype.name
+    count = common.prod([x.shape[a] for a in axes])
+    if not symbolic.decided(lambda: count >= 1, False):
+        raise symbolic.Undecidable(f"whether {symbolic.text(count)} elements are reduced, or none")
+    tiling: dict = {"items": 0}
+
+    def field(value, key: str):
+        return common.tiling_field(tiling, value, key)
+
+    def dims(groups, prefix: str) -> list[dict]:
+        return [{"size": field(n, f"{prefix}{i}_size"), "stride": field(st, f"{prefix}{i}_stride")}
+                for i, (n, st) in enumerate(reversed(groups))]
+    acc = "uint64_t" if red.ints and dt not in _FLOATS and red.init in ("0", "1") else \
+        x.dtype.c_type if red.init in ("lowest", "highest") else "double"
+    finalize = red.finalize.format(n=f"(double){field(count, 'count')}") if "{n}" in red.finalize else red.finalize
+    params = {
+        "summary": f"{node.op_type} axes={sorted(axes)}: {x.describe()} -> {y.describe()} (dynamic: sizes from the "
+                   "tiling data)",
+        "in_t": x.dtype.c_type, "out": y.dtype.c_type, "acc": acc, "map": red.map, "combine": red.combine,
+        "finalize": finalize, "init": _limit(dt, red.init) if red.init in ("lowest", "highest") else red.init,
+        "shift": red.shift, "empty": False,
+    }
+    shape = tuple(x.shape)
+    groups = [g for g in _dynamic_groups(shape, set(axes))]
+    kept = [(n, st) for n, st, r in groups if not r]
+    reduced = [(n, st) for n, st, r in groups if r]
+    (run, run_stride), reduced = (reduced[-1], reduced[:-1]) if reduced else ((1, 0), [])
+    params.update(red_outer=dims(reduced, "r"), router=field(common.prod([n for n, _ in reduced]), "router"),
+                  run=field(run, "run"), run_stride=field(run_stride, "run_stride"))
+    if groups and not groups[-1][2]:
+        inner = groups[-1][0]
+        chunk = _CHUNK if isinstance(inner, symbolic.Expr) else min(inner, _CHUNK)
+        chunks = symbolic.ceildiv(inner, chunk)
+        items = common.prod([n for n, _ in kept[:-1]]) * chunks
+        inner_ref = field(inner, "inner")
+        params.update(vector_inner=True, inner=inner_ref, chunk=chunk, chunks=field(chunks, "chunks"),
+                      n=f"j0 + {chunk} <= {inner_ref} ? {chunk} : {inner_ref} - j0", kept_outer=dims(kept[:-1], "k"))
+        work = count * chunk
+    else:
+        params.update(vector_inner=False, kept=dims(kept, "k"))
+        items, work = y.size, count
+    tiling["items"] = items
+    params["tiling_fields"] = list(tiling)
+    return KernelCall("kernels/reduce.c.j2", node.op_type, params, [x.name], [y.name],
+                      block_dim=common.block_dim_for(items, work), tiling=tiling)
+
+
+def _dynamic_groups(shape: tuple, axes: set[int]) -> list:
+    """dim_groups where dims may be Exprs: only the int 1 is dropped (a dynamic dim may be 1 or
+    not; merging it with its neighbours is right either way)."""
+    strides, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i] = acc
+        acc = acc * shape[i]
+    groups: list = []
+    for d, (n, st) in enumerate(zip(shape, strides)):
+        if isinstance(n, int) and n == 1:
+            continue
+        red = d in axes
+        if groups and groups[-1][2] == red:
+            groups[-1] = (groups[-1][0] * n, st, red)
+        else:
+            groups.append((n, st, red))
+    return groups
 
 
 def chunk_len(inner: int, chunk: int) -> str:

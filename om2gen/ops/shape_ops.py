@@ -191,12 +191,17 @@ class Concat(Op):
         inner = common.prod(outs[0].shape[a + 1:])
         parts, offset = [], 0
         present = [v for v in ins if v.size > 0]
-        for v in present:
-            parts.append({"chunk": v.shape[a] * inner, "offset": offset})
+        tiling = {"rows": outer}    # with a dynamic model's sizes (common.tiling_field)
+        for i, v in enumerate(present):
+            parts.append({"chunk": common.tiling_field(tiling, v.shape[a] * inner, f"chunk{i}"),
+                          "offset": common.tiling_field(tiling, offset, f"offset{i}")})
             offset += v.shape[a] * inner
         params = {
             "summary": f"Concat axis={a}: {', '.join(v.describe() for v in ins)} -> {outs[0].describe()}",
-            "ctype": outs[0].dtype.c_type, "parts": parts, "row": offset, "itemsize": outs[0].dtype.itemsize,
+            "ctype": outs[0].dtype.c_type, "parts": parts, "row": common.tiling_field(tiling, offset, "row"),
+            "itemsize": outs[0].dtype.itemsize,
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/concat.c.j2", "Concat", params, [v.name for v in present], [outs[0].name],
-                          block_dim=common.block_dim_for(outer, offset), tiling={"rows": outer})
+                          block_dim=common.block_dim_for(outer, offset), tiling=tiling)

@@ -133,6 +133,8 @@ MODELS = {
                   lambda rng, n: {"x": rng.standard_normal((n, 3, 16, 16)).astype(np.float32)}),
     "cnn_image": (_image_cnn, {"x": (1, 3, "8~96", "8~96")},
                   lambda rng, n: {"x": rng.standard_normal((1, 3, 8 + 5 * n, 96 - 5 * n)).astype(np.float32)}),
+    "cnn_image_mean": (lambda: gear_models.cnn_image(), {"x": (1, 3, "8~96", "8~96")},   # + ReduceMean over H, W
+                       lambda rng, n: {"x": rng.standard_normal((1, 3, 8 + 5 * n, 96 - 5 * n)).astype(np.float32)}),
     "encoder": (lambda: gear_models.encoder(), {"input_ids": (1, "1~64")},
                 lambda rng, n: {"input_ids": rng.integers(0, 50, (1, 4 * n)).astype(np.int64)}),
 }
@@ -173,3 +175,17 @@ def test_bert_base_with_a_dynamic_sequence_matches_onnx_runtime(tmp_path):
             for got, want in zip(model.run(feeds).values(), ort_run(m, feeds)):
                 assert got.shape == want.shape
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"sequence {s}")
+
+
+def test_concat_along_and_beside_a_dynamic_axis(tmp_path):
+    """Concat of x[N, S, 4], z[N, 3, 4] and x along axis 1: every offset and length the run's."""
+    m = _model([helper.make_node("Concat", ["x", "z", "x"], ["y"], axis=1)], {"x": ["N", "S", 4], "z": ["N", 3, 4]},
+               {"y": ["N", "T", 4]})
+    om2gen.compile(m, tmp_path / "cat.om2", input_shapes={"x": ("1~4", "1~9", 4), "z": ("1~4", 3, 4)})
+    rng = np.random.default_rng(5)
+    with om2gen.load(tmp_path / "cat.om2") as model:
+        for n, s in ((1, 1), (4, 9), (2, 5)):
+            feeds = {"x": rng.standard_normal((n, s, 4)).astype(np.float32),
+                     "z": rng.standard_normal((n, 3, 4)).astype(np.float32)}
+            got, = model.run(feeds).values()
+            assert np.array_equal(got, ort_run(m, feeds)[0])
