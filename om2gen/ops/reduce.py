@@ -61,15 +61,16 @@ def _limit(dtype: str, which: str) -> str:
 
 
 def dim_groups(shape: tuple[int, ...], axes: set[int]) -> list[tuple[int, int, bool]]:
-    """(size, element stride, reduced) per dim group of a contiguous tensor: size-1 dims dropped,
-    adjacent dims of the same kind merged (always possible: the tensor is contiguous)."""
+    """(size, element stride, reduced) per dim group of a contiguous tensor: size-1 dims dropped
+    (a dynamic dim, which may be 1 or not, is kept: merging it is right either way), adjacent dims
+    of the same kind merged (always possible: the tensor is contiguous)."""
     strides, acc = [0] * len(shape), 1
     for i in range(len(shape) - 1, -1, -1):
         strides[i] = acc
-        acc *= shape[i]
+        acc = acc * shape[i]
     groups: list[tuple[int, int, bool]] = []
     for d, (n, s) in enumerate(zip(shape, strides)):
-        if n == 1:
+        if isinstance(n, int) and n == 1:
             continue
         red = d in axes
         if groups and groups[-1][2] == red:
@@ -293,7 +294,7 @@ def _dynamic_reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: R
         "shift": red.shift, "empty": False,
     }
     shape = tuple(x.shape)
-    groups = [g for g in _dynamic_groups(shape, set(axes))]
+    groups = dim_groups(shape, set(axes))
     kept = [(n, st) for n, st, r in groups if not r]
     reduced = [(n, st) for n, st, r in groups if r]
     (run, run_stride), reduced = (reduced[-1], reduced[:-1]) if reduced else ((1, 0), [])
@@ -315,25 +316,6 @@ def _dynamic_reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: R
     params["tiling_fields"] = list(tiling)
     return KernelCall("kernels/reduce.c.j2", node.op_type, params, [x.name], [y.name],
                       block_dim=common.block_dim_for(items, work), tiling=tiling)
-
-
-def _dynamic_groups(shape: tuple, axes: set[int]) -> list:
-    """dim_groups where dims may be Exprs: only the int 1 is dropped (a dynamic dim may be 1 or
-    not; merging it with its neighbours is right either way)."""
-    strides, acc = [0] * len(shape), 1
-    for i in range(len(shape) - 1, -1, -1):
-        strides[i] = acc
-        acc = acc * shape[i]
-    groups: list = []
-    for d, (n, st) in enumerate(zip(shape, strides)):
-        if isinstance(n, int) and n == 1:
-            continue
-        red = d in axes
-        if groups and groups[-1][2] == red:
-            groups[-1] = (groups[-1][0] * n, st, red)
-        else:
-            groups.append((n, st, red))
-    return groups
 
 
 def chunk_len(inner: int, chunk: int) -> str:
