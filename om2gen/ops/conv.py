@@ -347,8 +347,8 @@ class Conv(Op):
         groups = [{"plane": p, "rows": r, "taps": t} for (p, r), t in groups.items()]
         extra_rows = (g["KH"] - 1) * g["DH"] // g["SH"]
         wq = g["OW"] + (g["KW"] - 1) * g["DW"] // g["SW"]   # the output columns plus the taps' reach
-        rows = max(1, min(g["OH"], DEPTHWISE_ITEM_FLOATS // wq))
-        chunks = -(-g["OH"] // rows)
+        rows = symbolic.smax(1, symbolic.smin(g["OH"], DEPTHWISE_ITEM_FLOATS // wq))   # (a dynamic OH, OW: the run's)
+        chunks = symbolic.ceildiv(g["OH"], rows)
         # plane rows: whole vectors written past a row's end land in the next row or this slack, which
         # also takes the taps' loads past the last row (DEPTHWISE_UNROLL + 1 vectors)
         buf_floats = _align16((rows + extra_rows + 1) * wq + (DEPTHWISE_UNROLL + 1) * bl.vl)
@@ -387,10 +387,12 @@ def direct_window_call(op_type: str, inputs: list, output: str, g: dict, *, bias
     the padding as lane masks; work item = R rows of one plane. g: N, C, H, W, OH, OW, KH, KW, SH,
     SW, DH, DW, PT, PL."""
     rows_at_once = DIRECT_DEPTHWISE_ROWS
-    rows = max(1, min(g["OH"], DEPTHWISE_ITEM_FLOATS // g["OW"]))
-    if rows < g["OH"]:
+    rows = symbolic.smax(1, symbolic.smin(g["OH"], DEPTHWISE_ITEM_FLOATS // g["OW"]))
+    if symbolic.symbols([rows, g["OH"]]):   # a dynamic model: whole row groups, never more rows than OH
+        rows = symbolic.smin(g["OH"], symbolic.smax(rows_at_once, rows // rows_at_once * rows_at_once))
+    elif rows < g["OH"]:
         rows = max(rows_at_once, rows // rows_at_once * rows_at_once)
-    chunks = -(-g["OH"] // rows)
+    chunks = symbolic.ceildiv(g["OH"], rows)
     tiling = dict(N=g["N"], C=g["C"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"], PL=g["PL"], R=rows,
                   chunks=chunks)
     params = {k: g[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW", "PL")}

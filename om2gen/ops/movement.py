@@ -37,10 +37,11 @@ def c_value(dtype: DType, v) -> str:
 
 
 def contiguous_strides(shape) -> list[int]:
+    """Element strides of a C-order tensor (Exprs where a dynamic model's dims are)."""
     strides, acc = [0] * len(shape), 1
     for i in range(len(shape) - 1, -1, -1):
         strides[i] = acc
-        acc *= int(shape[i])
+        acc = acc * (shape[i] if isinstance(shape[i], symbolic.Expr) else int(shape[i]))
     return strides
 
 

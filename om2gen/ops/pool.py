@@ -263,7 +263,11 @@ class GlobalAveragePool(Op):
     def lower(self, node, ins, outs, ctx):
         x = ins[0]
         rows = x.shape[0] * x.shape[1]
-        spatial = x.size // max(rows, 1)
-        params = {"summary": f"GlobalAveragePool: {x.describe()} -> {outs[0].describe()}", "len": spatial}
+        spatial = common.prod(x.shape[2:])
+        tiling = {"planes": rows}    # with a dynamic model's plane size (common.tiling_field)
+        params = {"summary": f"GlobalAveragePool: {x.describe()} -> {outs[0].describe()}",
+                  "len": common.tiling_field(tiling, spatial, "len")}
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/global_avgpool.c.j2", "GlobalAveragePool", params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(rows, spatial), tiling={"planes": rows})
+                          block_dim=common.block_dim_for(rows, spatial), tiling=tiling)
