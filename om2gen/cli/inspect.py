@@ -33,7 +33,7 @@ def _inspect_om2(path) -> dict:
                      "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
                      "library": meta["library"], "stats": meta.get("stats", {}),
                      "custom_ops": meta.get("custom_ops") or {}, "so_bins": meta.get("so_bins"),
-                     "gears": _gears(meta, str(path))}
+                     "gears": _gears(meta, str(path)), "dynamic_shapes": meta.get("dynamic_shapes")}
             tinfo = layout.task_info_json(model["index"])
             if tinfo in a.entries:
                 entry["tasks"] = a.read_json(tinfo)["tasks"]
@@ -89,11 +89,17 @@ def render_text(info: dict) -> str:
     for model in info["models"]:
         lines.append(f"model {model['index']}: {model['name']}  workspace {model['work_size']} bytes, "
                      f"{model['stats'].get('tasks', '?')} tasks, {len(model['kernels'])} kernels")
-        for io in model["inputs"]:
-            dims = f" (dims {io['origin_input_dims']}: -1 where a gear decides)" if "origin_input_dims" in io else ""
-            lines.append(f"  input  {io['name']}: {io['dtype']}{io['shape']}{dims}")
-        for io in model["outputs"]:
-            lines.append(f"  output {io['name']}: {io['dtype']}{io['shape']}")
+        dyn = model.get("dynamic_shapes") or {}
+        for kind, ios in (("input ", model["inputs"]), ("output", model["outputs"])):
+            for i, io in enumerate(ios):
+                dims = f" (dims {io['origin_input_dims']}: -1 where a gear decides)" if "origin_input_dims" in io else ""
+                exprs = dyn.get("inputs" if kind == "input " else "outputs", [])
+                if i < len(exprs):   # a dynamic model: each dim as the expression the run evaluates
+                    dims = f" = [{', '.join(exprs[i])}]"
+                lines.append(f"  {kind} {io['name']}: {io['dtype']}{io['shape']}{dims}")
+        for s in dyn.get("symbols", []):
+            lo, hi = s["range"]
+            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} (input {s['input']} dim {s['axis']})")
         lines += gear_lines(model.get("gears"))
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
         custom = model.get("custom_ops") or {}

@@ -87,6 +87,14 @@ def test_the_archive_holds_its_device_tiling_library_as_op_master_device(element
         assert meta["dynamic_shapes"]["outputs"] == [["N", "3", "8"], ["N", "3", "8"]]
 
 
+def test_inspect_shows_the_dynamic_dims(elementwise, capsys):
+    from om2gen.cli.entry import main
+    assert main(["inspect", str(elementwise[1])]) == 0
+    out = capsys.readouterr().out
+    assert "input  x: float32[-1, 3, 8] = [N, 3, 8]" in out and "dynamic dim N: 1~40 (input 0 dim 0)" in out
+    assert "kOpMasterDevice" in out and "tiling_k" in out
+
+
 def test_the_same_model_compiles_to_the_same_bytes(tmp_path):
     m = _elementwise()
     for name in ("a.om2", "b.om2"):
