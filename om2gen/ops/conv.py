@@ -243,9 +243,15 @@ class Conv(Op):
         w = ins[1]
         packed_w = w.is_const
         residual = self.residual(node, ins)
-        # (a dynamic model's conv takes the packed GEMM: Winograd's tiles are planned per image size)
-        if winograd.applicable(g, packed_w) and residual is None and not symbolic.symbols(list(g.values())):
-            plan = winograd.choose(g, bl, ctx.winograd)   # the compile option
+        # (a dynamic model's: Winograd's tiles are planned per image size, so only a dynamic batch
+        # keeps it, planned for the largest batch; otherwise the packed GEMM)
+        planned = g
+        if symbolic.symbols(list(g.values())):
+            only_batch = not symbolic.symbols([v for key, v in g.items() if key != "N"])
+            most = symbolic.upper_bound(g["N"])
+            planned = dict(g, N=most) if only_batch and most is not None else None
+        if winograd.applicable(g, packed_w) and residual is None and planned is not None:
+            plan = winograd.choose(planned, bl, ctx.winograd)   # the compile option
             if plan is not None:
                 return self.lower_winograd(node, ins, outs, g, bias, plan, bl, ctx)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)
@@ -267,16 +273,18 @@ class Conv(Op):
         if transposed:
             tiles = split(p * images_per_row_block, g["MG"], k, bl, items=items, a_packed_at_run_time=True,
                           b_packed_at_run_time=False)
-            ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=True, transposed=True)
+            ws = gemm_pack.workspace_floats(gemm_pack.largest(tiles), bl, pack_a_at_run_time=True,
+                                            transposed=True)
         else:
             tiles = split(g["MG"], p, k, bl, items=items, a_packed_at_run_time=not packed_w, b_packed_at_run_time=True)
-            ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not packed_w)
+            ws = gemm_pack.workspace_floats(gemm_pack.largest(tiles), bl, pack_a_at_run_time=not packed_w)
         # a strided 2-D kernel that reads every row and column phase: im2col from column-phase planes
         planes = 0
         if not pointwise and not batched and g["D"] == 1 and g["KD"] == 1 and g["SW"] > 1 and g["KW"] >= g["SW"] \
                 and g["KH"] >= g["SH"]:
             planes = ws
-            ws += im2col_plane_floats(g, tiles.tile_m if transposed else tiles.tile_n, bl)
+            big = gemm_pack.largest(tiles)
+            ws += im2col_plane_floats(g, big.tile_m if transposed else big.tile_n, bl)
         items *= tiles.tiles_m * tiles.tiles_n
         inputs = [ins[0].name]
         if packed_w:

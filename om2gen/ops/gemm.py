@@ -61,7 +61,7 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
         split = gemm_pack.split_dynamic if dynamic else gemm_pack.split
         tiles = split(m, n, k, bl, items=batch_count, a_packed_at_run_time=not a.is_const,
                       b_packed_at_run_time=not b.is_const)
-        ws = gemm_pack.workspace_floats(tiles, bl, pack_a_at_run_time=not a.is_const)
+        ws = gemm_pack.workspace_floats(gemm_pack.largest(tiles), bl, pack_a_at_run_time=not a.is_const)
     tiling = dict(batch=batch_count, M=m, N=n, K=k, a_rs=a_rs, a_cs=a_cs, b_rs=b_rs, b_cs=b_cs,
                   tile_m=tiles.tile_m, tile_n=tiles.tile_n, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n,
                   ws_floats=ws)

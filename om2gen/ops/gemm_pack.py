@@ -165,4 +165,25 @@ def split_dynamic(m, n, k, bl: Blocking, items=1, *, a_packed_at_run_time: bool,
         return hi
     t = split(most(m), most(n), most(k), bl, most(items), a_packed_at_run_time=a_packed_at_run_time,
               b_packed_at_run_time=b_packed_at_run_time)
-    return Tiles(t.tile_m, t.tile_n, symbolic.ceildiv(m, t.tile_m), symbolic.ceildiv(n, t.tile_n))
+    tile_m, tiles_m = _dynamic_side(m, t.tile_m, t.tiles_m, bl.mr)
+    tile_n, tiles_n = _dynamic_side(n, t.tile_n, t.tiles_n, bl.nr)
+    return Tiles(tile_m, tile_n, tiles_m, tiles_n)
+
+
+def _dynamic_side(extent, tile: int, tiles: int, unit: int):
+    """(tile, tiles) of one side of a dynamic GEMM: a static side keeps split()'s tile; a dynamic
+    one keeps the tile count split() gives its largest size (while whole units last), its tiles
+    shrinking with the run's size, so a small run still spreads over the blocks the largest one
+    would. Never larger than the largest size's tile: that workspace bounds every run's."""
+    if not isinstance(extent, symbolic.Expr):
+        return tile, symbolic.ceildiv(extent, tile)
+    count = symbolic.smin(tiles, symbolic.ceildiv(extent, unit))
+    # (at least one unit: what the arithmetic gives, and what the bounds then see)
+    size = symbolic.smax(unit, symbolic.ceildiv(symbolic.ceildiv(extent, count), unit) * unit)
+    return size, symbolic.ceildiv(extent, size)
+
+
+def largest(t: Tiles) -> Tiles:
+    """The tiles at the largest sizes their ranges give: what sizes a dynamic GEMM's workspace."""
+    return Tiles(*(v if isinstance(v, int) else symbolic.upper_bound(v) for v in (t.tile_m, t.tile_n, t.tiles_m,
+                                                                                   t.tiles_n)))
