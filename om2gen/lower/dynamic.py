@@ -63,13 +63,13 @@ def sink(state: Lowering) -> None:
     for old, step in enumerate(state.steps):
         moved[old] = len(steps)
         call = step.call
-        if not isinstance(call, KernelCall) or not _dynamic(call):
-            steps.append(step)
-            continue
-        compiled_in = _exprs(call.params)
+        compiled_in = _exprs(call.params) if isinstance(call, KernelCall) else []
         if compiled_in:
             refused.append(f"{step.node.name} ({step.node.op_type}): its kernel would compile "
                            f"{symbolic.text(compiled_in[0])} into its code")
+            continue
+        if not isinstance(call, KernelCall) or not _dynamic(call):
+            steps.append(step)
             continue
         launch = min(common.MAX_BLOCKS, symbolic.upper_bound(call.block_dim) or common.MAX_BLOCKS)
         fields = dict(call.tiling)

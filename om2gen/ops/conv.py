@@ -210,7 +210,8 @@ class Conv(Op):
 
     def lower(self, node, ins, outs, ctx):
         g = self.geometry(node, ins)
-        if g["W"] == 1 and g["KW"] == 1 and g["OW"] == 1 and g["PL"] == 0 and g["H"] > 1:
+        if symbolic.decided(lambda: g["W"] == 1 and g["KW"] == 1 and g["OW"] == 1 and g["PL"] == 0 and g["H"] > 1,
+                            False):
             # [.., H, 1] is laid out exactly like [.., 1, H]: make the long dim the innermost one, so
             # the kernel's inner loop is contiguous and long (1-D convs exported as H x 1 images)
             g = dict(g, H=1, W=g["H"], KH=1, KW=g["KH"], OH=1, OW=g["OH"], SH=1, SW=g["SH"], DH=1, DW=g["DH"],

@@ -504,6 +504,8 @@ class Pad(Op):
         mode = self.mode(node)
         if all(b == 0 and e == 0 for b, e in pads):
             return Alias(src.name)
+        if not src.is_static:
+            return self.lower_dynamic(node, src, dst, pads, value, mode)
         # Neighbouring unpadded dims merge into one; each group is (size, pad begin, pad end).
         groups: list[list[int]] = []
         for n, (b, e) in zip(src.shape, pads):
@@ -554,6 +556,32 @@ class Pad(Op):
         }
         return KernelCall("kernels/pad.c.j2", "Pad", params, inputs, [dst.name],
                           block_dim=common.block_dim_for(rows, inner), tiling={"rows": rows})
+
+    def lower_dynamic(self, node, src: Value, dst: Value, pads, value, mode: str) -> KernelCall:
+        """A dynamic model's Pad (templates/kernels/pad_dynamic.c.j2): the source index of each
+        output position computed per mode, every size a tiling field."""
+        tiling: dict = {"rows": common.prod(dst.shape[:-1])}
+
+        def field(v, key):
+            return common.tiling_field(tiling, v, key)
+        strides = contiguous_strides(src.shape)
+        dims = [{"n": field(n, f"n{i}"), "b": field(b, f"b{i}"), "o": field(n + b + e, f"o{i}"),
+                 "stride": field(st, f"s{i}")} for i, (n, (b, e), st) in enumerate(zip(src.shape, pads, strides))]
+        inputs = [src.name]
+        value_expr, value_slot = "0", 0
+        if isinstance(value, Value) and not value.is_const:
+            value_slot, value_expr = 1, "pad_value"
+            inputs.append(value.name)
+        else:
+            value_expr = c_value(dst.dtype, self.scalar(value))
+        params = {
+            "summary": f"Pad mode={mode} pads={pads}: {src.describe()} -> {dst.describe()} (dynamic: sizes from the "
+                      "tiling data)",
+            "ctype": dst.dtype.c_type, "mode": mode, "outer": list(reversed(dims[:-1])), "inner": dims[-1],
+            "value": value_expr, "value_slot": value_slot, "out_slot": len(inputs), "tiling_fields": list(tiling),
+        }
+        return KernelCall("kernels/pad_dynamic.c.j2", "Pad", params, inputs, [dst.name],
+                          block_dim=common.block_dim_for(tiling["rows"], dst.shape[-1]), tiling=tiling)
 
     @staticmethod
     def scalar(value) -> object:

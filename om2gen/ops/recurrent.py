@@ -229,10 +229,13 @@ class _Recurrent(Op):
         fns = {mv["fn"] for dd in dirs for mv in dd["pre"] + dd["post"]}
         gate = {"z": 0, "r": h, "hh": 2 * h} if self.gates == 3 else {"i": 0, "o": h, "f": 2 * h, "c": 3 * h}
         peep = {"i": 0, "o": h, "f": 2 * h}
+        items = d * batch
+        tiling = {"items": items}   # with a dynamic model's sequence length (common.tiling_field)
         params = {
             "summary": f"{node.op_type} {self.attr(node, 'direction')} layout={layout} hidden={h}: "
                        f"X {ins[X_IN].describe()} -> " + ", ".join(f"{o.describe()}" for o in outs),
-            "cell": node.op_type, "S": seq, "batch": batch, "I": size, "H": h, "GH": g,
+            "cell": node.op_type, "S": common.tiling_field(tiling, seq, "S"), "batch": batch, "I": size, "H": h,
+            "GH": g,
             "gate": gate, "gate_in": self.gate_inputs(gate, peep, present["P"], lbr, clip),
             "rb_rows": 2 * h if lbr else g, "lbr": lbr,
             "input_forget": self.gates == 4 and bool(self.attr(node, "input_forget")),
@@ -244,9 +247,10 @@ class _Recurrent(Op):
             "kmajor": "matvec_kmajor" in fns, "mmajor": "matvec_mmajor" in fns,
             "dirs": dirs, "bidirectional": d > 1,
         }
-        items = d * batch
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/recurrent.c.j2", node.op_type, params, inputs, outputs,
-                          block_dim=common.block_dim_for(items, seq * g * (size + h)), tiling={"items": items},
+                          block_dim=common.block_dim_for(items, seq * g * (size + h)), tiling=tiling,
                           workspace=items * ws_item * 4)
 
 

@@ -1,7 +1,8 @@
-"""Dynamic shapes on a real model (issue 15): PaddleOCR v4's text recogniser
+"""Dynamic shapes on real models (issue 15): PaddleOCR v4's text recogniser
 (samples/real_models/catalog.py) with the text line's width dynamic in 16~1024, as PaddleOCR
-feeds it (every line at its own width): one archive, captured once, compared with ONNX Runtime
-at five widths in an order that revisits and ends at the range's edges."""
+feeds it (every line at its own width), and Silero VAD with its chunk length dynamic (both its
+forms): one archive each, captured once, compared with ONNX Runtime at several sizes in an order
+that revisits sizes and reaches the ranges' edges."""
 import sys
 from pathlib import Path
 
@@ -35,3 +36,42 @@ def test_ppocr_rec_at_any_line_width_matches_onnxruntime(tmp_path):
             got = m.run({"x": x})[out]
             assert got.shape == (1, -(-w // 8), CLASSES)   # a column of character scores per 8 pixels
             assert_close(got, ort_run(proto, {"x": x})[0], f"ppocr_v4_rec at width {w}")
+
+
+def test_silero_vad_at_several_chunk_lengths_matches_onnxruntime(tmp_path):
+    """Silero VAD v6 (the model silero-vad's own package runs) at 16 kHz with the chunk length
+    dynamic over what its encoder reads as one frame (192~703 samples): one archive at four
+    lengths, its 512 and the range's ends, with a running state."""
+    model = catalog.fetch(catalog.BY_NAME["silero_vad"])
+    path = tmp_path / "silero_vad.om2"
+    om2gen.compile(model, path, input_shapes={"input": (1, "192~703"), "state": (2, 1, 128)},
+                   input_values={"sr": 16000})
+    proto = onnx.load(str(model))
+    rng = np.random.default_rng(1)
+    with om2gen.load(path) as m:
+        state = np.zeros((2, 1, 128), np.float32)
+        for n in (512, 256, 703, 192, 512):
+            x = rng.uniform(-0.5, 0.5, (1, n)).astype(np.float32)
+            got = m.run({"input": x, "state": state})
+            want = ort_run(proto, {"input": x, "state": state, "sr": np.array(16000, np.int64)})
+            for g, w, name in zip(got.values(), want, ("output", "stateN")):
+                assert_close(g, w, f"silero_vad {name} at {n} samples")
+            state = want[1]
+
+
+def test_silero_vad_sequence_form_at_several_lengths_matches_onnxruntime(tmp_path):
+    """The sequence form (an ONNX LSTM over the frames): the frame count dynamic in 1~64."""
+    model = catalog.fetch(catalog.BY_NAME["silero_vad_lstm"])
+    path = tmp_path / "silero_vad_lstm.om2"
+    om2gen.compile(model, path, input_shapes={"input": ("1~64", 576)})
+    proto = onnx.load(str(model))
+    rng = np.random.default_rng(2)
+    with om2gen.load(path) as m:
+        for n in (4, 1, 64, 17):
+            feeds = {"input": rng.uniform(-0.5, 0.5, (n, 576)).astype(np.float32),
+                     "h": rng.uniform(-0.5, 0.5, (1, 1, 128)).astype(np.float32),
+                     "c": rng.uniform(-0.5, 0.5, (1, 1, 128)).astype(np.float32)}
+            got = m.run(feeds)
+            for g, w, name in zip(got.values(), ort_run(proto, feeds), ("speech_probs", "hn", "cn")):
+                assert g.shape == w.shape
+                assert_close(g, w, f"silero_vad_lstm {name} at {n} frames")
