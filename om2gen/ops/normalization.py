@@ -105,10 +105,14 @@ def _rows_call(node: Node, x: Value, ins: list[Value | None], outs: list[Value],
     slots["mean"] = n_in + 1 if stats[0] else None
     slots["invstd"] = n_in + 1 + int(stats[0]) if stats[1] else None
     slots["n_addr"] = n_in + 1 + sum(stats)
+    tiling = {"rows": rows}     # with a dynamic model's row length and segments (common.tiling_field)
+    affine = {k: common.tiling_field(tiling, v, k) for k, v in affine.items()}
     params = {"summary": f"{node.op_type} rows={rows} len={length}: {x.describe()} -> {outs[0].describe()}",
-              "len": length, "epsilon": c_float(eps), "slots": slots, **affine}
+              "len": common.tiling_field(tiling, length, "len"), "epsilon": c_float(eps), "slots": slots, **affine}
+    if len(tiling) > 1:
+        params["tiling_fields"] = list(tiling)
     return KernelCall("kernels/normalize_rows.c.j2", node.op_type, params, inputs, [v.name for v in outs],
-                      block_dim=common.block_dim_for(rows, 3 * length), tiling={"rows": rows})
+                      block_dim=common.block_dim_for(rows, 3 * length), tiling=tiling)
 
 
 def _element_affine(node: Node, v: Value | None, norm_shape: tuple[int, ...], what: str):

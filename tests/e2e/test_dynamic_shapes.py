@@ -197,3 +197,44 @@ def test_concat_along_and_beside_a_dynamic_axis(tmp_path):
                      "z": rng.standard_normal((n, 3, 4)).astype(np.float32)}
             got, = model.run(feeds).values()
             assert np.array_equal(got, ort_run(m, feeds)[0])
+
+
+def _one_node(node, inputs: dict, outputs: list, inits=()):
+    m = _model([node], {n: [f"{n}{i}" for i in range(rank)] for n, rank in inputs.items()}, {}, inits)
+    for name in outputs:
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+        vi.type.tensor_type.shape.SetInParent()   # rank unknown: om2gen infers it
+        m.graph.output.append(vi)
+    return m
+
+
+_SINGLE = {
+    "split": (lambda: _one_node(helper.make_node("Split", ["x", "sp"], ["a", "b"], axis=2), {"x": 3}, ["a", "b"],
+                                [numpy_helper.from_array(np.array([2, 6], np.int64), "sp")]),
+              {"x": ("1~4", "1~9", 8)}, lambda rng, n: {"x": rng.standard_normal((n % 4 + 1, n, 8)).astype(np.float32)}),
+    "instance_norm": (lambda: _one_node(helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"]), {"x": 3}, ["y"],
+                                        [numpy_helper.from_array(np.linspace(0.5, 2, 3, dtype=np.float32), "s"),
+                                         numpy_helper.from_array(np.linspace(-1, 1, 3, dtype=np.float32), "b")]),
+                      {"x": ("1~4", 3, "3~32")}, lambda rng, n: {"x": rng.standard_normal((n % 4 + 1, 3, 3 * n)).astype(
+                          np.float32)}),
+    "pad_reflect": (lambda: _one_node(helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect"), {"x": 3}, ["y"],
+                                      [numpy_helper.from_array(np.array([0, 1, 3, 0, 1, 2], np.int64), "p")]),
+                    {"x": ("1~4", 3, "4~40")}, lambda rng, n: {"x": rng.standard_normal((n % 4 + 1, 3, 4 * n)).astype(
+                        np.float32)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SINGLE))
+def test_single_ops_at_several_shapes(name, tmp_path):
+    """Split of a dynamic tensor, InstanceNormalization over a dynamic length (its mean divides by
+    the run's count), Pad in reflect mode over a dynamic axis (the source index computed)."""
+    build, shapes, feeds = _SINGLE[name]
+    m = build()
+    om2gen.compile(m, tmp_path / "m.om2", input_shapes=shapes)
+    rng = np.random.default_rng(11)
+    with om2gen.load(tmp_path / "m.om2") as model:
+        for n in (1, 5, 9, 2):
+            f = feeds(rng, n)
+            for got, want in zip(model.run(f).values(), ort_run(m, f)):
+                assert got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{name} at {n}")
