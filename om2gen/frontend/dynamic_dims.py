@@ -16,6 +16,9 @@ from ..ir import symbolic
 from .pins import DimRange
 
 
+MAX_DIM = (1 << 31) - 1    # the largest value a dynamic dim's range may reach
+
+
 class Symbols:
     """The symbols an import makes, by name."""
 
@@ -37,16 +40,13 @@ class Symbols:
                                  f"{DimRange(sym.lo, sym.hi)} at {first}; the model says both are the same "
                                  f"dim ({name!r}): give them one range")
             return expr
-        if rng.hi is not None and rng.hi > symbolic_max():
-            raise ShapeError(f"{shape_option()}: {where} has the range {rng}, beyond the {symbolic_max()} a dim "
+        if rng.hi is not None and rng.hi > MAX_DIM:
+            raise ShapeError(f"{shape_option()}: {where} has the range {rng}, beyond the {MAX_DIM} a dim "
                              "may reach")
         expr = symbolic.sym(name, rng.lo, rng.hi)
         self.by_name[name] = (expr, where)
         return expr
 
-
-def symbolic_max() -> int:
-    return (1 << 31) - 1
 
 
 def c_name(text: str) -> str:

@@ -146,7 +146,6 @@ def resolve(*, input_shapes: dict, declared: list[tuple[str, tuple]], dynamic_ba
     given = {t: v for t, v in ((DynamicType.DYNAMIC_BATCH, dynamic_batch_size),
                                (DynamicType.DYNAMIC_IMAGE, dynamic_image_size),
                                (DynamicType.DYNAMIC_DIMS, dynamic_dims)) if v is not None}
-    _check_no_dynamic_dims(input_shapes, given)
     if not given:
         return None
     if len(given) > 1:
@@ -205,13 +204,6 @@ def _templates(input_shapes: dict, declared: list[tuple[str, tuple]]):
         if any(d < DYNAMIC for d in templates[name]):
             raise ShapeError(f"{shape_option(name, templates[name])}: a dim is -1 (set by a gear) or >= 0")
     return templates, order
-
-
-def _check_no_dynamic_dims(input_shapes: dict, given: dict) -> None:
-    """-1 in an input shape says "a gear decides"; without a gear option it is an error."""
-    for name, dims in input_shapes.items():
-        if any(int(d) < 0 for d in dims) and not given:
-            raise ShapeError(no_gears_for(shape_option(name, dims)))
 
 
 def no_gears_for(where: str) -> str:
