@@ -40,7 +40,7 @@ def _table_driven_load_and_run() -> Path:
 # The headers the module's C source includes; the cdef's types are read from them (and the headers
 # they include), in include order, so a struct, enum or constant cannot drift from its header.
 INCLUDES = ("om2/om2_executor.h", "om2/om2_cpu_runtime.h", "om2/om2_kernel.h", "om2/custom_op.h",
-            "om2/om2_model_tables.h", "om2/om2_so_in_om.h")
+            "om2/om2_model_tables.h", "om2/om2_so_in_om.h", "om2/om2_op_host.h", "om2/om2_rt2.h")
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _DIRECTIVE = re.compile(r"\s*#\s*(\w+)\s*(.*?)\s*$")
@@ -166,7 +166,8 @@ FUNCTIONS = (
     "aclrtDestroyStream", "aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy",
     "aclGetRecentErrMsg", "om2rtSetThreadCount", "om2rtTakeProfMarks", "om2rtGetThreadCount",
     "om2rtSetIssueThreadCount", "om2rtGetIssueThreadCount", "om2rtGetLaunchCount",
-    "om2rtGetLiveAllocationCount",
+    "om2rtGetLiveAllocationCount", "om2x_rt2_load", "om2x_rt2_prepare", "om2x_rt2_execute", "om2x_rt2_stats",
+    "om2x_rt2_unload",
 )
 
 _HEADERS = [*sorted((_RUNTIME / "include").rglob("*.h")), *sorted((_RUNTIME / "src").glob("*.h"))]

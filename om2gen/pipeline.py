@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import advice
+from .codegen import host_library
 from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp, tiling_library
 from .codegen.literals import c_identifier
@@ -27,7 +28,8 @@ from .frontend.onnx_import import import_onnx
 from .ir import dtypes, symbolic
 from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
-from .lower import memplan
+from .lower import dynamic as dynamic_lowering
+from .lower import memplan, rt2_program
 from .lower.lowering import lower_graph
 from .passes import dce, optimize
 from .so_in_om import custom_libraries, info, providers
@@ -164,12 +166,16 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             graph = multi_batch.merge(spec, [g for g, _ in per_gear])
             op_types = frozenset().union(*(t for _, t in per_gear))
         report.stage(f"imported {len(graph.nodes)} nodes")
-        program = lower_graph(graph, ctx)
+        # an .om runs the RT2 way, sizing its arena per run: an unbounded dim is allowed there
+        token = dynamic_lowering.NOMINAL_UNBOUNDED.set(format == "om")
+        try:
+            program = lower_graph(graph, ctx)
+        finally:
+            dynamic_lowering.NOMINAL_UNBOUNDED.reset(token)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
-    if program.dynamic is not None and format == "om":
-        raise Om2Error("a dynamic model (dims -1 or lo~hi without gears) compiles to an .om2 archive in this version; "
-                       "the classic .om's RT2 execution of dynamic shapes is not written yet: compile to .om2, or "
-                       "compile gears (docs/gears.md) for an .om")
+    if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
+        program = rt2_program.for_om(program)
+        program.dynamic.host_plan.check()
 
     own = [k for k in program.kernels if not k.library]    # (the rest: the device tiling library's)
     builds = compiler.build_all([(k.source, k.entry) for k in own], tgt, opts.jobs, report.kernels)
@@ -178,7 +184,9 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     for k, b in zip(own, builds):
         k.binary = launch_note.attach(b.binary, notes[index[id(k)]])
     commands = {k.entry: b.commands[0] for k, b in zip(own, builds)}
-    if program.dynamic is not None:
+    if program.dynamic is not None and format == "om":
+        commands.update(_build_host_library(program, tgt))
+    elif program.dynamic is not None:
         commands.update(_build_tiling_library(program, tgt, notes))
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
@@ -203,6 +211,18 @@ def _build_tiling_library(program: Program, tgt, notes: dict) -> dict:
     for _, k in entries:
         k.library, k.binary = d.tiling_library, d.tiling_binary
     return {k.entry: built.commands[0] for _, k in entries}
+
+
+def _build_host_library(program: Program, tgt) -> dict:
+    """A dynamic .om's host op library (codegen/host_library.py): InferShape and Tiling per op,
+    built for the target and named by its content and the host OS/CPU; returns {name: command}."""
+    d = program.dynamic
+    host_library.check(d.host_plan)
+    d.host_source = host_library.source(d.host_plan, program.name, [i.name for i in program.inputs])
+    d.host_library = host_library.library_name(d.host_source, tgt.arch)
+    built = compiler.build_host_library(d.host_source, tgt)
+    d.host_binary = built.binary
+    return {d.host_library: built.commands[0]}
 
 
 def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_commands: dict, so_pack, producer: str,

@@ -36,14 +36,21 @@ def source(program: Program) -> str:
         lines.append("    const int64_t *symbols = (const int64_t *)OM2_ADDR(0);")
         lines.append("    int64_t *tiling = (int64_t *)OM2_ADDR(1);")
         lines.append("    (void)symbols;\n    (void)om2_block_idx;\n    (void)om2_block_num;")
-        for s in used:
-            lines.append(f"    const int64_t {_sym(s)} = symbols[{index[s.name]}];")
-        lines.append(f"    tiling[0] = {symbolic.c_expr(t.block_dim, _sym)};  /* block_dim */")
-        for k, (name, value) in enumerate(t.fields.items(), start=1):
-            lines.append(f"    tiling[{k}] = {symbolic.c_expr(value, _sym)};  /* {name} */")
+        lines += [f"    const int64_t {_sym(s)} = symbols[{index[s.name]}];" for s in used]
+        lines += tiling_lines(t.block_dim, t.fields, _sym, lambda k: f"tiling[{k}]")
         lines.append("}")
         lines.append("")
     return "\n".join(lines)
+
+
+def tiling_lines(block_dim, fields: dict, name_of, word) -> list[str]:
+    """The statements writing one kernel's tiling from the symbols: its block count, then its
+    TilingData fields. The device tiling library (here) and the host op library's Tiling
+    (codegen/host_library.py) both print them; word(k) is the C lvalue of word k (0: the count)."""
+    lines = [f"    {word(0)} = {symbolic.c_expr(block_dim, name_of)};  /* block_dim */"]
+    for k, (name, value) in enumerate(fields.items(), start=1):
+        lines.append(f"    {word(k)} = {symbolic.c_expr(value, name_of)};  /* {name} */")
+    return lines
 
 
 def _task_of(program: Program, entry: str) -> int:

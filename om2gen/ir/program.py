@@ -53,6 +53,7 @@ class TilingCall:
     block_dim: object                   # int or ir.symbolic.Expr: the blocks the kernel runs
     fields: dict[str, object]           # the kernel's TilingData fields: ints and Exprs
     entry: str = ""                     # the tiling function's name in the device tiling library
+    workspace: object = 0               # the kernel's scratch bytes at the run's sizes (int or Expr)
 
     @property
     def inputs(self) -> list:
@@ -326,6 +327,11 @@ class DynamicInfo:
     tilings: list[TilingCall] = field(default_factory=list)   # its functions, in task order
     tiling_source: str = ""                     # its C source (codegen/tiling_library.py)
     tiling_binary: bytes = b""                  # filled by the toolchain
+    # the RT2 plan of a classic .om (lower/host_ops.py) and its host op library (kSpaceRegistry)
+    host_plan: object = None
+    host_source: str = ""
+    host_library: str = ""
+    host_binary: bytes = b""
 
 
 @dataclass

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..ir import symbolic
 from ..ir.program import DynamicInfo, IoDesc, Program, TilingCall, View
-from . import dynamic
+from . import dynamic, host_ops
 from .args import Places
 from .constants import Blob
 from .graph_json import graph_json
@@ -30,13 +30,14 @@ def assemble(state: Lowering, blob: Blob, work: Workspace, table: TaskTable, pla
         work_size=work.size, args_size=args_size, source_digest=graph.source_digest, opsets=graph.opsets,
         graph_json=graph_json(graph, blob.constants.values(), places.placed), label_num=state.label_num,
         label_lists=table.label_lists, custom_ops=table.custom_ops, buffers=work.buffers, views=views,
-        gears=state.gears, dynamic=_dynamic_info(state, work) if dynamic.is_dynamic(state) else None)
+        gears=state.gears, dynamic=_dynamic_info(state, work, places) if dynamic.is_dynamic(state) else None)
 
 
-def _dynamic_info(state: Lowering, work: Workspace) -> DynamicInfo:
+def _dynamic_info(state: Lowering, work: Workspace, places: Places) -> DynamicInfo:
     values = state.graph.values
     return DynamicInfo(symbols=dynamic.symbols(state), symbols_offset=work.offsets[dynamic.SYMBOLS],
                        input_dims=[tuple(values[n].shape) for n in state.graph.inputs],
                        output_dims=[tuple(values[n].shape) for n in state.graph.outputs],
                        tiling_library=TILING_LIBRARY,
-                       tilings=[s.call for s in state.steps if isinstance(s.call, TilingCall)])
+                       tilings=[s.call for s in state.steps if isinstance(s.call, TilingCall)],
+                       host_plan=host_ops.describe(state, work, places))

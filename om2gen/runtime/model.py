@@ -215,6 +215,7 @@ class Model:
         self.allow_platform_mismatch = allow_platform_mismatch
         self._gears = None   # runtime/gears.Gears of a model compiled with gears, else None
         self._dynamic = None   # runtime/dynamic.Dynamic of a dynamic-shape model, else None
+        self._rt2 = None       # runtime/rt2.Rt2Runner of a dynamic-shape classic OM, else None
         self._pad_to_gear = bool(pad_to_gear)
         self.signed_by = None   # the key id of the trusted signature a signed load checked
         clock = _PhaseClock()
@@ -351,6 +352,12 @@ class Model:
         self._set_io(om.inputs, om.outputs)
         self._ep = om.entry_points
         self._sos, om.sos = om.sos, None   # the model's packed shared objects, as for an OM2 archive
+        if om.rt2 is not None:   # a dynamic-shape OM: run the RT2 way (runtime/rt2.py), nothing captured
+            self._rt2, self._dynamic = om.rt2, om.dynamic
+            self.io_inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"]), d["max_shape"])
+                              for d in om.inputs]
+            self._index_inputs()
+            return
         self._native_load(om.load, om.bins, om.weights, clock, om.custom_libraries)
 
     # ---- the native half, common to both formats ----
@@ -394,6 +401,9 @@ class Model:
     def _prepare_run(self):
         """What a run touches, prepared once (per gear for a gear model): the GertTensors, the run
         config and, per tensor, (name, dtype, shape, GertTensor[, TensorInfo])."""
+        if self._rt2 is not None:   # prepared per run, natively
+            self._runs = []
+            return
         if self._dynamic is not None:   # where the model reports each run's output dims
             rows = [ffi.new("int64_t[]", max(1, len(t.shape))) for t in self.outputs]
             self._out_dims = ffi.new("int64_t *[]", rows or [ffi.NULL])
@@ -433,6 +443,8 @@ class Model:
             self._check_feed_names(feeds)
         if self._gears is not None:
             return self._run_gear(feeds)
+        if self._rt2 is not None:
+            return self._run_rt2(feeds)
         if self._dynamic is not None:
             return self._run_dynamic(feeds)
         with self._run_lock:
@@ -441,13 +453,7 @@ class Model:
     def _run_dynamic(self, feeds: dict) -> dict[str, np.ndarray]:
         """A dynamic model: the fed shapes go with the inputs; each output comes back at the dims
         the model reports for this run (runtime/dynamic.py)."""
-        arrays = [feeds[t.name] for t in self.inputs]
-        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
-        for t, a in zip(self.inputs, arrays):
-            if a.dtype != t.dtype:
-                raise InputError(f"input {t.name!r} is {a.dtype}, the model expects {t.dtype}; convert it with "
-                                 f".astype(np.{t.dtype})")
-        self._dynamic.check(self.inputs, [a.shape for a in arrays])
+        arrays = self._dynamic_feeds(feeds)
         with self._run_lock:
             if self._handle is None:
                 raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
@@ -474,6 +480,68 @@ class Model:
                 dims = tuple(self._out_dims[j][k] for k in range(len(t.shape)))
                 results[t.name] = out[:dynamic_mod.elements(dims)].reshape(dims)
             return results
+
+    def _dynamic_feeds(self, feeds: dict) -> list[np.ndarray]:
+        """A dynamic model's inputs as arrays, in order, each of the model's dtype, their shapes
+        checked against the ranges (runtime/dynamic.py)."""
+        arrays = [feeds[t.name] for t in self.inputs]
+        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
+        for t, a in zip(self.inputs, arrays):
+            if a.dtype != t.dtype:
+                raise InputError(f"input {t.name!r} is {a.dtype}, the model expects {t.dtype}; convert it with "
+                                 f".astype(np.{t.dtype})")
+        self._dynamic.check(self.inputs, [a.shape for a in arrays])
+        return arrays
+
+    def _run_rt2(self, feeds: dict) -> dict[str, np.ndarray]:
+        """A dynamic-shape OM (runtime/rt2.py): the fed shapes checked, InferShape, Tiling and the
+        arena plan natively, the outputs allocated at their inferred shapes, the kernels launched."""
+        arrays = [np.ascontiguousarray(a) for a in self._dynamic_feeds(feeds)]
+        with self._run_lock:
+            outs = self._rt2_run_locked([ffi.from_buffer(a) for a in arrays], [a.shape for a in arrays])
+        return {t.name: out for t, out in zip(self.outputs, outs)}
+
+    def _rt2_run_locked(self, inputs, shapes, outputs=None, capacities=None) -> list:
+        """prepare, then execute over `outputs` (addresses and their bytes), or over new arrays at
+        the inferred shapes (returned); the model's thread count for the launches."""
+        if self._rt2 is None:
+            raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
+        prepared = self._rt2.prepare(shapes)
+        made = []
+        if outputs is None:
+            made = [np.empty(dims, t.dtype) for t, (dims, _) in zip(self.outputs, prepared)]
+            outputs, capacities = [ffi.from_buffer(a) for a in made], [a.nbytes for a in made]
+        previous = lib.om2rtGetIssueThreadCount()
+        lib.om2rtSetIssueThreadCount(self.threads or 0)
+        try:
+            self._rt2.execute(inputs, outputs, capacities)
+        finally:
+            lib.om2rtSetIssueThreadCount(previous)
+        return made or [dims for dims, _ in prepared]
+
+    def execute_raw_shapes(self, input_ptrs, input_shapes, output_ptrs, output_sizes) -> list[tuple[int, ...]]:
+        """A dynamic-shape OM on caller buffers: each input's shape given (ACL's
+        aclmdlSetDatasetTensorDesc), each output buffer's bytes; returns the outputs' dims."""
+        if self._rt2 is None:
+            raise InputError(f"{self.path}: execute_raw_shapes runs a dynamic-shape classic OM; this model takes "
+                             "execute_raw")
+        self._dynamic.check(self.inputs, [tuple(s) for s in input_shapes])
+        with self._run_lock:
+            return self._rt2_run_locked(list(input_ptrs), input_shapes, list(output_ptrs), list(output_sizes))
+
+    def prepare_shapes(self, input_shapes) -> list[tuple[tuple[int, ...], int]]:
+        """A dynamic-shape OM: each output's (dims, bytes) for these input shapes (what a caller
+        sizes its output buffers by before execute_raw_shapes)."""
+        if self._rt2 is None:
+            raise InputError(f"{self.path}: prepare_shapes is for a dynamic-shape classic OM")
+        self._dynamic.check(self.inputs, [tuple(s) for s in input_shapes])
+        with self._run_lock:
+            return self._rt2.prepare(input_shapes)
+
+    @property
+    def rt2_stats(self) -> dict | None:
+        """A dynamic-shape OM's arena and timing counters (runtime/rt2.py), else None."""
+        return None if self._rt2 is None else self._rt2.stats()
 
     def _run_gear(self, feeds: dict) -> dict[str, np.ndarray]:
         """A gear model: the gear is the one of the fed shapes (with pad_to_gear, a smaller batch
@@ -624,6 +692,7 @@ class Model:
         if self._library is not None:
             model_libraries.release(self._library)
             self._library = None
+        self._rt2 = None            # closed with the OM (it runs its weights and kernels)
         if self._om is not None:   # after the unload: the captured tasks read its weights
             self._om.close()
             self._om = None

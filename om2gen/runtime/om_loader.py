@@ -19,7 +19,7 @@ from ..formats.om.container import read_om
 from ..native import ffi, lib, string
 from ..so_in_om import info, loading
 from ..toolchain import targets
-from . import gears
+from . import gears, rt2
 from .tables import Tables
 
 
@@ -40,12 +40,18 @@ class LoadedOm:
     tables: Tables | None = None
     sos: object = None             # so_in_om.loading.PackedSos
     custom_libraries: tuple = ()
+    # a dynamic-shape OM (the RT2 path, runtime/rt2.py): its runner and what runs are checked by
+    rt2: object = None
+    dynamic: object = None
 
     def load(self, config, handle) -> int:
         """GertModelLoad of the table-driven model."""
         return lib.om2x_tables_model_load(self.tables.ptr, config, handle)
 
     def close(self) -> None:
+        if self.rt2 is not None:   # before the weights and the kernels it runs
+            self.rt2.close()
+            self.rt2 = None
         if self.weights is not None:
             lib.aclrtFree(self.weights)
             self.weights = None
@@ -122,9 +128,31 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
                              f"{string(lib.aclGetRecentErrMsg())}")
     clock("place weights")
 
+    if any(-1 in d.shape for d in (*program.inputs, *program.outputs)):   # the RT2 path
+        _rt2(res, program, where)
+        clock("load the model the RT2 way")
+        return
     res.tables = Tables(program)
     lib.om2x_tables_entry_points(res.entry_points)
     res.bins = [(k.file_name, k.binary, hashlib.sha256(k.binary).hexdigest()) for k in program.kernels]
     res.bins += list({c.bin_name: (c.bin_name, c.blob, hashlib.sha256(c.blob).hexdigest())
                       for c in program.custom_ops}.values())
     clock("build the model tables")
+
+
+def _rt2(res: LoadedOm, program, where: str) -> None:
+    """A dynamic-shape OM: its host op library (kSpaceRegistry) from SO_BINS, checked against
+    TASK_INFO, drives the native RT2 executor (runtime/rt2.py)."""
+    if len(res.sos.op_host) != 1:
+        raise ArchiveError(f"{where}: a dynamic-shape OM (dims -1) needs its host op library (an om2gen "
+                           f"kSpaceRegistry library exporting Om2OpHostGetTable) in SO_BINS; it packs "
+                           f"{len(res.sos.op_host)}: recompile the model")
+    table = rt2.host_table(res.sos.op_host[0], where)
+    if table.input_num != len(program.inputs) or table.output_num != len(program.outputs):
+        raise ArchiveError(f"{where}: its host op library has {table.input_num} inputs and {table.output_num} outputs, "
+                           f"MODEL_DEF {len(program.inputs)} and {len(program.outputs)}; the OM is inconsistent")
+    rt2.check_tasks(table, program, where)
+    res.dynamic = rt2.dynamic_of(table, res.inputs)
+    for io, most in zip(res.inputs, rt2.max_shapes(table, res.inputs)):
+        io["max_shape"] = most
+    res.rt2 = rt2.Rt2Runner(table, program, res.weights, where)

@@ -12,7 +12,9 @@ the kinds below that are unloaded (om2x_so_unload) its registrations go with it.
                    model's scope (``PackedSos.activated()``) makes exactly its libraries visible to
                    Om2CreateCustomOp while it loads -- an empty scope for a model without any.
   kSpaceRegistry   the model's SpaceRegistry: op type -> Om2InferShape_/Om2Tiling_ functions.
-                   The library must be host code for this OS/CPU (name *_<os>_<cpu>.so).
+                   The library must be host code for this OS/CPU (name *_<os>_<cpu>.so). One
+                   that exports Om2OpHostGetTable is om2gen's host op library of a dynamic .om
+                   (om2/om2_op_host.h): it goes to the RT2 executor (runtime/rt2.py) too.
                    Shared across models by content, released with the last model using it.
   kOpMasterDevice  the process-wide op-master cache: built-in SOs (vendor contains "built-in")
                    deduplicated by name (the first loaded wins), custom ones by content under
@@ -201,6 +203,7 @@ class PackedSos:
         self.space_registry = SpaceRegistry()
         self.op_master = OpMasterDevice()
         self.autofuse = Autofuse(where=where)
+        self.op_host: list[LoadedSo] = []   # om2gen host op libraries (a dynamic .om's RT2 path)
         self._space_leases: list[LoadedSo] = []
         self._closed = False
 
@@ -221,6 +224,7 @@ class PackedSos:
             SPACE_REGISTRY_CACHE.release(so)
         self._space_leases.clear()
         self.space_registry.libraries.clear()
+        self.op_host.clear()
         for cache, so in self.op_master.leases:
             cache.release(so)
         self.op_master.leases.clear()
@@ -241,6 +245,11 @@ def _space_registry(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None
     so = SPACE_REGISTRY_CACHE.acquire(digest, b, packed.where, exports, digest)
     packed._space_leases.append(so)
     packed.space_registry.libraries.append(so)
+    if OP_HOST_ENTRY in exports:   # om2gen's host op library: the RT2 executor's (runtime/rt2.py)
+        packed.op_host.append(so)
+
+
+OP_HOST_ENTRY = "Om2OpHostGetTable"    # om2/om2_op_host.h OM2_OP_HOST_ENTRY
 
 
 def _op_master(packed: PackedSos, b: OpSoBin, digest: str, exports) -> None:

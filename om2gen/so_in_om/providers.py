@@ -269,8 +269,15 @@ class _OppProvider:
 
 @provider
 class SpaceRegistryProvider(_OppProvider):
-    """kSpaceRegistry: host infer-shape/tiling libraries, named *_<os>_<cpu>.so (host code)."""
+    """kSpaceRegistry: host infer-shape/tiling libraries, named *_<os>_<cpu>.so (host code). By the
+    seed's rule (CheckAndSetSpaceRegistry) a dynamic-shape model needs one: a classic .om's own
+    host op library (codegen/host_library.py), vendor OM2GEN_VENDOR; then those of the op package."""
     bin_type = SoBinType.kSpaceRegistry
+
+    def collect(self, ctx: PackContext) -> list[OpSoBin]:
+        d = getattr(ctx.program, "dynamic", None)
+        own = [OpSoBin(d.host_library, OM2GEN_VENDOR, self.bin_type, d.host_binary)] if d and d.host_binary else []
+        return own + super().collect(ctx)
 
     def name_of(self, so: OppSo, target) -> str:
         suffix = host_library_suffix(TARGET_OS, target.arch)

@@ -173,6 +173,13 @@ def build_tiling_library(source: str, entries: list[str], target: Target) -> Bui
                   "the device tiling library", tuple(entries), target)
 
 
+def build_host_library(source: str, target: Target) -> BuildResult:
+    """A dynamic .om's host op library (codegen/host_library.py, om2/om2_op_host.h): host code,
+    dlopen'ed by the executor, exporting Om2OpHostGetTable."""
+    return _build(source, "op_host.c", False, KERNEL_FLAGS, (), "the host op library", ("Om2OpHostGetTable",),
+                  target)
+
+
 MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",
                  "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum",
                  "Om2ModelGetTables")

@@ -112,12 +112,6 @@ def test_a_node_without_a_shape_generic_kernel_is_named(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_classic_om_of_a_dynamic_model_is_refused_clearly(tmp_path):
-    with pytest.raises(om2gen.Om2Error, match="dynamic"):
-        om2gen.compile(_elementwise(), tmp_path / "d.om", input_shapes={"x": ("1~4", 3, 8), "col": ("1~4", 3, 1)})
-    assert not list(tmp_path.iterdir())
-
-
 def test_the_model_loads_from_bytes(elementwise):
     _, path = elementwise
     with om2gen.load(path.read_bytes()) as model:

@@ -76,6 +76,8 @@ def _tensor_desc(val: dict, *, data_offset: int | None = None):
     size = dt.itemsize
     for d in shape:
         size *= d
+    if any(d < 0 for d in shape):   # an unknown dim: GE's unknown size (formats/om/dynamic_shapes.py)
+        size = -1
     td = proto.TensorDescriptor(name=val["name"], dtype=dt.ge_proto, shape=proto.ShapeDef(dim=shape), layout="ND",
                                 size=size, real_dim_cnt=len(shape))
     td.attr["format_for_int"].CopyFrom(attr_i(FORMAT_ND))

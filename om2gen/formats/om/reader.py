@@ -31,7 +31,7 @@ from ...ir.gears import branch_key
 from ...ir.program import ArgRef, Constant, CustomOpDef, GraphJson, IoDesc, Kernel, Program, Task, TensorDesc
 from ...ir.tasks import ArgKind, CcKernelType, ModelTaskType, OpDispatchType
 from .. import op_so_store
-from . import gears, inout_info, integrity, kernel_store, proto
+from . import dynamic_shapes, gears, inout_info, integrity, kernel_store, proto
 from .container import OmFile
 from .layout import ORIGINAL_OP_NAMES
 from .layout import ModelPartitionType as PT
@@ -96,11 +96,15 @@ def _io_desc(td, what: str) -> IoDesc:
     if dt is None:
         raise ArchiveError(f"{what} has ge.proto data type {td.dtype}, which om2gen cannot run")
     shape = tuple(int(d) for d in td.shape.dim)
-    if any(d < 0 for d in shape):
-        raise ArchiveError(f"{what} has a dynamic shape {list(shape)}; om2gen runs static-shape OM files")
+    if any(d < -1 for d in shape) or (any(d < 0 for d in shape) and td.size != -1
+                                       and dynamic_shapes.shape_range(td, what) is None):
+        raise ArchiveError(f"{what} has a dynamic shape {list(shape)} without its ranges (GE's shape_range) or "
+                           "unknown size; om2gen runs static-shape OM files and dynamic ones the RT2 way")
     if any(d > MAX_DIM for d in shape):
         raise ArchiveError(f"{what} has shape {list(shape)}, too large for any memory")
     nbytes = dt.itemsize * math.prod(shape)
+    if any(d < 0 for d in shape):   # a dynamic model's: the bytes the task list plans for it (or unknown)
+        nbytes = max(int(td.size), 0)
     return IoDesc(td.name or what, dt.name, shape, nbytes)
 
 
@@ -394,7 +398,9 @@ def _task(t: int, td, ops: dict, amap: _AddressMap, program: Program, model: OmM
                                "is whole int64 words")
         if not 0 <= kd.block_dim <= MAX_BLOCK_DIM:
             raise ArchiveError(f"{where}: block_dim {kd.block_dim}, GE allows 1..{MAX_BLOCK_DIM}")
-        roles = [r for r in kd.context.args_format.replace("{t}", "").strip("{}").split("}{") if r]
+        roles = [r for r in kd.context.args_format.strip("{}").split("}{") if r]
+        if len(roles) != n and roles[-1:] == ["t"]:   # the tiling inline; a sink kernel's is an address slot
+            roles = roles[:-1]
         if roles and len(roles) != n:
             raise ArchiveError(f"{where}: args_format {kd.context.args_format!r} describes {len(roles)} address slots, "
                                f"args_count says {n}; the OM is corrupt")

@@ -18,7 +18,7 @@ from pathlib import Path
 from ...ir.tasks import CcKernelType, ModelTaskType
 from ...version import GENERATOR
 from .. import op_so_store
-from . import inout_info, integrity, kernel_store, proto
+from . import dynamic_shapes, inout_info, integrity, kernel_store, proto
 from .container import Partition, write_om
 from .graph_def import FEATURE_BASE, VARIABLE_BASE, WEIGHT_BASE, GraphBuilder, MemoryPlan, fill_addresses
 from .layout import ModelPartitionType as PT
@@ -85,6 +85,8 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
             refers.append((td.kernel.context, op))
             fill_addresses(op, task, mem)
     graphs = gb.finish()
+    if program.dynamic is not None:   # -1 dims with their ranges (the RT2 path)
+        dynamic_shapes.mark(graphs[0], program)
     for part, op in refers:
         part.op_index = op.id
     task_info = mtd.SerializeToString(deterministic=True)
@@ -133,7 +135,7 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
              Partition(PT.TASK_INFO, task_info)]
     name = program.name.encode("utf-8")[:31].decode("utf-8", "ignore")
     header = {"name": name, "platform_version": target.arch.encode()[:19], "userdefineinfo": b"om2gen",
-              "genmode": 0, "is_unknow_model": 0,
+              "genmode": 0, "is_unknow_model": int(program.dynamic is not None),
               # GE: host infer-shape/tiling SOs are host code, so the loader must check the OS/CPU
               "need_check_os_cpu_info": int(bool(so_pack.of_type(op_so_store.SoBinType.kSpaceRegistry)))}
     return [p for p in parts if p.data], header

@@ -1,0 +1,158 @@
+"""What a dynamic model's classic .om runs at each run the RT2 way (docs/dynamic-shapes.md,
+om2/om2_op_host.h): per kernel task, its tensors' dims as the lowering's expressions (InferShape)
+and its block count, tiling words and scratch bytes (Tiling), and the arena buffers those tensors
+live in, with the lifetimes the memory plan recorded. codegen/host_library.py prints it as the
+host op library's C.
+
+Op indices count the kernel tasks only: the .om has no PREPROCESS_KERNEL tasks, since the host
+op library computes each sink kernel's tiling on the host (RT2), not the device tiling library.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UnsupportedOpError
+from ..ir.program import KernelCall, TilingCall
+from ..ir.tasks import ArgKind
+from . import dynamic
+from .args import Places
+from .state import Lowering
+from .workspace import Workspace, scratch_key
+
+# Om2OpHostTensor.kind, Om2OpHostBuffer.kind (om2/om2_op_host.h)
+INPUT, OUTPUT, CONSTANT, BUFFER = range(4)
+TENSOR_BYTES, SCRATCH = range(2)
+
+
+@dataclass
+class HostTensor:
+    name: str
+    kind: int
+    index: int          # the input, output or buffer
+    offset: int         # in the constants
+    dims: tuple         # ints and Exprs
+    dtype_size: int
+
+
+@dataclass
+class HostBuffer:
+    kind: int
+    ref: int            # the tensor, or the op
+    first_op: int
+    last_op: int
+
+
+@dataclass
+class HostOp:
+    name: str
+    op_type: str
+    task: int                   # its step (the task index of the .om2's task list)
+    slots: list[int]            # tensor per address slot: inputs, then outputs
+    writes: list[int]           # the tensors its InferShape writes (outputs, then views it reads)
+    checks: list[int]           # the tensors whose dims its InferShape checks
+    block_dim: object           # int or Expr
+    tiling: dict                # word name -> int or Expr
+    workspace: object           # scratch bytes: int or Expr
+    sink: bool
+    max_block_dim: int
+    scratch_buffer: int = -1
+
+
+@dataclass
+class HostPlan:
+    symbols: list               # ir.program.Symbol
+    tensors: list[HostTensor] = field(default_factory=list)
+    buffers: list[HostBuffer] = field(default_factory=list)
+    ops: list[HostOp] = field(default_factory=list)
+    input_tensors: list[int] = field(default_factory=list)    # per model input: its tensor, -1 if no op reads it
+    output_tensors: list[int] = field(default_factory=list)
+    output_writes: list[int] = field(default_factory=list)   # output tensors no op writes
+    unsupported: list[str] = field(default_factory=list)     # nodes the RT2 path cannot run yet
+
+    def check(self) -> None:
+        """UnsupportedOpError naming the nodes an .om's RT2 path cannot run yet."""
+        if self.unsupported:
+            raise UnsupportedOpError(f"a dynamic model compiled to a classic .om runs each op the RT2 way, which takes "
+                                     f"no custom operators or control flow yet: {', '.join(self.unsupported)}; compile "
+                                     "it to an .om2 archive")
+
+
+def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
+    """The RT2 plan of a dynamic model's steps. Only kernel steps take part: a model with a
+    custom operator or control flow (If, Loop) has no RT2 path yet; its plan names those nodes
+    (`unsupported`), and compiling it to an .om is refused (check)."""
+    values = state.graph.values
+    plan = HostPlan(dynamic.symbols(state))
+    plan.unsupported = sorted({s.node.name for s in state.steps if not isinstance(s.call, (KernelCall, TilingCall))})
+    if plan.unsupported:
+        return plan
+    kernel_steps = [t for t, s in enumerate(state.steps) if isinstance(s.call, KernelCall)]
+    tensor_of: dict[str, int] = {}
+    buffer_of: dict[str, int] = {}
+    written: set[int] = set()
+
+    def tensor(name: str) -> int:
+        if name in tensor_of:
+            return tensor_of[name]
+        v = values[name]
+        ref = places.ref(name)
+        kind = {ArgKind.INPUT: INPUT, ArgKind.OUTPUT: OUTPUT, ArgKind.CONSTANT: CONSTANT}.get(ref.kind, BUFFER)
+        index = ref.index
+        if kind == BUFFER:
+            index = buffer(state.root(name), ref.offset)
+        t = tensor_of[name] = len(plan.tensors)
+        plan.tensors.append(HostTensor(name, kind, index, ref.offset if kind == CONSTANT else 0, tuple(v.shape),
+                                       v.dtype.itemsize))
+        return t
+
+    def buffer(root: str, offset: int) -> int:
+        if root not in buffer_of:
+            b = next(b for b in work.buffers if b.name == root)
+            buffer_of[root] = len(plan.buffers)
+            plan.buffers.append(HostBuffer(TENSOR_BYTES, -1, _first_op(b.first_task, kernel_steps),
+                                           _last_op(b.last_task, kernel_steps)))
+            plan.buffers[buffer_of[root]].ref = tensor(root)
+        return buffer_of[root]
+
+    model_inputs = set(state.graph.inputs)
+    for k, t in enumerate(kernel_steps):
+        step = state.steps[t]
+        call: KernelCall = step.call
+        ins = [n for n in call.inputs if n]
+        slots = [tensor(n) for n in ins] + [tensor(n) for n in call.outputs]
+        outs = slots[len(ins):]
+        pending = [x for x in slots[:len(ins)] if x not in written and plan.tensors[x].name not in model_inputs]
+        checks = [x for x in slots[:len(ins)] if x not in pending]
+        # a buffer's bytes are its root tensor's: an op that writes into a view writes the root's dims too
+        roots = [plan.buffers[plan.tensors[x].index].ref for x in outs if plan.tensors[x].kind == BUFFER]
+        writes = list(dict.fromkeys(outs + pending + [r for r in roots if r not in written]))
+        written.update(writes)
+        tiling_step = state.steps[t - 1].call if t > 0 else None
+        sink = call.sink and isinstance(tiling_step, TilingCall) and tiling_step.kernel_step == t
+        op = HostOp(step.node.name, step.node.op_type, t, slots, writes, checks,
+                    tiling_step.block_dim if sink else call.block_dim,
+                    dict(tiling_step.fields) if sink else dict(call.tiling),
+                    tiling_step.workspace if sink else call.workspace, sink, max(1, int(call.block_dim)))
+        if call.workspace:
+            op.scratch_buffer = len(plan.buffers)
+            plan.buffers.append(HostBuffer(SCRATCH, k, k, k))
+            assert scratch_key(t) in work.offsets
+        plan.ops.append(op)
+    plan.input_tensors = [tensor_of.get(name, -1) for name in state.graph.inputs]
+    for name in state.graph.outputs:
+        t = tensor(name)
+        plan.output_tensors.append(t)
+        if t not in written:
+            plan.output_writes.append(t)
+            written.add(t)
+    return plan
+
+
+def _first_op(step: int, kernel_steps: list[int]) -> int:
+    """The first kernel op at or after `step` (a buffer's writer)."""
+    return next((k for k, t in enumerate(kernel_steps) if t >= step), len(kernel_steps) - 1)
+
+
+def _last_op(step: int, kernel_steps: list[int]) -> int:
+    """The last kernel op at or before `step` (a buffer's last reader)."""
+    return max((k for k, t in enumerate(kernel_steps) if t <= step), default=0)
