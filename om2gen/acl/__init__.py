@@ -17,11 +17,14 @@ what went wrong. docs/acl-api.md maps every function and lists the differences.
 """
 from __future__ import annotations
 
-from . import constants, mdl, rt, util
+from . import constants
 from . import constants as C
+from . import mdl, rt, util
 from ._errors import AclFail, address_arg, check, entry, integer, size_arg, take_messages
 from ._handles import DataBuffer, registry
 from ._native import ffi, lib
+from .tensor_desc import (create_tensor_desc, destroy_tensor_desc, get_tensor_desc_dim_v2, get_tensor_desc_num_dims,
+                          get_tensor_desc_type)
 
 
 def _ret(code):
@@ -105,4 +108,5 @@ def get_data_buffer_size(data_buffer):
 
 __all__ = ["init", "finalize", "get_recent_err_msg", "data_type_size", "create_data_buffer",
            "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr", "get_data_buffer_size",
-           "get_data_buffer_size_v2", "rt", "mdl", "util", "constants"]
+           "get_data_buffer_size_v2", "create_tensor_desc", "destroy_tensor_desc", "get_tensor_desc_num_dims",
+           "get_tensor_desc_dim_v2", "get_tensor_desc_type", "rt", "mdl", "util", "constants"]

@@ -28,8 +28,18 @@ class DataBuffer:
 
 @dataclass
 class Dataset:
-    """aclmdlDataset: the data buffers in order, by handle (resolved when the dataset is used)."""
+    """aclmdlDataset: the data buffers in order, by handle (resolved when the dataset is used),
+    and the tensor descriptions set on them (aclmdlSetDatasetTensorDesc), by buffer index."""
     buffers: list[int] = field(default_factory=list)
+    descs: dict[int, "TensorDesc"] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """aclTensorDesc: a tensor's data type, dims and format."""
+    data_type: int
+    dims: tuple[int, ...]
+    format: int
 
 
 @dataclass
@@ -47,7 +57,8 @@ class Context:
     device_id: int
 
 
-_KIND_NAMES = {DataBuffer: "data buffer", Dataset: "dataset", ModelDesc: "model description", Context: "context"}
+_KIND_NAMES = {DataBuffer: "data buffer", Dataset: "dataset", ModelDesc: "model description", Context: "context",
+               TensorDesc: "tensor description"}
 
 
 class Registry:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..ir import dtypes
 from ..runtime import gears as gears_mod
 from . import constants as C
+from . import tensor_desc
 from ._errors import AclFail, address_arg, entry, integer, size_arg
 from ._handles import DataBuffer, Dataset, ModelDesc, registry
 from ._models import check_model_file, dataset_addresses, load, models
@@ -69,6 +70,9 @@ def execute(model_id, input, output):  # noqa: A002 - pyACL's parameter names
     data buffer with a NULL address gets device memory of the output's size (the caller frees it)."""
     loaded = models.get(model_id)
     m = loaded.model
+    if m.rt2_stats is not None:   # a dynamic-shape OM: shapes from the datasets' tensor descriptions
+        tensor_desc.execute_dynamic(loaded, input, output)
+        return C.ACL_SUCCESS
     ins = dataset_addresses(input, m.io_inputs, "input")
     loaded.run(ins, dataset_addresses(output, m.outputs, "output", allocate=True))
     return C.ACL_SUCCESS
@@ -241,6 +245,10 @@ def get_output_format(model_desc, index):
 
 
 # ---- datasets ----
+
+# a dynamic-shape model's input and output shapes (om2gen/acl/tensor_desc.py)
+set_dataset_tensor_desc = tensor_desc.set_dataset_tensor_desc
+get_dataset_tensor_desc = tensor_desc.get_dataset_tensor_desc
 
 def create_dataset():
     """dataset = create_dataset(): an empty aclmdlDataset."""

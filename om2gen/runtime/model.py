@@ -501,16 +501,19 @@ class Model:
             outs = self._rt2_run_locked([ffi.from_buffer(a) for a in arrays], [a.shape for a in arrays])
         return {t.name: out for t, out in zip(self.outputs, outs)}
 
-    def _rt2_run_locked(self, inputs, shapes, outputs=None, capacities=None) -> list:
-        """prepare, then execute over `outputs` (addresses and their bytes), or over new arrays at
-        the inferred shapes (returned); the model's thread count for the launches."""
+    def _rt2_run_locked(self, inputs, shapes, outputs_for=None) -> list:
+        """prepare, then execute over the buffers outputs_for(each output's (dims, bytes)) gives as
+        (addresses, their bytes), or over new arrays at the inferred shapes (returned); the
+        model's thread count for the launches. Returns the arrays, or the outputs' dims."""
         if self._rt2 is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
         prepared = self._rt2.prepare(shapes)
         made = []
-        if outputs is None:
+        if outputs_for is None:
             made = [np.empty(dims, t.dtype) for t, (dims, _) in zip(self.outputs, prepared)]
             outputs, capacities = [ffi.from_buffer(a) for a in made], [a.nbytes for a in made]
+        else:
+            outputs, capacities = outputs_for(prepared)
         previous = lib.om2rtGetIssueThreadCount()
         lib.om2rtSetIssueThreadCount(self.threads or 0)
         try:
@@ -519,24 +522,16 @@ class Model:
             lib.om2rtSetIssueThreadCount(previous)
         return made or [dims for dims, _ in prepared]
 
-    def execute_raw_shapes(self, input_ptrs, input_shapes, output_ptrs, output_sizes) -> list[tuple[int, ...]]:
-        """A dynamic-shape OM on caller buffers: each input's shape given (ACL's
-        aclmdlSetDatasetTensorDesc), each output buffer's bytes; returns the outputs' dims."""
+    def execute_raw_shapes(self, input_ptrs, input_shapes, outputs_for) -> list[tuple[int, ...]]:
+        """A dynamic-shape classic OM on caller buffers: each input's address and shape (ACL's
+        aclmdlSetDatasetTensorDesc); outputs_for(each output's (dims, bytes) this run) returns
+        the output addresses and their bytes. Returns the outputs' dims."""
         if self._rt2 is None:
             raise InputError(f"{self.path}: execute_raw_shapes runs a dynamic-shape classic OM; this model takes "
                              "execute_raw")
         self._dynamic.check(self.inputs, [tuple(s) for s in input_shapes])
         with self._run_lock:
-            return self._rt2_run_locked(list(input_ptrs), input_shapes, list(output_ptrs), list(output_sizes))
-
-    def prepare_shapes(self, input_shapes) -> list[tuple[tuple[int, ...], int]]:
-        """A dynamic-shape OM: each output's (dims, bytes) for these input shapes (what a caller
-        sizes its output buffers by before execute_raw_shapes)."""
-        if self._rt2 is None:
-            raise InputError(f"{self.path}: prepare_shapes is for a dynamic-shape classic OM")
-        self._dynamic.check(self.inputs, [tuple(s) for s in input_shapes])
-        with self._run_lock:
-            return self._rt2.prepare(input_shapes)
+            return self._rt2_run_locked(list(input_ptrs), [tuple(s) for s in input_shapes], outputs_for)
 
     @property
     def rt2_stats(self) -> dict | None:
@@ -637,6 +632,9 @@ class Model:
             if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or not 0 < p < 1 << 64:
                 raise InputError(f"execute_raw: address {i} is {type(p).__name__} {str(p)[:40]}, not a buffer "
                                  "address (a positive int, e.g. arr.ctypes.data); for arrays use run()")
+        if self._rt2 is not None:
+            raise InputError(f"{self.path}: a dynamic-shape classic OM runs on caller buffers with their shapes: "
+                             "execute_raw_shapes (ACL: set each input's shape with acl.mdl.set_dataset_tensor_desc)")
         run = self._runs[0] if self._gears is None else self._runs[self._raw_gear(int(input_ptrs[-1]))]
         for tensors, ptrs in ((run.in_t, input_ptrs), (run.out_t, output_ptrs)):
             for i, p in enumerate(ptrs):

@@ -45,13 +45,15 @@ def dynamic_of(table, inputs: list[dict]) -> Dynamic:
     return Dynamic(symbols, dims, (), "")
 
 
-def max_shapes(table, inputs: list[dict]) -> list[tuple | None]:
-    """Each input's largest shape (None where a dim is unbounded or no symbol gives it)."""
-    hi = {(int(s.input), int(s.axis)): int(s.hi) for s in (table.symbols[k] for k in range(table.symbol_num))}
+def max_shapes(ranges: dict, inputs: list[dict]) -> list[tuple | None]:
+    """Each input's largest shape, from MODEL_DEF's shape_range (None: a dim is unbounded)."""
     out = []
     for i, io in enumerate(inputs):
-        dims = [d if d >= 0 else hi.get((i, a), -1) for a, d in enumerate(io["shape"])]
-        out.append(None if -1 not in io["shape"] or any(d < 0 for d in dims) else tuple(dims))
+        rows = ranges.get(i)
+        if -1 not in io["shape"] or rows is None or any(hi < 0 for _, hi in rows):
+            out.append(None)
+            continue
+        out.append(tuple(d if d >= 0 else hi for d, (_, hi) in zip(io["shape"], rows)))
     return out
 
 

@@ -50,3 +50,14 @@ def shape_range(td, what: str) -> list[tuple[int, int]] | None:
         raise ArchiveError(f"{what}: its shape_range {rows} does not fit its shape {list(td.shape.dim)}; the OM is "
                            "corrupt")
     return rows
+
+
+def input_ranges(model_def) -> dict[int, list[tuple[int, int]]]:
+    """The root graph's Data ops' ranges, by input index (those that have them)."""
+    out = {}
+    for op in model_def.graph[0].op:
+        if op.type == "Data" and op.output_desc:
+            rows = shape_range(op.output_desc[0], f"input {op.name!r}")
+            if rows is not None:
+                out[int(op.attr["index"].i)] = rows
+    return out

@@ -56,7 +56,13 @@ def _parse(cls, data: bytes, what: str):
 
 
 def _desc(td) -> str:
-    return f"{_GE_PROTO_NAMES.get(td.dtype, f'dt{td.dtype}')}{list(td.shape.dim)}"
+    """dtype[dims]; a dynamic tensor's ranges after it (GE's shape_range: lo~hi, lo~ unbounded)."""
+    text = f"{_GE_PROTO_NAMES.get(td.dtype, f'dt{td.dtype}')}{list(td.shape.dim)}"
+    if "shape_range" in td.attr:
+        rows = [list(r.list_i) for r in td.attr["shape_range"].list_list_int.list_list_i]
+        text += " range [" + ", ".join(f"{r[0]}~{'' if r[1] < 0 else r[1]}" if len(r) == 2 and r[0] != r[1]
+                                      else str(r[0] if r else "?") for r in rows) + "]"
+    return text
 
 
 def _model_io(md):
