@@ -42,6 +42,10 @@ def convert(source, output, *, progress: bool = False, trusted_keys=None) -> Pat
     md = parsed.model_def
     tgt = reader.target_of(md, where)
     program = parsed.program
+    if any(-1 in d.shape for d in (*program.inputs, *program.outputs)):
+        raise Om2Error(f"{where} is a dynamic-shape OM (it runs the RT2 way, with its host op library); convert "
+                       "takes static and gear OMs: compile the model to an .om2 from its ONNX file instead "
+                       "(docs/dynamic-shapes.md)")
     report.stage(f"read {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     flag = model_def_attrs.flag_from_model_def(md, where)
     info.check_flag(parsed.so_bins, flag, where)

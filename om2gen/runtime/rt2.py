@@ -90,6 +90,7 @@ class Rt2Runner:
 
     def __init__(self, table, program, weights, where: str):
         self.where = where
+        self.op_num = int(table.op_num)
         self._keep = [table]
         self.input_ranks = [len(d.shape) for d in program.inputs]
         self.output_ranks = [int(table.tensors[table.output_tensors[j]].rank) for j in range(table.output_num)]
@@ -140,8 +141,9 @@ class Rt2Runner:
     def stats(self) -> dict:
         s = ffi.new("Om2xRt2Stats *")
         lib.om2x_rt2_stats(self.handle, s)
-        return {k: int(getattr(s, k)) for k in ("arena_bytes", "arena_grows", "plan_bytes", "host_ns", "plan_ns",
-                                                 "runs")}
+        out = {k: int(getattr(s, k)) for k in ("arena_bytes", "arena_grows", "plan_bytes", "host_ns", "plan_ns", "runs")}
+        out["ops"] = self.op_num
+        return out
 
     def close(self) -> None:
         if self.handle is not None:

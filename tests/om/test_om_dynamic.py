@@ -209,3 +209,32 @@ def test_the_om_loads_from_bytes_and_compiles_to_the_same_bytes(elementwise, tmp
     with om2gen.load(path.read_bytes()) as model:
         x = np.ones((3, 3, 8), np.float32)
         assert model.run({"x": x, "col": x[..., :1]})["z"].shape == (3, 3, 8)
+
+
+def test_a_host_op_library_of_another_version_is_refused():
+    """The loader checks the table's version (OM2_OP_HOST_VERSION) before reading anything else."""
+    from om2gen.errors import AbiError
+    from om2gen.native import ffi
+    from om2gen.runtime import rt2
+
+    table = ffi.new("Om2OpHostTable *", {"version": lib.OM2_OP_HOST_VERSION + 1})
+    get = ffi.callback("Om2OpHostGetTableFunc", lambda: table)
+
+    class Library:
+        name = "libom2_op_host_0_linux_x86_64.so"
+
+        def symbol(self, name):
+            return int(ffi.cast("uintptr_t", get)) if name == "Om2OpHostGetTable" else 0
+    with pytest.raises(AbiError, match=f"table version {lib.OM2_OP_HOST_VERSION + 1}, this executor runs version "
+                                       f"{lib.OM2_OP_HOST_VERSION}"):
+        rt2.host_table(Library(), "m.om")
+    table.version = lib.OM2_OP_HOST_VERSION
+    assert rt2.host_table(Library(), "m.om").version == lib.OM2_OP_HOST_VERSION
+
+
+def test_convert_refuses_a_dynamic_om(elementwise, tmp_path):
+    from om2gen.cli.convert import convert
+    _, path = elementwise
+    with pytest.raises(om2gen.Om2Error, match="dynamic-shape OM"):
+        convert(path, tmp_path / "ew.om2")
+    assert not list(tmp_path.iterdir())
