@@ -88,7 +88,6 @@ def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
         return plan
     kernel_steps = [t for t, s in enumerate(state.steps) if isinstance(s.call, KernelCall)]
     tensor_of: dict[str, int] = {}
-    buffer_of: dict[str, int] = {}
     written: set[int] = set()
 
     def tensor(name: str) -> int:
@@ -97,22 +96,19 @@ def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
         v = values[name]
         ref = places.ref(name)
         kind = {ArgKind.INPUT: INPUT, ArgKind.OUTPUT: OUTPUT, ArgKind.CONSTANT: CONSTANT}.get(ref.kind, BUFFER)
+        root = state.root(name)
         index = ref.index
-        if kind == BUFFER:
-            index = buffer(state.root(name), ref.offset)
+        if kind == BUFFER and root != name:   # a view's bytes are its root's buffer: the root (and buffer) first
+            index = plan.tensors[tensor(root)].index
         t = tensor_of[name] = len(plan.tensors)
         plan.tensors.append(HostTensor(name, kind, index, ref.offset if kind == CONSTANT else 0, tuple(v.shape),
                                        v.dtype.itemsize))
-        return t
-
-    def buffer(root: str, offset: int) -> int:
-        if root not in buffer_of:
+        if kind == BUFFER and root == name:   # the buffer this tensor owns, live as the memory plan says
             b = next(b for b in work.buffers if b.name == root)
-            buffer_of[root] = len(plan.buffers)
-            plan.buffers.append(HostBuffer(TENSOR_BYTES, -1, _first_op(b.first_task, kernel_steps),
+            plan.tensors[t].index = len(plan.buffers)
+            plan.buffers.append(HostBuffer(TENSOR_BYTES, t, _first_op(b.first_task, kernel_steps),
                                            _last_op(b.last_task, kernel_steps)))
-            plan.buffers[buffer_of[root]].ref = tensor(root)
-        return buffer_of[root]
+        return t
 
     model_inputs = set(state.graph.inputs)
     for k, t in enumerate(kernel_steps):
