@@ -58,7 +58,20 @@ def max_shapes(ranges: dict, inputs: list[dict]) -> list[tuple | None]:
 
 
 def check_tasks(table, program, where: str) -> None:
-    """The table's ops are TASK_INFO's kernel tasks, in order, slot by slot."""
+    """The table's ops are TASK_INFO's kernel tasks, in order, slot by slot; its symbols and its
+    inputs' and outputs' tensors have MODEL_DEF's ranks (the executor reads the run's dims by them)."""
+    ranks = [len(d.shape) for d in program.inputs]
+    for k in range(table.symbol_num):
+        s = table.symbols[k]
+        if s.input >= len(ranks) or s.axis >= ranks[s.input]:
+            raise ArchiveError(f"{where}: symbol {ffi.string(s.name).decode('utf-8', 'replace')} of its host op library "
+                               "is bound to a dim the model does not have; the OM is inconsistent: recompile it")
+    ios = [(table.input_tensors[i], len(d.shape)) for i, d in enumerate(program.inputs)]
+    ios += [(table.output_tensors[j], len(d.shape)) for j, d in enumerate(program.outputs)]
+    for tensor, rank in ios:
+        if tensor != lib.OM2_OP_HOST_NONE and (tensor >= table.tensor_num or table.tensors[tensor].rank != rank):
+            raise ArchiveError(f"{where}: its host op library's inputs and outputs do not have MODEL_DEF's ranks; "
+                               "the OM is inconsistent: recompile it")
     tasks = program.tasks
     bad = [t for t in tasks if t.task_type != ModelTaskType.MODEL_TASK_KERNEL]
     if bad:

@@ -238,3 +238,24 @@ def test_convert_refuses_a_dynamic_om(elementwise, tmp_path):
     with pytest.raises(om2gen.Om2Error, match="dynamic-shape OM"):
         convert(path, tmp_path / "ew.om2")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_host_op_library_is_checked_against_task_info(elementwise, tmp_path):
+    """Another model's host op library does not fit this model's TASK_INFO: refused at load, naming
+    the first disagreement, before anything runs."""
+    from om2gen.errors import ArchiveError
+    from om2gen.runtime import rt2
+    from om2gen.so_in_om import loading
+
+    _, path = elementwise
+    om2gen.compile(_lstm(), tmp_path / "lstm.om", input_shapes={"x": ("1~8", 2, 5)})
+    ours = reader.read(read_om(path.read_bytes()), "ew.om")
+    theirs = reader.read(read_om((tmp_path / "lstm.om").read_bytes()), "lstm.om")
+    sos = loading.load_packed(theirs.so_bins, "lstm.om")
+    try:
+        table = rt2.host_table(sos.op_host[0], "lstm.om")
+        with pytest.raises(ArchiveError, match="inconsistent"):
+            rt2.check_tasks(table, ours.program, "ew.om")
+        rt2.check_tasks(table, theirs.program, "lstm.om")    # its own model's tasks fit
+    finally:
+        sos.close()
