@@ -28,7 +28,6 @@ from .frontend.onnx_import import import_onnx
 from .ir import dtypes, symbolic
 from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
-from .lower import dynamic as dynamic_lowering
 from .lower import memplan, rt2_program
 from .lower.lowering import lower_graph
 from .passes import dce, optimize
@@ -167,11 +166,11 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             op_types = frozenset().union(*(t for _, t in per_gear))
         report.stage(f"imported {len(graph.nodes)} nodes")
         # an .om runs the RT2 way, sizing its arena per run: an unbounded dim is allowed there
-        token = dynamic_lowering.NOMINAL_UNBOUNDED.set(format == "om")
+        token = symbolic.UNBOUNDED_PLANNED.set(format == "om")
         try:
             program = lower_graph(graph, ctx)
         finally:
-            dynamic_lowering.NOMINAL_UNBOUNDED.reset(token)
+            symbolic.UNBOUNDED_PLANNED.reset(token)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
         program = rt2_program.for_om(program)

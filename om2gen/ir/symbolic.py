@@ -19,6 +19,7 @@ Expr as C (int64_t arithmetic, om2_floordiv/om2_min/om2_max from om2/om2_dims.h)
 """
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass
 from typing import Callable, Union
@@ -524,3 +525,26 @@ def c_expr(x, name_of: Callable[[Sym], str]) -> str:
 
 def _c_atom(atom, name_of) -> str:
     return atom.c(name_of)
+
+
+# --- unbounded dims in a classic .om (the RT2 path, docs/dynamic-shapes.md) -------------------
+
+# An .om sizes its memory at each run, so it takes dims without an upper bound. Where a choice
+# needs a largest size (a tile shape, a planned offset), those dims are planned at PLANNING_SIZE
+# (or their lower bound, if larger): set by the pipeline while it lowers for an .om.
+UNBOUNDED_PLANNED = contextvars.ContextVar("om2gen_unbounded_planned", default=False)
+PLANNING_SIZE = 64
+
+
+def planned_bound(x) -> int | None:
+    """upper_bound(x), or, while UNBOUNDED_PLANNED, x with its unbounded symbols at PLANNING_SIZE
+    (their lower bound if larger) and the others at their upper bound; None when unbounded otherwise."""
+    hi = upper_bound(x)
+    if hi is not None or not UNBOUNDED_PLANNED.get():
+        return hi
+    return max(0, evaluate(x, {s.name: max(s.lo, PLANNING_SIZE) if s.hi is None else s.hi for s in symbols(x)}))
+
+
+def unbounded(x) -> bool:
+    """Whether x has no upper bound over its ranges."""
+    return upper_bound(x) is None

@@ -11,8 +11,6 @@ size, so a dynamic model is loaded and captured once and replayed per run, as a 
 """
 from __future__ import annotations
 
-import contextvars
-
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import symbolic
 from ..ir.program import KernelCall, Symbol, TilingCall
@@ -42,19 +40,13 @@ def symbols(state: Lowering) -> list[Symbol]:
     return list(out.values())
 
 
-# A classic .om runs the RT2 way (lower/host_ops.py): its arena is sized at each run, so an
-# unbounded size is planned at a nominal value (unbounded symbols at their lower bounds), which
-# only gives its task list's offsets. Set by the pipeline while it lowers for an .om.
-NOMINAL_UNBOUNDED = contextvars.ContextVar("om2gen_nominal_unbounded", default=False)
-
-
 def max_bytes(size, what: str) -> int:
     """The most bytes a dynamic size takes: its upper bound over the ranges."""
     if isinstance(size, int):
         return size
-    most = symbolic.upper_bound(size)
-    if most is None and NOMINAL_UNBOUNDED.get():
-        return max(0, symbolic.evaluate(size, {s.name: s.lo if s.hi is None else s.hi for s in symbolic.symbols(size)}))
+    # (a classic .om's arena is sized at each run: an unbounded size is planned at a nominal value,
+    # symbolic.planned_bound, which only gives its task list's offsets)
+    most = symbolic.planned_bound(size)
     if most is None:
         names = ", ".join(sorted(s.name for s in symbolic.symbols(size) if s.hi is None))
         raise ShapeError(f"{what} has {symbolic.text(size)} bytes, which has no upper bound ({names} can be any "

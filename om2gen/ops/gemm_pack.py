@@ -159,7 +159,7 @@ def split_dynamic(m, n, k, bl: Blocking, items=1, *, a_packed_at_run_time: bool,
     ranges give (a tile shape that suits the biggest run), the tile counts the run's:
     ceil(M / tile_m) and ceil(N / tile_n)."""
     def most(d):
-        hi = symbolic.upper_bound(d)
+        hi = symbolic.planned_bound(d)    # (an .om's unbounded dim: at its planning size)
         if hi is None:
             raise symbolic.Undecidable(f"the largest value of {symbolic.text(d)}")
         return hi
@@ -175,7 +175,8 @@ def _dynamic_side(extent, tile: int, tiles: int, unit: int):
     one keeps the tile count split() gives its largest size (while whole units last), its tiles
     shrinking with the run's size, so a small run still spreads over the blocks the largest one
     would. Never larger than the largest size's tile: that workspace bounds every run's."""
-    if not isinstance(extent, symbolic.Expr):
+    if not isinstance(extent, symbolic.Expr) or symbolic.unbounded(extent):
+        # (an unbounded side, in an .om: the planned tile, as many as the run needs)
         return tile, symbolic.ceildiv(extent, tile)
     count = symbolic.smin(tiles, symbolic.ceildiv(extent, unit))
     # (at least one unit: what the arithmetic gives, and what the bounds then see)

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tests.e2e import gear_models
 from tests.e2e.test_dynamic_shapes import MODELS, _elementwise
 from tests.helpers import ort_run
 
@@ -114,7 +115,8 @@ def test_shapes_outside_the_model_are_input_errors(elementwise):
 
 def test_an_unbounded_dim_runs_in_an_om_and_is_refused_for_an_om2(tmp_path):
     """-1 without a range: any size, the arena grows to it; an .om2 (planned for the largest
-    sizes) still refuses it."""
+    sizes) still refuses it. A CNN's GEMMs over an unbounded batch keep the tile planned for
+    symbolic.PLANNING_SIZE and take as many as the run needs."""
     m = _elementwise()
     shapes = {"x": (-1, 3, 8), "col": (-1, 3, 1)}
     om2gen.compile(m, tmp_path / "u.om", input_shapes=shapes)
@@ -127,6 +129,11 @@ def test_an_unbounded_dim_runs_in_an_om_and_is_refused_for_an_om2(tmp_path):
         assert model.rt2_stats["arena_bytes"] >= 5000 * 3 * 8 * 4
     with pytest.raises(ShapeError, match="no upper bound"):
         om2gen.compile(m, tmp_path / "u.om2", input_shapes=shapes)
+    cnn = gear_models.cnn_batch()
+    om2gen.compile(cnn, tmp_path / "cnn.om", input_shapes={"x": (-1, 3, 16, 16)})
+    with om2gen.load(tmp_path / "cnn.om") as model:
+        for n in (2, 300, 1):
+            _check(model, cnn, {"x": rng.standard_normal((n, 3, 16, 16)).astype(np.float32)}, f"batch {n}")
 
 
 def test_so_bins_hold_the_host_op_library_as_space_registry(elementwise):
