@@ -107,11 +107,15 @@ def machine_info() -> dict:
 
 def random_feeds(inputs, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random data of each input's dtype and shape: standard normal floats, integers in
-    [0, 2) (valid indices and masks for any model), random booleans."""
+    [0, 2) (valid indices and masks for any model), random booleans. A dynamic input takes its
+    largest shape; one with an unbounded dim needs a file."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for t in inputs:
-        dtype, shape = np.dtype(t.dtype), tuple(t.shape)
+        dtype, shape = np.dtype(t.dtype), tuple(getattr(t, "max_shape", None) or t.shape)
+        if -1 in shape:
+            raise InputError(f"input {t.name!r} has shape {list(t.shape)} with an unbounded dim: pass --input "
+                             f"{t.name}=FILE.npy at the shape to measure")
         if dtype.kind == "f":
             feeds[t.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
@@ -193,7 +197,12 @@ def ort_engine_call(session, feeds):
 
 
 def om2_engine_call(model, feeds):
-    """Model.execute_raw on inputs and outputs allocated once, passed by address."""
+    """Model.execute_raw on inputs and outputs allocated once, passed by address; a dynamic model
+    (whose outputs' shapes each run decides) through Model.run."""
+    if any(-1 in t.shape for t in model.outputs):
+        def run():
+            model.run(feeds)
+        return run
     keep = [np.ascontiguousarray(feeds[t.name]) for t in model.inputs]
     outs = [np.empty(t.shape, t.dtype) for t in model.outputs]
     in_ptrs = [a.ctypes.data for a in keep]

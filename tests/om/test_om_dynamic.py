@@ -266,3 +266,15 @@ def test_a_host_op_library_is_checked_against_task_info(elementwise, tmp_path):
         rt2.check_tasks(table, theirs.program, "lstm.om")    # its own model's tasks fit
     finally:
         sos.close()
+
+
+def test_om2gen_bench_runs_a_dynamic_om_at_its_largest_shape(elementwise, tmp_path, capsys):
+    """om2gen bench feeds a dynamic input its largest shape; an unbounded one needs --input."""
+    from om2gen.cli.entry import main
+    _, path = elementwise
+    run = ["--runs", "3", "--warmup", "1", "--loads", "2", "--threads", "1"]
+    assert main(["bench", str(path), *run]) == 0
+    assert "engine call" in capsys.readouterr().out
+    om2gen.compile(_elementwise(), tmp_path / "u.om", input_shapes={"x": (-1, 3, 8), "col": (-1, 3, 1)})
+    assert main(["bench", str(tmp_path / "u.om"), *run]) != 0
+    assert "unbounded dim: pass --input x=FILE.npy" in capsys.readouterr().err
