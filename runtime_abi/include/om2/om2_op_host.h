@@ -10,7 +10,7 @@
  * place every tensor of this run's sizes in one arena (by the lifetimes in the table), launch.
  *
  * Per op the pair GE's RT2 runs (runtime/v2/kernel/common_kernel_impl/infer_shape.cc, tiling.cc):
- *   InferShape  output dims from the input dims (and the op's attributes, compiled in);
+ *   InferShape  its outputs' dims for this run's input dims (its attributes compiled in);
  *   Tiling      the tiling data its kernel reads, the block count first, and its scratch bytes.
  * Both READ THE RUN'S SYMBOL TABLE: symbols[k] is the value of dynamic dim k (Om2OpHostSymbol:
  * dim `axis` of model input `input`), bound from the model's inputs before any op runs, as
@@ -23,9 +23,8 @@
  * Tensors live in one of four places (Om2OpHostTensor.kind): a model input or output (the
  * caller's buffer), the constants (WEIGHTS_DATA at `offset`), or a buffer of the arena. Buffers
  * are placed per run: the executor sizes each from this run's dims (a tensor's elements times
- * its dtype size, an op's scratch from its Tiling) and
- * gives it an offset so that no two buffers live at one op overlap ([first_op, last_op], as the
- * compiler recorded them).
+ * its dtype size, an op's scratch from its Tiling) and gives it an offset so that no two buffers
+ * live at one op overlap ([first_op, last_op], as the compiler recorded them).
  */
 #ifndef OM2_OM2_OP_HOST_H
 #define OM2_OM2_OP_HOST_H
