@@ -2,7 +2,8 @@
 (samples/real_models/catalog.py) with the text line's width dynamic in 16~1024, as PaddleOCR
 feeds it (every line at its own width), and Silero VAD with its chunk length dynamic (both its
 forms): one archive each, captured once, compared with ONNX Runtime at several sizes in an order
-that revisits sizes and reaches the ranges' edges."""
+that revisits sizes and reaches the ranges' edges. Each also as a classic .om, run the RT2 way
+(its host op library's InferShape and Tiling per run, docs/dynamic-shapes.md)."""
 import sys
 from pathlib import Path
 
@@ -23,8 +24,12 @@ MODEL = catalog.BY_NAME["ppocr_v4_rec"]
 CLASSES = 6625             # the recogniser's character set (with the blank)
 
 
-def test_ppocr_rec_at_any_line_width_matches_onnxruntime(tmp_path):
-    path = tmp_path / "ppocr_v4_rec.om2"
+FORMATS = pytest.mark.parametrize("fmt", ["om2", "om"])
+
+
+@FORMATS
+def test_ppocr_rec_at_any_line_width_matches_onnxruntime(tmp_path, fmt):
+    path = tmp_path / f"ppocr_v4_rec.{fmt}"
     om2gen.compile(catalog.fetch(MODEL), path, input_shapes={"x": (1, 3, 48, "16~1024")})
     proto = onnx.load(str(catalog.fetch(MODEL)))
     out = proto.graph.output[0].name
@@ -38,12 +43,13 @@ def test_ppocr_rec_at_any_line_width_matches_onnxruntime(tmp_path):
             assert_close(got, ort_run(proto, {"x": x})[0], f"ppocr_v4_rec at width {w}")
 
 
-def test_silero_vad_at_several_chunk_lengths_matches_onnxruntime(tmp_path):
+@FORMATS
+def test_silero_vad_at_several_chunk_lengths_matches_onnxruntime(tmp_path, fmt):
     """Silero VAD v6 (the model silero-vad's own package runs) at 16 kHz with the chunk length
     dynamic over what its encoder reads as one frame (192~703 samples): one archive at four
     lengths, its 512 and the range's ends, with a running state."""
     model = catalog.fetch(catalog.BY_NAME["silero_vad"])
-    path = tmp_path / "silero_vad.om2"
+    path = tmp_path / f"silero_vad.{fmt}"
     om2gen.compile(model, path, input_shapes={"input": (1, "192~703"), "state": (2, 1, 128)},
                    input_values={"sr": 16000})
     proto = onnx.load(str(model))
@@ -59,10 +65,11 @@ def test_silero_vad_at_several_chunk_lengths_matches_onnxruntime(tmp_path):
             state = want[1]
 
 
-def test_silero_vad_sequence_form_at_several_lengths_matches_onnxruntime(tmp_path):
+@FORMATS
+def test_silero_vad_sequence_form_at_several_lengths_matches_onnxruntime(tmp_path, fmt):
     """The sequence form (an ONNX LSTM over the frames): the frame count dynamic in 1~64."""
     model = catalog.fetch(catalog.BY_NAME["silero_vad_lstm"])
-    path = tmp_path / "silero_vad_lstm.om2"
+    path = tmp_path / f"silero_vad_lstm.{fmt}"
     om2gen.compile(model, path, input_shapes={"input": ("1~64", 576)})
     proto = onnx.load(str(model))
     rng = np.random.default_rng(2)
