@@ -60,8 +60,9 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the tensor; of its largest gear for a dynamic one (what a buffer must hold)."""
-        return math.prod(self.max_shape or self.shape) * self.dtype.itemsize
+        """Bytes of the tensor; of its largest gear for a dynamic one (what a buffer must hold); 0
+        for one with an unbounded dim (a classic .om's -1: each run's shapes decide)."""
+        return math.prod(max(d, 0) for d in (self.max_shape or self.shape)) * self.dtype.itemsize
 
     @property
     def acl_dtype(self) -> int:
@@ -354,8 +355,8 @@ class Model:
         self._sos, om.sos = om.sos, None   # the model's packed shared objects, as for an OM2 archive
         if om.rt2 is not None:   # a dynamic-shape OM: run the RT2 way (runtime/rt2.py), nothing captured
             self._rt2, self._dynamic = om.rt2, om.dynamic
-            self.io_inputs = [TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"]), d["max_shape"])
-                              for d in om.inputs]
+            self.io_inputs, self.outputs = ([TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(d["shape"]),
+                                                        d["max_shape"]) for d in ios] for ios in (om.inputs, om.outputs))
             self._index_inputs()
             return
         self._native_load(om.load, om.bins, om.weights, clock, om.custom_libraries)

@@ -129,7 +129,8 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
     clock("place weights")
 
     if any(-1 in d.shape for d in (*program.inputs, *program.outputs)):   # the RT2 path
-        _rt2(res, program, dynamic_shapes.input_ranges(parsed.model_def), where)
+        _rt2(res, program, dynamic_shapes.input_ranges(parsed.model_def),
+             dynamic_shapes.output_ranges(parsed.model_def), where)
         clock("load the model the RT2 way")
         return
     res.tables = Tables(program)
@@ -140,7 +141,7 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
     clock("build the model tables")
 
 
-def _rt2(res: LoadedOm, program, ranges: dict, where: str) -> None:
+def _rt2(res: LoadedOm, program, ranges: dict, out_ranges: dict, where: str) -> None:
     """A dynamic-shape OM: its host op library (kSpaceRegistry) from SO_BINS, checked against
     TASK_INFO, drives the native RT2 executor (runtime/rt2.py)."""
     if len(res.sos.op_host) != 1:
@@ -153,6 +154,7 @@ def _rt2(res: LoadedOm, program, ranges: dict, where: str) -> None:
                            f"MODEL_DEF {len(program.inputs)} and {len(program.outputs)}; the OM is inconsistent")
     rt2.check_tasks(table, program, where)
     res.dynamic = rt2.dynamic_of(table, res.inputs)
-    for io, most in zip(res.inputs, rt2.max_shapes(ranges, res.inputs)):
-        io["max_shape"] = most
+    for ios, known in ((res.inputs, ranges), (res.outputs, out_ranges)):
+        for io, most in zip(ios, rt2.max_shapes(known, ios)):
+            io["max_shape"] = most
     res.rt2 = rt2.Rt2Runner(table, program, res.weights, where)

@@ -46,7 +46,8 @@ def dynamic_of(table, inputs: list[dict]) -> Dynamic:
 
 
 def max_shapes(ranges: dict, inputs: list[dict]) -> list[tuple | None]:
-    """Each input's largest shape, from MODEL_DEF's shape_range (None: a dim is unbounded)."""
+    """Each input's (or output's) largest shape, from MODEL_DEF's shape_range (None: a dim is
+    unbounded)."""
     out = []
     for i, io in enumerate(inputs):
         rows = ranges.get(i)

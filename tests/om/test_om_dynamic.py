@@ -103,6 +103,7 @@ def test_the_arena_grows_at_a_new_maximum_and_is_reused(elementwise):
 def test_shapes_outside_the_model_are_input_errors(elementwise):
     _, path = elementwise
     with om2gen.load(path) as model:
+        assert [t.max_shape for t in model.inputs + model.outputs] == [(40, 3, 8), (40, 3, 1), (40, 3, 8), (40, 3, 8)]
         ok = {"x": np.zeros((4, 3, 8), np.float32), "col": np.zeros((4, 3, 1), np.float32)}
         for feeds, match in ((dict(ok, x=np.zeros((41, 3, 8), np.float32)), r"'x'.*dim 0 \(N\) must be in 1~40"),
                              (dict(ok, x=np.zeros((4, 3, 9), np.float32)), r"'x'.*dim 2 must be 8"),
@@ -123,6 +124,7 @@ def test_an_unbounded_dim_runs_in_an_om_and_is_refused_for_an_om2(tmp_path):
     rng = np.random.default_rng(1)
     with om2gen.load(tmp_path / "u.om") as model:
         assert model.inputs[0].shape == (-1, 3, 8) and model.inputs[0].max_shape is None
+        assert model.inputs[0].nbytes == 0 == model.outputs[0].nbytes    # each run's shapes decide
         for n in (3, 5000, 7):
             _check(model, m, {"x": rng.standard_normal((n, 3, 8)).astype(np.float32),
                               "col": rng.standard_normal((n, 3, 1)).astype(np.float32)}, f"size {n}")

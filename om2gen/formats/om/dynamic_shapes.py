@@ -61,3 +61,15 @@ def input_ranges(model_def) -> dict[int, list[tuple[int, int]]]:
             if rows is not None:
                 out[int(op.attr["index"].i)] = rows
     return out
+
+
+def output_ranges(model_def) -> dict[int, list[tuple[int, int]]]:
+    """The root graph's NetOutput inputs' ranges, by output index (those that have them)."""
+    out = {}
+    for op in model_def.graph[0].op:
+        if op.type == "NetOutput":
+            for j, td in enumerate(op.input_desc):
+                rows = shape_range(td, f"output {j}")
+                if rows is not None:
+                    out[j] = rows
+    return out
