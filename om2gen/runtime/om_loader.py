@@ -129,8 +129,7 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
     clock("place weights")
 
     if any(-1 in d.shape for d in (*program.inputs, *program.outputs)):   # the RT2 path
-        _rt2(res, program, dynamic_shapes.input_ranges(parsed.model_def),
-             dynamic_shapes.output_ranges(parsed.model_def), where)
+        _rt2(res, program, *dynamic_shapes.ranges(parsed.model_def.graph[0]), where)
         clock("load the model the RT2 way")
         return
     res.tables = Tables(program)

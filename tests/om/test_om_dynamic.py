@@ -15,8 +15,9 @@ import om2gen
 import om2gen.acl as acl
 from om2gen.acl import constants as C
 from om2gen.errors import InputError, ShapeError
-from om2gen.formats.om import dynamic_shapes, reader
+from om2gen.formats.om import dynamic_shapes, inout_info, reader
 from om2gen.formats.om.container import read_om
+from om2gen.formats.om.layout import ModelPartitionType as PT
 from om2gen.formats.op_so_store import SoBinType
 from om2gen.native import lib
 
@@ -154,7 +155,10 @@ def test_so_bins_hold_the_host_op_library_as_space_registry(elementwise):
     assert parsed.model_def.attr["so_in_om_flag"].i == 0x8000
     assert {t.task_type.name for t in parsed.program.tasks} == {"MODEL_TASK_KERNEL"}
     assert [d.shape for d in parsed.program.inputs] == [(-1, 3, 8), (-1, 3, 1)]
-    assert dynamic_shapes.input_ranges(parsed.model_def) == {0: [(1, 40), (3, 3), (8, 8)], 1: [(1, 40), (3, 3), (1, 1)]}
+    ins, outs = dynamic_shapes.ranges(parsed.model_def.graph[0])
+    assert ins == {0: [(1, 40), (3, 3), (8, 8)], 1: [(1, 40), (3, 3), (1, 1)]} and outs[0] == [(1, 40), (3, 3), (8, 8)]
+    inout = inout_info.parse(next(p.data for p in om.partitions if p.type == PT.MODEL_INOUT_INFO))
+    assert [t.shape_range for t in inout.inputs] == [((1, 40), (3, 3), (8, 8)), ((1, 40), (3, 3), (1, 1))]
 
 
 def test_inspect_shows_the_host_op_library_and_the_ranges(elementwise):

@@ -52,24 +52,18 @@ def shape_range(td, what: str) -> list[tuple[int, int]] | None:
     return rows
 
 
-def input_ranges(model_def) -> dict[int, list[tuple[int, int]]]:
-    """The root graph's Data ops' ranges, by input index (those that have them)."""
-    out = {}
-    for op in model_def.graph[0].op:
+def ranges(graph) -> tuple[dict, dict]:
+    """The ranges of a root graph's inputs (Data ops, by index) and outputs (NetOutput's inputs, by
+    position), of those that have them: ({input: [(lo, hi)] per dim}, {output: ...})."""
+    ins, outs = {}, {}
+    for op in graph.op:
         if op.type == "Data" and op.output_desc:
             rows = shape_range(op.output_desc[0], f"input {op.name!r}")
             if rows is not None:
-                out[int(op.attr["index"].i)] = rows
-    return out
-
-
-def output_ranges(model_def) -> dict[int, list[tuple[int, int]]]:
-    """The root graph's NetOutput inputs' ranges, by output index (those that have them)."""
-    out = {}
-    for op in model_def.graph[0].op:
-        if op.type == "NetOutput":
+                ins[int(op.attr["index"].i)] = rows
+        elif op.type == "NetOutput":
             for j, td in enumerate(op.input_desc):
                 rows = shape_range(td, f"output {j}")
                 if rows is not None:
-                    out[j] = rows
-    return out
+                    outs[j] = rows
+    return ins, outs

@@ -45,21 +45,25 @@ class InOutInfo:
     data_name_order: tuple[str, ...] = ()
 
 
-def describe(inputs, outputs, table) -> InOutInfo:
+def describe(inputs, outputs, table, ranges=None) -> InOutInfo:
     """What GE's ModelIntroduction says of a model with these inputs and outputs (a Program's
     IoDescs) and gears (its GearTable, None for a static model), as MODEL_DEF holds it: each
     input (the root Data ops, the gear shape data last) with its dims, -1 where a gear decides
     (_mbatch_origin_input_dims); each output at its buffer's shape; a gear model's gear values by
     its type, its outputs' shapes per gear (_dynamic_output_dims) and the input order the values
-    follow (user_designate_shape_order). Names are the inputs' and outputs' names."""
+    follow (user_designate_shape_order). Names are the inputs' and outputs' names. `ranges`: a
+    dynamic-shape model's (formats/om/dynamic_shapes.py), ({input: [lo, hi] per dim}, {output: ...}),
+    which its tensors carry (shape_range)."""
     origin = table.origin_dims if table is not None else {}
+    in_ranges, out_ranges = ranges or ({}, {})
 
-    def tensor(d, dims) -> TensorInfo:
+    def tensor(d, dims, rows=()) -> TensorInfo:
         dims = tuple(int(x) for x in dims)
-        return TensorInfo(d.name, d.nbytes, FORMAT_ND, dtypes.BY_NAME[d.dtype].acl, dims, dims)
+        return TensorInfo(d.name, d.nbytes, FORMAT_ND, dtypes.BY_NAME[d.dtype].acl, dims, dims,
+                          tuple(tuple(int(x) for x in r) for r in rows))
 
-    inputs = tuple(tensor(d, origin.get(d.name, d.shape)) for d in inputs)
-    outputs = tuple(tensor(d, d.shape) for d in outputs)
+    inputs = tuple(tensor(d, origin.get(d.name, d.shape), in_ranges.get(i, ())) for i, d in enumerate(inputs))
+    outputs = tuple(tensor(d, d.shape, out_ranges.get(j, ())) for j, d in enumerate(outputs))
     if table is None:
         return InOutInfo(inputs, outputs)
     values = tuple(tuple(int(x) for x in v) for v in table.values)

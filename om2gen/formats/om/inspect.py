@@ -12,7 +12,7 @@ from ...ir import dtypes
 from ...ir.gears import TYPE_NAMES
 from ...ir.tasks import CcKernelType, ModelTaskType
 from .. import op_so_store
-from . import inout_info, kernel_store, proto
+from . import dynamic_shapes, inout_info, kernel_store, proto
 from .container import read_om
 from .layout import FORMAT_ND, HEADER_FIELDS
 from .layout import ModelPartitionType as PT
@@ -108,7 +108,7 @@ def _inout(data, md) -> dict | None:
     except ArchiveError as exc:
         return {"error": str(exc)}
     try:
-        inout_info.check(data, inout_info.describe(*_model_io(md)))
+        inout_info.check(data, inout_info.describe(*_model_io(md), dynamic_shapes.ranges(md.graph[0])))
         info["check"] = AGREES
     except ArchiveError as exc:
         info["check"] = str(exc)

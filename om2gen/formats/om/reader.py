@@ -313,7 +313,8 @@ def _read(om: OmFile, stage) -> OmModel:
     # last: a MODEL_DEF edit the checks above refuse is named by them, not as a disagreement here
     inout = next((p.data for p in om.partitions if p.type == PT.MODEL_INOUT_INFO), None)
     if inout is not None:   # om2gen writes it into every .om; older ones have none
-        inout_info.check(inout, inout_info.describe(program.inputs, program.outputs, program.gears))
+        inout_info.check(inout, inout_info.describe(program.inputs, program.outputs, program.gears,
+                                                    dynamic_shapes.ranges(graph)))
     stage("decode the task args")
     return model
 

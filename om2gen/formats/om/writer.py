@@ -129,7 +129,8 @@ def om_partitions(program, graph_json: dict, target, so_pack, platform) -> tuple
         {"CUSTOM_OPS": custom, "WEIGHTS_DATA": weights, "TBE_KERNELS": tbe, "TASK_INFO": task_info}, md)))
     model_def = md.SerializeToString(deterministic=True)
 
-    inout = inout_info.build(inout_info.describe(program.inputs, program.outputs, program.gears))
+    inout = inout_info.build(inout_info.describe(program.inputs, program.outputs, program.gears,
+                                                 dynamic_shapes.ranges(graphs[0]) if program.dynamic else None))
     parts = [Partition(PT.SO_BINS, so_bins), Partition(PT.CUSTOM_OPS, custom), Partition(PT.MODEL_INOUT_INFO, inout),
              Partition(PT.MODEL_DEF, model_def), Partition(PT.WEIGHTS_DATA, weights), Partition(PT.TBE_KERNELS, tbe),
              Partition(PT.TASK_INFO, task_info)]
