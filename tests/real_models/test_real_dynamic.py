@@ -1,7 +1,7 @@
 """Dynamic shapes on real models (issue 15): PaddleOCR v4's text recogniser
 (samples/real_models/catalog.py) with the text line's width dynamic in 16~1024, as PaddleOCR
-feeds it (every line at its own width), and Silero VAD with its chunk length dynamic (both its
-forms): one archive each, captured once, compared with ONNX Runtime at several sizes in an order
+feeds it (every line at its own width), Silero VAD with its chunk length dynamic (both its
+forms), and the torch.onnx BERT encoder with its batch and sequence dynamic: one archive each, captured once, compared with ONNX Runtime at several sizes in an order
 that revisits sizes and reaches the ranges' edges."""
 import sys
 from pathlib import Path
@@ -75,3 +75,25 @@ def test_silero_vad_sequence_form_at_several_lengths_matches_onnxruntime(tmp_pat
             for g, w, name in zip(got.values(), ort_run(proto, feeds), ("speech_probs", "hn", "cn")):
                 assert g.shape == w.shape
                 assert_close(g, w, f"silero_vad_lstm {name} at {n} frames")
+
+
+def test_bert_tiny_at_several_batches_and_sequence_lengths_matches_onnxruntime(tmp_path):
+    """bert_tiny (torch.onnx's dynamo export, its batch and sequence axes named) with both dynamic:
+    one archive at three sequence lengths and batches, padded tails masked, then the largest."""
+    model = catalog.fetch(catalog.BY_NAME["bert_tiny"])
+    path = tmp_path / "bert_tiny.om2"
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    om2gen.compile(model, path, input_shapes={k: ("1~4", "1~128") for k in names})
+    proto = onnx.load(str(model))
+    rng = np.random.default_rng(3)
+    with om2gen.load(path) as m:
+        assert [t.shape for t in m.inputs] == [(-1, -1)] * 3
+        for batch, seq in ((1, 16), (3, 77), (2, 1), (4, 128)):
+            mask = np.ones((batch, seq), np.int64)
+            mask[:, seq * 3 // 4 + 1:] = 0
+            feeds = {"input_ids": rng.integers(0, 1024, (batch, seq)).astype(np.int64), "attention_mask": mask,
+                     "token_type_ids": (rng.uniform(size=(batch, seq)) < 0.3).astype(np.int64)}
+            got = m.run(feeds)
+            for (name, g), w in zip(got.items(), ort_run(proto, feeds)):
+                assert g.shape == w.shape
+                assert_close(g, w, f"bert_tiny {name} at batch {batch}, sequence {seq}")
