@@ -199,9 +199,14 @@ def test_concat_along_and_beside_a_dynamic_axis(tmp_path):
             assert np.array_equal(got, ort_run(m, feeds)[0])
 
 
-def _one_node(node, inputs: dict, outputs: list, inits=(), opset=17, int64_outputs=()):
-    m = _model([node], {n: [f"{n}{i}" for i in range(rank)] for n, rank in inputs.items()}, {}, inits)
+def _one_node(node, inputs: dict, outputs: list, inits=(), opset=17, int64_outputs=(), int64_inputs=(), shared=False):
+    """shared: every input's dim i is the one symbol d<i> (else each input's own)."""
+    m = _model([node], {n: [f"d{i}" if shared else f"{n}{i}" for i in range(rank)] for n, rank in inputs.items()}, {},
+               inits)
     m.opset_import[0].version = opset
+    for vi in m.graph.input:
+        if vi.name in int64_inputs:
+            vi.type.tensor_type.elem_type = TensorProto.INT64
     for name in outputs:
         vi = helper.make_tensor_value_info(name, TensorProto.INT64 if name in int64_outputs else TensorProto.FLOAT, None)
         vi.type.tensor_type.shape.SetInParent()   # rank unknown: om2gen infers it
@@ -261,7 +266,25 @@ def _image(rng, n):
     return {"x": rng.standard_normal((n % 4 + 1, 8, n % 9 + 1, 9 - n % 9)).astype(np.float32)}
 
 
+def _same_shape(*names, index=None):
+    def feeds(rng, n):
+        shape = (n % 4 + 1, 4, 3 * n)
+        out = {k: rng.standard_normal(shape).astype(np.float32) for k in names}
+        if index is not None:
+            out[index] = np.stack([rng.permutation(shape[2]) for _ in range(shape[0] * 4)]).reshape(shape).astype(np.int64)
+            out[index][..., ::2] -= shape[2]      # negative indices count from the end
+        return out
+    return feeds
+
+
 _SINGLE.update({
+    "gather_elements": (lambda: _one_node(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=2), {"x": 3, "i": 3},
+                                          ["y"], int64_inputs={"i"}, shared=True),
+                        {"x": ("1~4", 4, "3~40"), "i": ("1~4", 4, "3~40")}, _same_shape("x", index="i")),
+    "scatter_elements_add": (
+        lambda: _one_node(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=2, reduction="add"),
+                          {"x": 3, "i": 3, "u": 3}, ["y"], opset=18, int64_inputs={"i"}, shared=True),
+        {k: ("1~4", 4, "3~40") for k in "xiu"}, _same_shape("x", "u", index="i")),
     # an axis walked with the inner positions dynamic (axis 1) or the length dynamic (the last)
     "cumsum_reverse_exclusive": _along("CumSum", inits=[_const(np.array(1, np.int64), "a")], inputs=("x", "a"),
                                        reverse=1, exclusive=1),
@@ -286,7 +309,8 @@ def test_single_ops_at_several_shapes(name, tmp_path):
     (their means divide by the run's count), BatchNormalization left unfused, Pad in reflect mode over
     a dynamic axis (the source index computed), TopK along a dynamic axis and across a dynamic batch;
     the ops that walk one axis (CumSum, ArgMin/ArgMax, LogSoftmax, Hardmax, LpNormalization), Trilu,
-    DepthToSpace and ConvTranspose (as GEMM then DepthToSpace) with both the axis and the rest dynamic."""
+    DepthToSpace and ConvTranspose (as GEMM then DepthToSpace), GatherElements and ScatterElements,
+    with both the axis and the rest dynamic."""
     build, shapes, feeds = _SINGLE[name]
     m = build()
     om2gen.compile(m, tmp_path / "m.om2", input_shapes=shapes)
