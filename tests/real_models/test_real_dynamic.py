@@ -1,7 +1,8 @@
 """Dynamic shapes on real models (issue 15): PaddleOCR v4's text recogniser
 (samples/real_models/catalog.py) with the text line's width dynamic in 16~1024, as PaddleOCR
 feeds it (every line at its own width), Silero VAD with its chunk length dynamic (both its
-forms), and the torch.onnx BERT encoder with its batch and sequence dynamic: one archive each, captured once, compared with ONNX Runtime at several sizes in an order
+forms), the torch.onnx BERT encoder with its batch and sequence dynamic, and PaddleOCR's direction
+classifier over a batch of lines: one archive each, captured once, compared with ONNX Runtime at several sizes in an order
 that revisits sizes and reaches the ranges' edges."""
 import sys
 from pathlib import Path
@@ -97,3 +98,20 @@ def test_bert_tiny_at_several_batches_and_sequence_lengths_matches_onnxruntime(t
             for (name, g), w in zip(got.items(), ort_run(proto, feeds)):
                 assert g.shape == w.shape
                 assert_close(g, w, f"bert_tiny {name} at batch {batch}, sequence {seq}")
+
+
+def test_ppocr_cls_at_several_batches_matches_onnxruntime(tmp_path):
+    """PaddleOCR's text-direction classifier takes the detected lines in batches (its cls_batch_num
+    is 6, the last batch smaller): the batch dynamic in 1~6, one archive at four batch sizes."""
+    model = catalog.fetch(catalog.BY_NAME["ppocr_mobile_cls"])
+    path = tmp_path / "ppocr_mobile_cls.om2"
+    om2gen.compile(model, path, input_shapes={"x": ("1~6", 3, 48, 192)})
+    proto = onnx.load(str(model))
+    rng = np.random.default_rng(4)
+    with om2gen.load(path) as m:
+        for n in (6, 1, 4, 6):
+            x = rng.uniform(-1, 1, (n, 3, 48, 192)).astype(np.float32)
+            got = m.run({"x": x})
+            for (name, g), w in zip(got.items(), ort_run(proto, {"x": x})):
+                assert g.shape == w.shape == (n, 2)
+                assert_close(g, w, f"ppocr_mobile_cls {name} at batch {n}")
