@@ -1,9 +1,9 @@
-"""Dynamic shapes on real models (issue 15): PaddleOCR v4's text recogniser
-(samples/real_models/catalog.py) with the text line's width dynamic in 16~1024, as PaddleOCR
-feeds it (every line at its own width), Silero VAD with its chunk length dynamic (both its
-forms), the torch.onnx BERT encoder with its batch and sequence dynamic, and PaddleOCR's direction
-classifier over a batch of lines: one archive each, captured once, compared with ONNX Runtime at several sizes in an order
-that revisits sizes and reaches the ranges' edges."""
+"""Dynamic shapes on real models (issue 15), each as its own package feeds it: PaddleOCR v4's text
+recogniser (samples/real_models/catalog.py) with the batch of lines and their width dynamic,
+its direction classifier over a batch of lines, Silero VAD with its chunk length dynamic (both
+its forms), and the torch.onnx BERT encoder with its batch and sequence dynamic. One archive
+each, captured once, compared with ONNX Runtime at several sizes in an order that revisits sizes
+and reaches the ranges' edges."""
 import sys
 from pathlib import Path
 
@@ -25,18 +25,20 @@ CLASSES = 6625             # the recogniser's character set (with the blank)
 
 
 def test_ppocr_rec_at_any_line_width_matches_onnxruntime(tmp_path):
+    """As PaddleOCR feeds its recogniser: batches of up to 6 lines (its rec_batch_num), each batch
+    padded to its widest line, so both the batch and the width vary from call to call."""
     path = tmp_path / "ppocr_v4_rec.om2"
-    om2gen.compile(catalog.fetch(MODEL), path, input_shapes={"x": (1, 3, 48, "16~1024")})
+    om2gen.compile(catalog.fetch(MODEL), path, input_shapes={"x": ("1~6", 3, 48, "16~1024")})
     proto = onnx.load(str(catalog.fetch(MODEL)))
     out = proto.graph.output[0].name
     rng = np.random.default_rng(0)
     with om2gen.load(path) as m:
-        assert m.inputs[0].shape == (1, 3, 48, -1) and m.inputs[0].max_shape == (1, 3, 48, 1024)
-        for w in (320, 160, 1024, 480, 16, 320):
-            x = rng.uniform(-1, 1, (1, 3, 48, w)).astype(np.float32)
+        assert m.inputs[0].shape == (-1, 3, 48, -1) and m.inputs[0].max_shape == (6, 3, 48, 1024)
+        for n, w in ((6, 320), (1, 160), (2, 1024), (6, 480), (1, 16), (3, 320)):
+            x = rng.uniform(-1, 1, (n, 3, 48, w)).astype(np.float32)
             got = m.run({"x": x})[out]
-            assert got.shape == (1, -(-w // 8), CLASSES)   # a column of character scores per 8 pixels
-            assert_close(got, ort_run(proto, {"x": x})[0], f"ppocr_v4_rec at width {w}")
+            assert got.shape == (n, -(-w // 8), CLASSES)   # a column of character scores per 8 pixels
+            assert_close(got, ort_run(proto, {"x": x})[0], f"ppocr_v4_rec at {n} lines of width {w}")
 
 
 def test_silero_vad_at_several_chunk_lengths_matches_onnxruntime(tmp_path):
