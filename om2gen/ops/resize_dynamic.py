@@ -62,5 +62,13 @@ def lower(node, plan: dict, x, y) -> KernelCall:
         fill=c_float(ext) if x.dtype.name == "float32" else f"({x.dtype.c_type})({c_float(ext)})",
         tiling_fields=list(tiling))
     work = out_shape[-1] * math.prod(ax["taps"] for ax in axes)
+    block_dim = common.block_dim_for(tiling["rows"], work)
+    inner = axes[-1]
+    if inner["identity"]:
+        return KernelCall("kernels/resize_dynamic.c.j2", node.op_type, params, [x.name], [y.name],
+                          block_dim=block_dim, tiling=tiling)
+    # each block's table of the last axis' taps: an int64 offset and a float weight (8 bytes kept) each
+    ws_stride = 16 * out_shape[-1] * inner["taps"]
+    params.update(ws_stride=field(ws_stride, "ws_stride"), tiling_fields=list(tiling))
     return KernelCall("kernels/resize_dynamic.c.j2", node.op_type, params, [x.name], [y.name],
-                      block_dim=common.block_dim_for(tiling["rows"], work), tiling=tiling)
+                      block_dim=block_dim, tiling=tiling, workspace=block_dim * ws_stride)
