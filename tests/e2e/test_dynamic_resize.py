@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.helpers import assert_close, ort_run
 
 import om2gen
+from om2gen.cli import entry
 from om2gen.errors import InputError, RuntimeFailure, ShapeError
 from om2gen.formats.om2 import layout
 from om2gen.runtime import dynamic
@@ -102,7 +103,7 @@ def _fpn():
         opset_imports=[helper.make_opsetid("", 19)])
 
 
-def test_a_range_cannot_say_even_a_multiple_can(tmp_path):
+def test_a_range_cannot_say_even_a_multiple_can(tmp_path, capsys):
     with pytest.raises(om2gen.Om2Error, match=r"fpn_add \(Add\): it asks"):
         om2gen.compile(_fpn(), tmp_path / "a.om2", input_shapes={"x": (1, 3, "4~32", "4~32")})
     m = _fpn()
@@ -131,6 +132,8 @@ def test_a_range_cannot_say_even_a_multiple_can(tmp_path):
     assert [(s["name"], s["range"], s["multiple"]) for s in meta["dynamic_shapes"]["symbols"]] == \
         [("H_div2", [2, 16], 2), ("W_div4", [1, 8], 4)]
     assert meta["dynamic_shapes"]["inputs"] == [["1", "3", "2*H_div2", "4*W_div4"]]
+    assert entry.main(["inspect", str(tmp_path / "f.om2")]) == 0
+    assert "dynamic dim W_div4: 1~8 (input 0 dim 3 = 4 * W_div4, a multiple of 4)" in capsys.readouterr().out
 
 
 def test_a_multiple_is_spelled_lo_hi_percent_m(tmp_path):
