@@ -12,7 +12,7 @@ from tests.helpers import assert_close, ort_run
 
 import om2gen
 from om2gen.cli import entry
-from om2gen.errors import InputError, RuntimeFailure, ShapeError
+from om2gen.errors import ArchiveError, InputError, RuntimeFailure, ShapeError
 from om2gen.formats.om2 import layout
 from om2gen.runtime import dynamic
 
@@ -162,3 +162,15 @@ def test_depth_to_space_and_the_upsampling_conv_transpose_over_dynamic_sizes(mod
             x = rng.standard_normal((n, 8, h, wd)).astype(np.float32)
             for name, want in zip(("up", "d2s"), ort_run(m, {"x": x})):
                 assert_close(model.run({"x": x})[name], want, f"{name} at {n}x{h}x{wd}")
+
+
+def test_an_archive_whose_multiple_is_not_positive_is_corrupt():
+    meta = {"inputs": [{"shape": [1, -1]}], "dynamic_shapes": {
+        "symbols": [{"name": "S_div8", "range": [1, 4], "input": 0, "axis": 1, "multiple": 0}],
+        "inputs": [["1", "8*S_div8"]], "outputs": [], "tiling_library": "t.so"}}
+    with pytest.raises(ArchiveError, match="symbol S_div8 has the multiple 0"):
+        dynamic.from_meta(meta, "m.om2")
+    meta["dynamic_shapes"]["symbols"][0]["multiple"] = 8
+    assert dynamic.from_meta(meta, "m.om2").symbols[0].rule() == "8~32, a multiple of 8"
+    del meta["dynamic_shapes"]["symbols"][0]["multiple"]          # an archive from before multiples: 1
+    assert dynamic.from_meta(meta, "m.om2").symbols[0].rule() == "1~4"
