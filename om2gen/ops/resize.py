@@ -246,7 +246,7 @@ class ResizeBase(Op):
                     out_shape[a] = int(s)
                     scale[a] = int(s) / in_shape[a] if in_shape[a] else 1.0
                 else:   # a size given as (or resizing) a dynamic dim: their ratio is the run's
-                    out_shape[a] = s
+                    out_shape[a] = s if isinstance(s, symbolic.Expr) else int(s)
                     scale[a] = None
             if cfg["policy"] != "stretch":
                 if None in scale:

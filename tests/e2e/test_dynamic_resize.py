@@ -18,7 +18,8 @@ from om2gen.runtime import dynamic
 
 
 def _resize(name, mode, coord, *, scales=None, sizes=None, roi=None, **attrs):
-    """A Resize of x into `name`, with its constants (sizes: a name, the model's computed sizes)."""
+    """A Resize of x into `name`, with its constants (sizes: the name of the model's computed
+    sizes, or a constant)."""
     consts, ins = [], ["x", "", "", ""]
     if roi is not None:
         consts.append(numpy_helper.from_array(np.asarray(roi, np.float32), f"{name}_roi"))
@@ -26,7 +27,10 @@ def _resize(name, mode, coord, *, scales=None, sizes=None, roi=None, **attrs):
     if scales is not None:
         consts.append(numpy_helper.from_array(np.asarray(scales, np.float32), f"{name}_scales"))
         ins[2] = f"{name}_scales"
-    if sizes is not None:
+    if isinstance(sizes, list):
+        consts.append(numpy_helper.from_array(np.asarray(sizes, np.int64), f"{name}_sizes"))
+        ins[3] = f"{name}_sizes"
+    elif sizes is not None:
         ins[3] = sizes
     while not ins[-1]:
         ins.pop()
@@ -52,41 +56,54 @@ RESIZES = {
     "cubic_down_exclude": ("cubic", "pytorch_half_pixel", dict(scales=[1, 1, 0.6, 0.6], cubic_coeff_a=-0.5,
                                                                exclude_outside=1)),
     "cubic_align_corners_sizes": ("cubic", "align_corners", dict(sizes="sizes")),
+    "linear_to_a_fixed_size": ("linear", "pytorch_half_pixel", dict(sizes=[9, 16], axes=[2, 3])),
 }
 
 
 def _model():
-    """x[1, 2, H, W] resized every way of RESIZES; "sizes" is [1, 2] + ref's H2, W2 (the
+    """x[N, 2, H, W] resized every way of RESIZES; "sizes" is x's N, C and ref's H2, W2 (the
     torch.onnx export of F.interpolate(x, size=ref.shape[2:]))."""
     nodes = [helper.make_node("Shape", ["ref"], ["ref_shape"]),
              helper.make_node("Slice", ["ref_shape", "two", "four"], ["hw"]),
+             helper.make_node("Shape", ["x"], ["x_shape"]),
+             helper.make_node("Slice", ["x_shape", "zero", "two"], ["nc"]),
              helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0)]
-    inits = [numpy_helper.from_array(np.array([2], np.int64), "two"),
-             numpy_helper.from_array(np.array([4], np.int64), "four"),
-             numpy_helper.from_array(np.array([1, 2], np.int64), "nc")]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), name) for v, name in ((0, "zero"), (2, "two"), (4, "four"))]
     for name, (mode, coord, how) in RESIZES.items():
         node, consts = _resize(name, mode, coord, **how)
         nodes.append(node)
         inits += consts
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, "H", "W"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, "H", "W"])
     ref = helper.make_tensor_value_info("ref", TensorProto.FLOAT, [1, 1, "H2", "W2"])
-    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, f"{n}_h", f"{n}_w"]) for n in RESIZES]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [f"{n}_n", 2, f"{n}_h", f"{n}_w"]) for n in RESIZES]
     return helper.make_model(helper.make_graph(nodes, "resize", [x, ref], outs, inits),
                              opset_imports=[helper.make_opsetid("", 19)])
 
 
 def test_every_resize_at_several_sizes_matches_onnxruntime(tmp_path):
     m = _model()
-    om2gen.compile(m, tmp_path / "r.om2", input_shapes={"x": (1, 2, "3~40", "3~40"), "ref": (1, 1, "1~48", "1~48")})
+    om2gen.compile(m, tmp_path / "r.om2", input_shapes={"x": ("1~2", 2, "3~40", "3~40"), "ref": (1, 1, "1~48", "1~48")})
     rng = np.random.default_rng(4)
     with om2gen.load(tmp_path / "r.om2") as model:
-        for (h, w), (h2, w2) in (((10, 20), (7, 31)), ((40, 3), (48, 1)), ((5, 7), (12, 3)), ((40, 40), (1, 48)),
-                                 ((10, 20), (20, 40))):
-            feeds = {"x": rng.standard_normal((1, 2, h, w)).astype(np.float32),
+        for (n, h, w), (h2, w2) in (((1, 10, 20), (7, 31)), ((2, 40, 3), (48, 1)), ((1, 5, 7), (12, 3)),
+                                    ((2, 40, 40), (1, 48)), ((1, 10, 20), (20, 40))):
+            feeds = {"x": rng.standard_normal((n, 2, h, w)).astype(np.float32),
                      "ref": np.zeros((1, 1, h2, w2), np.float32)}
             got = model.run(feeds)
             for name, want in zip(RESIZES, ort_run(m, feeds)):
-                assert_close(got[name], want, f"{name} of {h}x{w} (ref {h2}x{w2})")
+                assert_close(got[name], want, f"{name} of {n}x2x{h}x{w} (ref {h2}x{w2})")
+
+
+def test_antialias_at_a_scale_only_the_run_gives_is_refused_naming_the_node(tmp_path):
+    """Antialias taps span 1/scale source pixels: with sizes from a shape their count is the run's."""
+    nodes = [helper.make_node("Shape", ["ref"], ["sizes"]),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", antialias=1, name="aa")]
+    m = helper.make_model(helper.make_graph(
+        nodes, "aa", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, f"{n}h", f"{n}w"]) for n in ("x", "ref")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, "A", "B"])]), opset_imports=[helper.make_opsetid("", 19)])
+    with pytest.raises(om2gen.Om2Error, match=r"aa \(Resize\): its lowering asks 'the antialias footprint of axis 2"):
+        om2gen.compile(m, tmp_path / "aa.om2", input_shapes={"x": (1, 1, "4~40", "4~40"), "ref": (1, 1, "4~40", "4~40")})
+    assert not list(tmp_path.iterdir())
 
 
 def _fpn():
