@@ -36,7 +36,7 @@ def symbols(state: Lowering) -> list[Symbol]:
         for axis, d in enumerate(state.graph.values[name].shape):
             if isinstance(d, symbolic.Expr):
                 sym, = symbolic.symbols(d)
-                out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, i, axis, _multiple(d)))
+                out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, i, axis, multiple=_multiple(d)))
     return list(out.values())
 
 

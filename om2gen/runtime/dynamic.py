@@ -82,7 +82,8 @@ def from_meta(meta: dict, where: str) -> Dynamic | None:
         return None
     try:
         symbols = tuple(SymbolDim(str(s["name"]), int(s["range"][0]), None if int(s["range"][1]) < 0
-                                  else int(s["range"][1]), int(s["input"]), int(s["axis"]), int(s.get("multiple", 1)))
+                                  else int(s["range"][1]), int(s["input"]), int(s["axis"]),
+                                  multiple=int(s.get("multiple", 1)))
                         for s in d["symbols"])
         dyn = Dynamic(symbols, tuple(tuple(map(str, x)) for x in d["inputs"]),
                       tuple(tuple(map(str, x)) for x in d["outputs"]), str(d["tiling_library"]))
