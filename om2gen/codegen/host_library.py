@@ -40,7 +40,8 @@ def source(plan, model_name: str, input_names: list[str]) -> str:
     ]
     for i, s in enumerate(plan.symbols):
         rng = f"{s.lo}~{s.hi}" if s.hi is not None else f">= {s.lo}"
-        lines.append(f" *   symbols[{i}] = {s.name}: dim {s.axis} of input {c_comment(input_names[s.input])} ({rng})")
+        per = f" / {s.multiple}" if s.multiple > 1 else ""
+        lines.append(f" *   symbols[{i}] = {s.name}: dim {s.axis} of input {c_comment(input_names[s.input])}{per} ({rng})")
     lines += [" */", "#include <stdint.h>", "#include <stdio.h>", "", '#include "om2/om2_dims.h"',
               '#include "om2/om2_op_host.h"', "", _BAD_DIM, ""]
     for k, op in enumerate(plan.ops):
@@ -96,7 +97,7 @@ def _tables(plan) -> list[str]:
         return [f"static const {ctype} {name}[] = {{"] + [f"    {r}," for r in rows or ["{0}"]] + ["};"]
 
     out = array("Om2OpHostSymbol", "kSymbols",
-                [f"{{{c_string(s.name)}, {s.input}, {s.axis}, {s.lo}, {-1 if s.hi is None else s.hi}}}"
+                [f"{{{c_string(s.name)}, {s.input}, {s.axis}, {s.multiple}, {s.lo}, {-1 if s.hi is None else s.hi}}}"
                  for s in plan.symbols])
     out += array("Om2OpHostTensor", "kTensors",
                  [f"{{{c_string(t.name)}, {_KINDS[t.kind]}, {t.index}, {t.offset}u, {len(t.dims)}, {t.dtype_size}}}"

@@ -38,8 +38,10 @@ def host_table(so, where: str):
 def dynamic_of(table, inputs: list[dict]) -> Dynamic:
     """What runtime/dynamic.py checks a run's shapes by, from the table's symbols."""
     symbols = tuple(SymbolDim(ffi.string(s.name).decode(), int(s.lo), None if s.hi < 0 else int(s.hi), int(s.input),
-                              int(s.axis)) for s in (table.symbols[k] for k in range(table.symbol_num)))
-    named = {(s.input, s.axis): s.name for s in symbols}
+                              int(s.axis), multiple=int(s.multiple))
+                    for s in (table.symbols[k] for k in range(table.symbol_num)))
+    # (a lo~hi%m dim reads m*symbol, as an .om2's model_meta writes it)
+    named = {(s.input, s.axis): s.name if s.multiple == 1 else f"{s.multiple}*{s.name}" for s in symbols}
     dims = tuple(tuple(named.get((i, a), str(d) if d >= 0 else "?") for a, d in enumerate(io["shape"]))
                  for i, io in enumerate(inputs))
     return Dynamic(symbols, dims, (), "")
@@ -64,7 +66,7 @@ def check_tasks(table, program, where: str) -> None:
     ranks = [len(d.shape) for d in program.inputs]
     for k in range(table.symbol_num):
         s = table.symbols[k]
-        if s.input >= len(ranks) or s.axis >= ranks[s.input]:
+        if s.input >= len(ranks) or s.axis >= ranks[s.input] or s.multiple < 1:
             raise ArchiveError(f"{where}: symbol {ffi.string(s.name).decode('utf-8', 'replace')} of its host op library "
                                "is bound to a dim the model does not have; the OM is inconsistent: recompile it")
     ios = [(table.input_tensors[i], len(d.shape)) for i, d in enumerate(program.inputs)]

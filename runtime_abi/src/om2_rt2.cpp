@@ -104,13 +104,15 @@ public:
         prepared_ = false;
         for (uint32_t k = 0; k < t_.symbol_num; ++k) {
             const Om2OpHostSymbol &s = t_.symbols[k];
-            const int64_t v = input_dims[s.input][s.axis];
-            if (v < s.lo || (s.hi >= 0 && v > s.hi)) {
-                char range[48];
-                if (s.hi >= 0) std::snprintf(range, sizeof range, "%lld~%lld", (long long)s.lo, (long long)s.hi);
-                else std::snprintf(range, sizeof range, "%lld or more", (long long)s.lo);
-                return Error(err, err_len, "input %u has dim %u = %lld, outside the range the model was compiled "
-                             "for (%s: %s)", s.input, s.axis, (long long)v, s.name, range);
+            const int64_t dim = input_dims[s.input][s.axis], v = dim / s.multiple;
+            if (dim % s.multiple != 0 || v < s.lo || (s.hi >= 0 && v > s.hi)) {
+                char range[96];
+                const long long m = (long long)s.multiple;
+                if (s.hi >= 0) std::snprintf(range, sizeof range, "%lld~%lld", m * (long long)s.lo, m * (long long)s.hi);
+                else std::snprintf(range, sizeof range, "%lld or more", m * (long long)s.lo);
+                if (m > 1) std::snprintf(range + std::strlen(range), sizeof range - std::strlen(range), ", a multiple of %lld", m);
+                return Error(err, err_len, "input %u has dim %u = %lld, outside the sizes the model was compiled "
+                             "for (%s: %s)", s.input, s.axis, (long long)dim, s.name, range);
             }
             symbols_[k] = v;
         }
@@ -234,6 +236,7 @@ private:
         for (uint32_t k = 0; k < t_.symbol_num; ++k) {
             const Om2OpHostSymbol &s = t_.symbols[k];
             if (s.input >= t_.input_num) return Error(err, err_len, "symbol %s is bound to input %u of %u", s.name, s.input, t_.input_num);
+            if (s.multiple < 1) return Error(err, err_len, "symbol %s has the multiple %lld", s.name, (long long)s.multiple);
         }
         for (uint32_t i = 0; i < t_.tensor_num; ++i) {
             const Om2OpHostTensor &x = t_.tensors[i];

@@ -280,7 +280,21 @@ def test_om2gen_bench_runs_a_dynamic_om_at_its_largest_shape(elementwise, tmp_pa
     _, path = elementwise
     run = ["--runs", "3", "--warmup", "1", "--loads", "2", "--threads", "1"]
     assert main(["bench", str(path), *run]) == 0
-    assert "engine call" in capsys.readouterr().out
+    assert "x[40,3,8], col[40,3,1]" in capsys.readouterr().out
     om2gen.compile(_elementwise(), tmp_path / "u.om", input_shapes={"x": (-1, 3, 8), "col": (-1, 3, 1)})
     assert main(["bench", str(tmp_path / "u.om"), *run]) != 0
     assert "unbounded dim: pass --input x=FILE.npy" in capsys.readouterr().err
+
+
+def test_a_multiple_of_dim_binds_its_symbol_and_refuses_other_sizes(tmp_path):
+    """lo~hi%m: the host op library's symbol counts the m's (the input dim / m), and a size m does
+    not divide is an InputError, as for an .om2."""
+    m = _elementwise()
+    om2gen.compile(m, tmp_path / "m.om", input_shapes={"x": ("8~40%8", 3, 8), "col": ("8~40%8", 3, 1)})
+    rng = np.random.default_rng(4)
+    with om2gen.load(tmp_path / "m.om") as model:
+        for n in (16, 40, 8):
+            _check(model, m, {"x": rng.standard_normal((n, 3, 8)).astype(np.float32),
+                              "col": rng.standard_normal((n, 3, 1)).astype(np.float32)}, f"size {n}")
+        with pytest.raises(InputError, match="multiple of 8"):
+            model.run({"x": np.zeros((12, 3, 8), np.float32), "col": np.zeros((12, 3, 1), np.float32)})

@@ -57,9 +57,10 @@ extern "C" {
 
 typedef struct Om2OpHostSymbol {
     const char *name;    /* "N", "S", "x_2" */
-    uint32_t input;      /* the model input whose dim gives it */
-    uint32_t axis;
-    int64_t lo;
+    uint32_t input;      /* the model input whose dim gives it: */
+    uint32_t axis;       /* that dim is `multiple` times the symbol (lo~hi%m: the symbol counts */
+    int64_t multiple;    /* the m's; a dim m does not divide is refused), else 1 */
+    int64_t lo;          /* the symbol's range */
     int64_t hi;          /* -1: unbounded (an .om's -1 dim; the arena grows) */
 } Om2OpHostSymbol;
 
