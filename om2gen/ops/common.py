@@ -106,9 +106,15 @@ def collapse(out_shape: tuple[int, ...], strides: list[list[int]]) -> tuple[list
     strides = [[s[i] for i in keep] if keep else [0] for s in strides]
     if not out_shape:
         return [1], [[0] for _ in strides]
+    return merge_dims(dims, strides)
+
+
+def merge_dims(dims: list, strides: list[list], contiguous=lambda outer, inner: outer == inner):
+    """Merges (in place) adjacent dims that every operand walks contiguously: contiguous(stride of
+    the outer dim, inner stride * inner size), plain equality unless a caller decides otherwise."""
     i = len(dims) - 1
     while i > 0:
-        if all(s[i - 1] == s[i] * dims[i] for s in strides):
+        if all(contiguous(s[i - 1], s[i] * dims[i]) for s in strides):
             dims[i - 1] *= dims[i]
             for s in strides:
                 s[i - 1] = s[i]
