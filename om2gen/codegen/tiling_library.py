@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 
 from ..ir import symbolic
-from ..ir.program import DynamicInfo, Program
+from ..ir.program import DynamicInfo, Program, TilingCall
 from ..version import GENERATOR
 
 
-def _sym(s: symbolic.Sym) -> str:
+def sym_name(s: symbolic.Sym) -> str:
+    """The C variable holding a symbol's value in generated code."""
     return f"sym_{s.name}"
 
 
@@ -29,21 +30,33 @@ def source(program: Program) -> str:
         lines.append(f" *   symbols[{i}] = {s.name}: dim {s.axis} of input {program.inputs[s.input].name} ({rng})")
     lines += [" */", "#include <stdint.h>", "", '#include "om2/om2_dims.h"', '#include "om2/om2_kernel.h"', ""]
     for t in d.tilings:
-        kernel = program.tasks[_task_of(program, t.entry) + 1]
-        used = sorted(symbolic.symbols([t.block_dim, *t.fields.values()]), key=lambda s: index[s.name])
+        kernel = kernel_task(program, t)
         lines.append(f"/* {kernel.label}: node {kernel.op_name} ({kernel.op_type}) */")
         lines.append(f"OM2_KERNEL({t.entry}) {{")
         lines.append("    const int64_t *symbols = (const int64_t *)OM2_ADDR(0);")
         lines.append("    int64_t *tiling = (int64_t *)OM2_ADDR(1);")
         lines.append("    (void)symbols;\n    (void)om2_block_idx;\n    (void)om2_block_num;")
-        for s in used:
-            lines.append(f"    const int64_t {_sym(s)} = symbols[{index[s.name]}];")
-        lines.append(f"    tiling[0] = {symbolic.c_expr(t.block_dim, _sym)};  /* block_dim */")
-        for k, (name, value) in enumerate(t.fields.items(), start=1):
-            lines.append(f"    tiling[{k}] = {symbolic.c_expr(value, _sym)};  /* {name} */")
+        lines += tiling_lines(t, index)
         lines.append("}")
         lines.append("")
     return "\n".join(lines)
+
+
+def tiling_lines(t: TilingCall, index: dict[str, int]) -> list[str]:
+    """The body of a tiling function over `symbols` (int64 per symbol, `index` its position) that
+    writes `tiling`: the block count, then the fields, as the lowering's expressions in C. The
+    device tiling library and the autofuse library's host Tiling functions share it."""
+    used = sorted(symbolic.symbols([t.block_dim, *t.fields.values()]), key=lambda s: index[s.name])
+    lines = [f"    const int64_t {sym_name(s)} = symbols[{index[s.name]}];" for s in used]
+    lines.append(f"    tiling[0] = {symbolic.c_expr(t.block_dim, sym_name)};  /* block_dim */")
+    for k, (name, value) in enumerate(t.fields.items(), start=1):
+        lines.append(f"    tiling[{k}] = {symbolic.c_expr(value, sym_name)};  /* {name} */")
+    return lines
+
+
+def kernel_task(program: Program, t: TilingCall):
+    """The task of the kernel whose tiling `t` computes (the one after its PREPROCESS_KERNEL)."""
+    return program.tasks[_task_of(program, t.entry) + 1]
 
 
 def _task_of(program: Program, entry: str) -> int:

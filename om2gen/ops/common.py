@@ -80,10 +80,22 @@ def _broadcast_dynamic(node: Node, shapes) -> tuple:
                 continue
             if isinstance(result, int) and result == 1:
                 result = d
-            elif not d == result:     # Undecidable where the run decides (N against M, or N against 4)
+            elif not _same_dim(node, d, result):
                 raise _no_broadcast(node, shapes)
         out.append(result)
     return tuple(out)
+
+
+def _same_dim(node: Node, a, b) -> bool:
+    """a == b for two dims that broadcast against each other. Undecidable where the run decides
+    (N against 4), except two symbols of overlapping ranges (S against T), which the compile of a
+    dynamic model takes as equal, for the run's guard check to verify (symbolic.assume_equal)."""
+    try:
+        return a == b
+    except symbolic.Undecidable:
+        if symbolic.assume_equal(b, a, node.name):
+            return True
+        raise
 
 
 def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
