@@ -20,7 +20,7 @@ the kinds below that are unloaded (om2x_so_unload) its registrations go with it.
                    reused, so no two live SOs share a name); each model holds a lease, released
                    with the model.
   kAutofuse        ``guard_check.so`` kept as bytes (GE restores it to _guard_check_so_data),
-                   loaded from them when a run first calls its guard (``Autofuse.guard``); the
+                   from which a dynamic model's load takes its guard (``Autofuse.guard``); the
                    other fused-kernel libraries kept by "vendor/so_name" and loaded on
                    demand, per model, closed with the model.
 """

@@ -322,13 +322,14 @@ class AutofuseProvider(_OppProvider):
         naming it, guard_check.so (vendor "") when the model's _guard_check_so_data is non-empty
         (codegen/autofuse_library.py)."""
         d = getattr(ctx.program, "dynamic", None)
+        if d is None:
+            return []
         named = {n["attrs"][BIN_FILE_PATH] for n in ctx.program.graph_json.get("nodes", ())
                  if BIN_FILE_PATH in n.get("attrs", {})}
         out = []
-        if named:
-            assert d is not None and named == {f"{OM2GEN_VENDOR}/{d.autofuse_library}"}, sorted(named)
+        if d.autofuse_library and f"{OM2GEN_VENDOR}/{d.autofuse_library}" in named:
             out.append(OpSoBin(d.autofuse_library, OM2GEN_VENDOR, self.bin_type, d.autofuse_binary))
-        if d is not None and d.guard_check_so_data:
+        if d.guard_check_so_data:
             out.append(OpSoBin(GUARD_CHECK, "", self.bin_type, d.guard_check_so_data))
         return out
 

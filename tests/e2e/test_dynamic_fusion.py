@@ -185,3 +185,31 @@ def test_the_autofuse_library_infers_shapes_and_tiling(guarded):
                                            "against 5"
     finally:
         packed.close()
+
+
+@pytest.mark.slow
+def test_bert_base_whose_mask_names_its_sequence_apart_runs_with_a_guard(tmp_path):
+    """The suite's BERT-base with attention_mask's sequence axis named mask_len (as torch.onnx
+    names two inputs' dynamic axes unless told they are one): where the mask meets the hidden
+    states the compile takes S == mask_len, which used to refuse the model; the fused node built
+    on it is named when a run breaks it, and equal lengths match ONNX Runtime."""
+    import onnx
+    from benchmarks import models
+    m = onnx.load(str(models.path("bert_base_4l_seq")))
+    m.graph.input[1].type.tensor_type.shape.dim[1].dim_param = "mask_len"
+    path = tmp_path / "bert.om2"
+    om2gen.compile(m, path, input_shapes={"input_ids": (1, "1~256"), "attention_mask": (1, "1~256")})
+    meta, bins, _ = _store(path)
+    assert [b.name for b in bins if b.bin_type == SoBinType.kAutofuse][1:] == ["guard_check.so"]
+    rng = np.random.default_rng(3)
+    with om2gen.load(path) as model:
+        for s in (7, 256, 1):
+            mask = np.ones((1, s), np.int64)
+            mask[0, s // 2:] = 0 if s > 1 else 1
+            feeds = {"input_ids": rng.integers(0, 1000, (1, s)).astype(np.int64), "attention_mask": mask}
+            for got, want in zip(model.run(feeds).values(), ort_run(m, feeds)):
+                assert_close(got, want, f"sequence {s}", 1e-4)
+        with pytest.raises(InputError, match=r"fused node .* was compiled assuming S == mask_len \(S is dim 1 of "
+                                             r"input input_ids; mask_len is dim 1 of input attention_mask\).*"
+                                             r"S = 9 and mask_len = 8"):
+            model.run({"input_ids": np.zeros((1, 9), np.int64), "attention_mask": np.ones((1, 8), np.int64)})
