@@ -99,7 +99,9 @@ def render_text(info: dict) -> str:
                 lines.append(f"  {kind} {io['name']}: {io['dtype']}{io['shape']}{dims}")
         for s in dyn.get("symbols", []):
             lo, hi = s["range"]
-            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} (input {s['input']} dim {s['axis']})")
+            m = s.get("multiple", 1)
+            per = f" = {m} * {s['name']}, a multiple of {m}" if m > 1 else ""
+            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} (input {s['input']} dim {s['axis']}{per})")
         lines += gear_lines(model.get("gears"))
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
         custom = model.get("custom_ops") or {}

@@ -167,8 +167,9 @@ def _dynamic(program: Program) -> dict:
     def c_name(s) -> str:
         return f"sym_{s.name}"
     symbols = [{"name": s.name, "lo": s.lo, "hi": -1 if s.hi is None else s.hi, "input": s.input, "axis": s.axis,
-                "c_name": f"sym_{s.name}",
-                "comment": f"{s.name}: dim {s.axis} of input {program.inputs[s.input].name}, "
+                "multiple": s.multiple, "c_name": f"sym_{s.name}",
+                "comment": f"{s.name}: dim {s.axis} of input {program.inputs[s.input].name}"
+                           f"{f' / {s.multiple}' if s.multiple > 1 else ''}, "
                            f"{s.lo}~{'' if s.hi is None else s.hi}"} for s in d.symbols]
     io_dims = []
     for kind, descs, dims in (("input", program.inputs, d.input_dims), ("output", program.outputs, d.output_dims)):

@@ -305,12 +305,14 @@ class GearTable:
 @dataclass(frozen=True)
 class Symbol:
     """A dynamic dim of the model (ir.symbolic.Sym): its range, and the input dim that gives its
-    value at run time."""
+    value at run time: that dim is `multiple` times the symbol (a `lo~hi%m` dim: the symbol counts
+    the m's, and a dim m does not divide is refused)."""
     name: str
     lo: int
     hi: int | None
     input: int          # the model input whose dim it is
     axis: int
+    multiple: int = 1
 
 
 @dataclass

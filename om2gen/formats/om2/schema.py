@@ -98,7 +98,9 @@ META = {
                     "properties": {"name": {"type": "string", "maxLength": 256},
                                    "range": {"type": "array", "minItems": 2, "maxItems": 2,
                                              "items": {"type": "integer", "minimum": -1, "maximum": 1 << 48}},
-                                   "input": _COUNT, "axis": _COUNT}}},
+                                   "input": _COUNT, "axis": _COUNT,
+                                   # the input dim is multiple * the symbol (a lo~hi%m dim); absent: 1
+                                   "multiple": {"type": "integer", "minimum": 1, "maximum": 1 << 31}}}},
                 "inputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
                                                                          "items": {"type": "string", "maxLength": 4096}}},
                 "outputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
