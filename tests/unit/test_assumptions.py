@@ -40,7 +40,8 @@ def test_what_is_not_two_symbols_of_overlapping_ranges_is_not_assumed():
 def _model(a, b):
     return helper.make_model(helper.make_graph(
         [helper.make_node("Add", ["x", "m"], ["y"], name="add")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, a), helper.make_tensor_value_info("m", TensorProto.FLOAT, b)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, a),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, b)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, a)]), opset_imports=[helper.make_opsetid("", 17)])
 
 
