@@ -1,6 +1,7 @@
 """om2gen.compile: ONNX model → .om2 archive (frontend, passes, lowering, codegen, toolchain, archive)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import advice
-from .codegen import host_library
+from .codegen import autofuse_library, host_library
 from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp, tiling_library
 from .codegen.literals import c_identifier
@@ -30,8 +31,10 @@ from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
 from .lower import memplan, rt2_program
 from .lower.lowering import lower_graph
+from .ops import fused as fused_op
 from .passes import dce, optimize
 from .so_in_om import custom_libraries, info, providers
+from .so_in_om.info import BIN_FILE_PATH
 from .toolchain import compiler, launch_note, targets
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 
@@ -157,20 +160,27 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     with custom_libraries.activated(libraries):
         ctx = LowerContext(tgt, GENERATOR, kernel_codegen.render, fusion=opts.fusion, winograd=opts.winograd)
         spec, loaded = _gear_spec(model, opts, frontend)
-        if spec is None:
-            graph, op_types = _optimized_graph(model, opts, frontend, ctx)
-        else:   # one graph per gear, merged into one model whose Case picks the gear (frontend/multi_batch.py)
-            per_gear = [_optimized_graph(loaded, dataclasses.replace(opts, input_shapes=spec.shapes(i)), "onnx", ctx)
-                        for i in range(len(spec.gears))]
-            graph = multi_batch.merge(spec, [g for g, _ in per_gear])
-            op_types = frozenset().union(*(t for _, t in per_gear))
-        report.stage(f"imported {len(graph.nodes)} nodes")
         # an .om runs the RT2 way, sizing its arena per run: an unbounded dim is allowed there
         token = symbolic.UNBOUNDED_PLANNED.set(format == "om")
         try:
-            program = lower_graph(graph, ctx)
+            if spec is None:
+                # a dynamic .om2 may take two dims equal, for its guard check (guard_check.so); the
+                # RT2 path of an .om has no guard, so its compile takes nothing it cannot decide
+                assume = symbolic.assuming() if format != "om" else contextlib.nullcontext([])
+                with assume as assumptions:
+                    graph, op_types = _optimized_graph(model, opts, frontend, ctx)
+                    program = lower_graph(graph, ctx)
+                if program.dynamic is not None:
+                    program.dynamic.assumptions = list(assumptions)
+            else:   # one graph per gear, merged into one model whose Case picks the gear (frontend/multi_batch.py)
+                per_gear = [_optimized_graph(loaded, dataclasses.replace(opts, input_shapes=spec.shapes(i)), "onnx",
+                                             ctx) for i in range(len(spec.gears))]
+                graph = multi_batch.merge(spec, [g for g, _ in per_gear])
+                op_types = frozenset().union(*(t for _, t in per_gear))
+                program = lower_graph(graph, ctx)
         finally:
             symbolic.UNBOUNDED_PLANNED.reset(token)
+        report.stage(f"imported {len(graph.nodes)} nodes")
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
     if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
         program = rt2_program.for_om(program)
@@ -187,6 +197,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         commands.update(_build_host_library(program, tgt))
     elif program.dynamic is not None:
         commands.update(_build_tiling_library(program, tgt, notes))
+        _build_autofuse(program, graph, tgt)
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
     if format == "om":
@@ -222,6 +233,31 @@ def _build_host_library(program: Program, tgt) -> dict:
     built = compiler.build_host_library(d.host_source, tgt)
     d.host_binary = built.binary
     return {d.host_library: built.commands[0]}
+
+
+def _build_autofuse(program: Program, graph, tgt) -> None:
+    """A dynamic model's kAutofuse shared objects (codegen/autofuse_library.py): the autofuse
+    library when it has fused nodes, each of which then names it in GE's bin_file_path, and
+    guard_check.so when its compile made assumptions (GE's _guard_check_so_data)."""
+    d = program.dynamic
+    nodes = [n for n in graph.nodes if n.op_type == fused_op.OP_TYPE]
+    fused = autofuse_library.fused_nodes(program, [(n, n.attrs[fused_op.SPEC]) for n in nodes])
+    if fused:
+        d.autofuse_source = autofuse_library.library_source(program, graph, fused)
+        d.autofuse_library = autofuse_library.library_name(d.autofuse_source)
+        exports = [autofuse_library.ABI_VERSION_SYMBOL] + [f"{prefix}{f.ident}" for f in fused
+                                                            for prefix in (autofuse_library.INFER_SHAPE,
+                                                                           autofuse_library.TILING)]
+        d.autofuse_binary = compiler.build_autofuse_library(d.autofuse_source, "autofuse.c", exports, tgt).binary
+        names = {f.node.name for f in fused}
+        for node in program.graph_json["nodes"]:
+            if node["name"] in names:
+                node["attrs"][BIN_FILE_PATH] = f"{providers.OM2GEN_VENDOR}/{d.autofuse_library}"
+    if d.assumptions:
+        d.guard_check_source = autofuse_library.guard_source(program, nodes)
+        d.guard_check_so_data = compiler.build_autofuse_library(
+            d.guard_check_source, "guard_check.c", [autofuse_library.ABI_VERSION_SYMBOL,
+                                                    autofuse_library.GUARD_CHECK_SYMBOL], tgt).binary
 
 
 def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_commands: dict, so_pack, producer: str,
@@ -409,6 +445,10 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         entries.append(Entry(layout.kernel_binary(tgt.arch, k.file_name), k.binary))
     if program.dynamic is not None:
         entries.append(Entry(layout.csrc_dir(idx) + "op_master_device.c", program.dynamic.tiling_source.encode()))
+        for name, text in (("autofuse.c", program.dynamic.autofuse_source),
+                           ("guard_check.c", program.dynamic.guard_check_source)):
+            if text:   # the sources of the kAutofuse shared objects in data/so_bins
+                entries.append(Entry(layout.csrc_dir(idx) + name, text.encode()))
     for b in so_pack.of_type(SoBinType.kCustomOp):   # the target's builds (the same bytes as in the store)
         entries.append(Entry(layout.custom_op_library(b.name), b.data))
     if so_pack.bins:

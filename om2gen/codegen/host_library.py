@@ -12,7 +12,7 @@ from ..ir import symbolic
 from ..so_in_om.info import host_library_suffix
 from ..version import GENERATOR
 from .literals import c_comment, c_string
-from .tiling_library import tiling_lines
+from .tiling_library import sym_name, symbol_reads, tiling_lines
 
 NONE = "OM2_OP_HOST_NONE"
 _KINDS = ("OM2_OP_HOST_INPUT", "OM2_OP_HOST_OUTPUT", "OM2_OP_HOST_CONSTANT", "OM2_OP_HOST_BUFFER")
@@ -21,17 +21,12 @@ MAX_RANK = 16      # OM2_OP_HOST_MAX_RANK
 MAX_TILING = 64    # OM2_OP_HOST_MAX_TILING
 
 
-def _sym(s: symbolic.Sym) -> str:
-    return f"sym_{s.name}"
-
-
 def source(plan, model_name: str, input_names: list[str]) -> str:
     """The library's C: `plan` the lowering's lower.host_ops.HostPlan."""
     index = {s.name: i for i, s in enumerate(plan.symbols)}
 
     def reads(exprs) -> list[str]:
-        used = sorted(symbolic.symbols(list(exprs)), key=lambda s: index[s.name])
-        return [f"    const int64_t {_sym(s)} = symbols[{index[s.name]}];" for s in used]
+        return symbol_reads(exprs, index)
 
     lines = [
         "/*",
@@ -74,12 +69,12 @@ def _infer_shape(plan, k: int, op, reads) -> list[str]:
     for t in checks:
         tensor = plan.tensors[t]
         for axis, d in enumerate(tensor.dims):
-            want = symbolic.c_expr(d, _sym)
+            want = symbolic.c_expr(d, sym_name)
             lines.append(f"    if (dims[{t}][{axis}] != {want}) return om2_bad_dim(err, err_len, {op_name}, "
                          f"{c_string(tensor.name)}, {axis}, dims[{t}][{axis}], {want});")
     for t in writes:
         for axis, d in enumerate(plan.tensors[t].dims):
-            lines.append(f"    dims[{t}][{axis}] = {symbolic.c_expr(d, _sym)};")
+            lines.append(f"    dims[{t}][{axis}] = {symbolic.c_expr(d, sym_name)};")
     return lines + ["    return 0;", "}", ""]
 
 
@@ -87,8 +82,8 @@ def _tiling(k: int, op, reads) -> list[str]:
     lines = [f"static int32_t tiling_{k}(const int64_t *symbols, int64_t *const *dims, Om2OpHostTiling *t, char *err, "
              "uint64_t err_len) {", "    (void)symbols;\n    (void)dims;\n    (void)err;\n    (void)err_len;"]
     lines += reads([op.block_dim, op.workspace, *op.tiling.values()])
-    lines += tiling_lines(op.block_dim, op.tiling, _sym, lambda w: "t->block_dim" if w == 0 else f"t->words[{w - 1}]")
-    lines.append(f"    t->workspace_bytes = (uint64_t){symbolic.c_expr(op.workspace, _sym)};")
+    lines += tiling_lines(op.block_dim, op.tiling, sym_name, lambda w: "t->block_dim" if w == 0 else f"t->words[{w - 1}]")
+    lines.append(f"    t->workspace_bytes = (uint64_t){symbolic.c_expr(op.workspace, sym_name)};")
     return lines + ["    return 0;", "}", ""]
 
 

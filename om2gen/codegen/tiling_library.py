@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 
 from ..ir import symbolic
-from ..ir.program import DynamicInfo, Program
+from ..ir.program import DynamicInfo, Program, TilingCall
 from ..version import GENERATOR
 
 
-def _sym(s: symbolic.Sym) -> str:
+def sym_name(s: symbolic.Sym) -> str:
+    """The C variable holding a symbol's value in generated code."""
     return f"sym_{s.name}"
 
 
@@ -30,28 +31,40 @@ def source(program: Program) -> str:
         lines.append(f" *   symbols[{i}] = {s.name}: dim {s.axis} of input {program.inputs[s.input].name}{per} ({rng})")
     lines += [" */", "#include <stdint.h>", "", '#include "om2/om2_dims.h"', '#include "om2/om2_kernel.h"', ""]
     for t in d.tilings:
-        kernel = program.tasks[_task_of(program, t.entry) + 1]
-        used = sorted(symbolic.symbols([t.block_dim, *t.fields.values()]), key=lambda s: index[s.name])
+        kernel = kernel_task(program, t)
         lines.append(f"/* {kernel.label}: node {kernel.op_name} ({kernel.op_type}) */")
         lines.append(f"OM2_KERNEL({t.entry}) {{")
         lines.append("    const int64_t *symbols = (const int64_t *)OM2_ADDR(0);")
         lines.append("    int64_t *tiling = (int64_t *)OM2_ADDR(1);")
         lines.append("    (void)symbols;\n    (void)om2_block_idx;\n    (void)om2_block_num;")
-        lines += [f"    const int64_t {_sym(s)} = symbols[{index[s.name]}];" for s in used]
-        lines += tiling_lines(t.block_dim, t.fields, _sym, lambda k: f"tiling[{k}]")
+        lines += symbol_reads([t.block_dim, *t.fields.values()], index)
+        lines += tiling_lines(t.block_dim, t.fields, sym_name, lambda k: f"tiling[{k}]")
         lines.append("}")
         lines.append("")
     return "\n".join(lines)
 
 
+def symbol_reads(exprs, index: dict[str, int]) -> list[str]:
+    """The statements reading each symbol `exprs` use from `symbols` (int64 per symbol, `index`
+    its position) into its C variable (sym_name)."""
+    used = sorted(symbolic.symbols(list(exprs)), key=lambda s: index[s.name])
+    return [f"    const int64_t {sym_name(s)} = symbols[{index[s.name]}];" for s in used]
+
+
 def tiling_lines(block_dim, fields: dict, name_of, word) -> list[str]:
     """The statements writing one kernel's tiling from the symbols: its block count, then its
-    TilingData fields. The device tiling library (here) and the host op library's Tiling
-    (codegen/host_library.py) both print them; word(k) is the C lvalue of word k (0: the count)."""
+    TilingData fields. The device tiling library (here), the host op library's Tiling
+    (codegen/host_library.py) and the autofuse library's (codegen/autofuse_library.py) all print
+    them; word(k) is the C lvalue of word k (0: the count)."""
     lines = [f"    {word(0)} = {symbolic.c_expr(block_dim, name_of)};  /* block_dim */"]
     for k, (name, value) in enumerate(fields.items(), start=1):
         lines.append(f"    {word(k)} = {symbolic.c_expr(value, name_of)};  /* {name} */")
     return lines
+
+
+def kernel_task(program: Program, t: TilingCall):
+    """The task of the kernel whose tiling `t` computes (the one after its PREPROCESS_KERNEL)."""
+    return program.tasks[_task_of(program, t.entry) + 1]
 
 
 def _task_of(program: Program, entry: str) -> int:

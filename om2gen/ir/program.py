@@ -334,6 +334,12 @@ class DynamicInfo:
     host_source: str = ""
     host_library: str = ""
     host_binary: bytes = b""
+    assumptions: list = field(default_factory=list)   # symbolic.Assumption: what the run's guard checks
+    autofuse_library: str = ""                  # the autofuse library's file name (kAutofuse, vendors/om2gen)
+    autofuse_source: str = ""                   # its C source (codegen/autofuse_library.py)
+    autofuse_binary: bytes = b""
+    guard_check_source: str = ""                # guard_check.so's C source
+    guard_check_so_data: bytes = b""            # GE's _guard_check_so_data: guard_check.so's bytes
 
 
 @dataclass

@@ -19,6 +19,7 @@ Expr as C (int64_t arithmetic, om2_floordiv/om2_min/om2_max from om2/om2_dims.h)
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 from dataclasses import dataclass
@@ -167,6 +168,8 @@ class Expr:
         lo, hi = bounds(diff)
         if lo > 0 or hi < 0:
             return False
+        if _assumed(self, other):
+            return True
         raise Undecidable(f"{text(self)} == {text(other)}")
 
     def __ne__(self, other):
@@ -548,3 +551,57 @@ def planned_bound(x) -> int | None:
 def unbounded(x) -> bool:
     """Whether x has no upper bound over its ranges."""
     return upper_bound(x) is None
+
+
+# --------------------------------------------------------------------------------------------
+# assumptions: what a compile takes to hold and the run must check (the guards of guard_check.so)
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """`left == right` for two dynamic dims the ranges do not relate (S and T, each 1~512, where
+    [N, S] meets [N, T]), taken by node `node` so that it compiles; the run checks it."""
+    node: str
+    left: Expr
+    right: Expr
+
+    def text(self) -> str:
+        return f"{text(self.left)} == {text(self.right)}"
+
+
+_ASSUMING: contextvars.ContextVar[list | None] = contextvars.ContextVar("om2gen_assuming", default=None)
+
+
+@contextlib.contextmanager
+def assuming():
+    """Within: assume_equal may take two symbols to be equal; yields the list of Assumptions made
+    (in order), and `==` answers True for a pair taken equal."""
+    made: list[Assumption] = []
+    token = _ASSUMING.set(made)
+    try:
+        yield made
+    finally:
+        _ASSUMING.reset(token)
+
+
+def assume_equal(a, b, node: str) -> bool:
+    """Takes a == b (recorded for `node`) where both are single symbols with overlapping ranges
+    and an assuming() block is active; False otherwise (the question stays Undecidable)."""
+    made = _ASSUMING.get()
+    x, y = _single_atom(a), _single_atom(b)
+    if made is None or not isinstance(x, Sym) or not isinstance(y, Sym) or x == y:
+        return False
+    (xlo, xhi), (ylo, yhi) = x.bounds(), y.bounds()
+    if xhi < ylo or yhi < xlo:
+        return False
+    if not _assumed(a, b):
+        made.append(Assumption(node, a, b))
+    return True
+
+
+def _assumed(a, b) -> bool:
+    made = _ASSUMING.get()
+    if not made:
+        return False
+    pair = {text(a), text(b)}
+    return any({text(m.left), text(m.right)} == pair for m in made)

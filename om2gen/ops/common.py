@@ -80,10 +80,22 @@ def _broadcast_dynamic(node: Node, shapes) -> tuple:
                 continue
             if isinstance(result, int) and result == 1:
                 result = d
-            elif not d == result:     # Undecidable where the run decides (N against M, or N against 4)
+            elif not _same_dim(node, d, result):
                 raise _no_broadcast(node, shapes)
         out.append(result)
     return tuple(out)
+
+
+def _same_dim(node: Node, a, b) -> bool:
+    """a == b for two dims that broadcast against each other. Undecidable where the run decides
+    (N against 4), except two symbols of overlapping ranges (S against T), which the compile of a
+    dynamic model takes as equal, for the run's guard check to verify (symbolic.assume_equal)."""
+    try:
+        return a == b
+    except symbolic.Undecidable:
+        if symbolic.assume_equal(b, a, node.name):
+            return True
+        raise
 
 
 def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
@@ -106,9 +118,15 @@ def collapse(out_shape: tuple[int, ...], strides: list[list[int]]) -> tuple[list
     strides = [[s[i] for i in keep] if keep else [0] for s in strides]
     if not out_shape:
         return [1], [[0] for _ in strides]
+    return merge_dims(dims, strides)
+
+
+def merge_dims(dims: list, strides: list[list], contiguous=lambda outer, inner: outer == inner):
+    """Merges (in place) adjacent dims that every operand walks contiguously: contiguous(stride of
+    the outer dim, inner stride * inner size), plain equality unless a caller decides otherwise."""
     i = len(dims) - 1
     while i > 0:
-        if all(s[i - 1] == s[i] * dims[i] for s in strides):
+        if all(contiguous(s[i - 1], s[i] * dims[i]) for s in strides):
             dims[i - 1] *= dims[i]
             for s in strides:
                 s[i - 1] = s[i]

@@ -64,26 +64,36 @@ def elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: 
 DYNAMIC_CHUNK = 4096    # elements per work item of a dynamic element-wise kernel's rows
 
 
+def dynamic_dims(shape, strides: list[list]) -> tuple[list, list[list]]:
+    """The loop dims of a dynamic element-wise kernel: the iteration shape without the dims that
+    are 1 at every size, with each operand's strides over them."""
+    rank = len(shape)
+    keep = [i for i, d in enumerate(shape) if not (isinstance(d, int) and d == 1)] or [rank - 1] if rank else []
+    return [shape[i] for i in keep] or [1], [[s[i] for i in keep] or [0] for s in strides]
+
+
+def dynamic_chunks(dims) -> tuple[int, object, object]:
+    """(chunk_len, chunks per row, work items) of a dynamic element-wise kernel over `dims`: rows
+    cut into chunks of DYNAMIC_CHUNK elements, so one long row still spreads."""
+    inner = dims[-1]
+    chunk_len = DYNAMIC_CHUNK if isinstance(inner, symbolic.Expr) else max(1, min(inner, DYNAMIC_CHUNK))
+    chunks = symbolic.ceildiv(inner, chunk_len)
+    return chunk_len, chunks, common.prod(dims[:-1]) * chunks
+
+
 def _dynamic_elementwise_call(node: Node, name: str, ins: list[Value], out: Value, expr: str) -> KernelCall:
     """The same kernel for a dynamic model (docs/dynamic-shapes.md): what is decided at compile
     time is what holds at every size -- which operand dims broadcast (a dim of 1 against a
     larger one) and so which operands walk the inner dim -- and every size and stride is a
     tiling field the run computes, read as tiling->name where the static kernel has a number.
     Rows are cut into chunks of DYNAMIC_CHUNK elements, so one long row still spreads."""
-    rank = len(out.shape)
-    strides = [common.broadcast_strides(v.shape, out.shape) for v in ins]
-    keep = [i for i, d in enumerate(out.shape) if not (isinstance(d, int) and d == 1)] or [rank - 1] if rank else []
-    dims = [out.shape[i] for i in keep] or [1]
-    strides = [[s[i] for i in keep] or [0] for s in strides]
+    dims, strides = dynamic_dims(out.shape, [common.broadcast_strides(v.shape, out.shape) for v in ins])
     tiling: dict = {}
 
     def field(value, key: str):
         return common.tiling_field(tiling, value, key)
     inner = dims[-1]
-    chunk_len = DYNAMIC_CHUNK if isinstance(inner, symbolic.Expr) else max(1, min(inner, DYNAMIC_CHUNK))
-    chunks = symbolic.ceildiv(inner, chunk_len)
-    rows = common.prod(dims[:-1])
-    items = rows * chunks
+    chunk_len, chunks, items = dynamic_chunks(dims)
     outer = [{"size": field(dims[i], f"d{i}"), "strides": [field(s[i], f"s{k}_{i}") for k, s in enumerate(strides)]}
              for i in range(len(dims) - 2, -1, -1)]
     params = {

@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.program import KernelCall
 from . import common
+from .elementwise import dynamic_chunks, dynamic_dims
 from .registry import OM2GEN_DOMAIN, REQUIRED, Op, register
 
 OP_TYPE = "FusedElementwise"
@@ -82,6 +83,8 @@ class FusedElementwise(Op):
     def lower(self, node, ins, outs, ctx):
         spec = self.spec(node)
         shape = spec.shape
+        if not symbolic.is_static([shape, [o.strides for o in spec.operands]]):
+            return self._lower_dynamic(spec, ins, outs)
         # the outputs are contiguous over any merge of dims: only the operands decide the merging
         dims, strides = common.collapse(shape, [list(o.strides) for o in spec.operands])
         inner = dims[-1]
@@ -93,20 +96,14 @@ class FusedElementwise(Op):
         chunk_len = -(-inner // chunks)
         chunks = -(-inner // chunk_len)
         items = rows * chunks
-        names = list(dict.fromkeys(s.op_type for s in spec.steps))
-        kernel_name = "Fused_" + "_".join(names[:MAX_NAMED_OPS]) + ("_etc" if len(names) > MAX_NAMED_OPS else "")
         params = {
             "summary": f"{len(spec.steps)} fused element-wise ops ({', '.join(s.op_type for s in spec.steps)}) over "
                        f"[{','.join(str(d) for d in shape)}]",
             "operands": [{"ctype": v.dtype.c_type, "offset": o.offset, "inner_stride": s[-1]}
                          for o, v, s in zip(spec.operands, ins, strides)],
-            "literals": [{"ctype": t, "value": v} for t, v in spec.literals],
             "outer": [{"size": dims[i], "strides": [s[i] for s in strides], "read": any(s[i] for s in strides)}
                       for i in range(len(dims) - 2, -1, -1)],
-            "vmath": any(_VMATH.search(s.expr) for s in spec.steps),
-            "steps": [{"op_type": s.op_type, "expr": vectorizable(s.expr), "in_ctypes": list(s.in_ctypes), "out_ctype": s.out_ctype,
-                       "args": [_ARG[kind] + str(i) for kind, i in s.args]} for s in spec.steps],
-            "outputs": [{"ctype": spec.steps[i].out_ctype, "step": i} for i in spec.outputs],
+            **_steps(spec),
             "inner": inner,
             "chunks": chunks,
             "chunk_len": chunk_len,
@@ -114,5 +111,55 @@ class FusedElementwise(Op):
         work = max(1, size // max(items, 1)) * len(spec.steps)
         # the node's inputs are its operands, renamed where the graph renamed them (each gear of a
         # gear model has its own values: frontend/multi_batch.py)
-        return KernelCall("kernels/fused_elementwise.c.j2", kernel_name, params, [v.name for v in ins],
+        return KernelCall("kernels/fused_elementwise.c.j2", _kernel_name(spec), params, [v.name for v in ins],
                           [v.name for v in outs], block_dim=common.block_dim_for(items, work), tiling={"items": items})
+
+    def _lower_dynamic(self, spec: FusedSpec, ins, outs) -> KernelCall:
+        """The same kernel for a dynamic model, as ops/elementwise.py's dynamic call: which dims are
+        1 and which operands broadcast along a dim is decided at compile time (it holds at every
+        size), every size and stride the run decides is a tiling field, and rows are cut into
+        chunks. Dims are merged only where that holds at every size."""
+        shape = spec.shape
+        dims, strides = dynamic_dims(shape, [list(o.strides) for o in spec.operands])
+        dims, strides = common.merge_dims(dims, strides, lambda a, b: symbolic.decided(lambda: a == b, False))
+        tiling: dict = {}
+
+        def field(value, key: str):
+            return common.tiling_field(tiling, value, key)
+        inner = dims[-1]
+        chunk_len, chunks, items = dynamic_chunks(dims)
+        params = {
+            "summary": f"{len(spec.steps)} fused element-wise ops ({', '.join(s.op_type for s in spec.steps)}) over "
+                       f"[{','.join(str(d) for d in shape)}] (dynamic: sizes from the tiling data)",
+            "operands": [{"ctype": v.dtype.c_type, "offset": o.offset, "inner_stride": field(s[-1], f"s{k}_inner")}
+                         for k, (o, v, s) in enumerate(zip(spec.operands, ins, strides))],
+            "outer": [{"size": field(dims[i], f"d{i}"),
+                       "strides": [field(s[i], f"s{k}_{i}") for k, s in enumerate(strides)],
+                       "read": any(not (isinstance(s[i], int) and s[i] == 0) for s in strides)}
+                      for i in range(len(dims) - 2, -1, -1)],
+            **_steps(spec),
+            "inner": field(inner, "inner"),
+            "chunks": field(chunks, "chunks"),
+            "chunk_len": chunk_len,
+        }
+        tiling = {"items": items, **tiling}
+        params["tiling_fields"] = list(tiling)
+        return KernelCall("kernels/fused_elementwise.c.j2", _kernel_name(spec), params, [v.name for v in ins],
+                          [v.name for v in outs], block_dim=common.block_dim_for(items, chunk_len * len(spec.steps)),
+                          tiling=tiling)
+
+
+def _steps(spec: FusedSpec) -> dict:
+    """The template parameters of the computation itself (the same for any shape)."""
+    return {
+        "literals": [{"ctype": t, "value": v} for t, v in spec.literals],
+        "vmath": any(_VMATH.search(s.expr) for s in spec.steps),
+        "steps": [{"op_type": s.op_type, "expr": vectorizable(s.expr), "in_ctypes": list(s.in_ctypes),
+                   "out_ctype": s.out_ctype, "args": [_ARG[kind] + str(i) for kind, i in s.args]} for s in spec.steps],
+        "outputs": [{"ctype": spec.steps[i].out_ctype, "step": i} for i in spec.outputs],
+    }
+
+
+def _kernel_name(spec: FusedSpec) -> str:
+    names = list(dict.fromkeys(s.op_type for s in spec.steps))
+    return "Fused_" + "_".join(names[:MAX_NAMED_OPS]) + ("_etc" if len(names) > MAX_NAMED_OPS else "")

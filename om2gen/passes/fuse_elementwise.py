@@ -17,6 +17,12 @@ a Gather of one index: passes/views.py) between a value and the groups that read
 the fused kernel reads the value through strides instead of a copy. A group is rewritten when it
 saves a launch (two element-wise members, or an absorbed copy); every covered node is listed in
 the fused node's fused_from, which the debug graph shows and the task label names.
+
+In a dynamic model (docs/dynamic-shapes.md) each of those questions is asked of one node and one
+group: where the ranges do not decide it (symbolic.Undecidable: whether [S] meets [T], whether a
+broadcast producer's recomputation stays within the budget at every size) that node does not join
+that group, and every other group is still made. Data-movement nodes over dynamic shapes are not
+absorbed (their copies' strides are the run's).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import Om2Error
+from ..ir import symbolic
 from ..ir.graph import REGIONS, Graph, Node
 from ..ir.program import Alias
 from ..ops import registry
@@ -98,7 +105,7 @@ class _Fuser:
         if not data:
             return None
         src, out = self.graph.values[data[0]], self.graph.values[n.outputs[0]]
-        if src.dtype != out.dtype or out.is_const or out.size == 0:
+        if not (src.is_static and out.is_static) or src.dtype != out.dtype or out.is_const or out.size == 0:
             return None
         try:
             result = registry.lookup(n).lower(n, [self.graph.values[i] if i else None for i in n.inputs], [out],
@@ -133,7 +140,7 @@ class _Fuser:
         for u in users:
             g = self.group_of.get(id(u))
             if g is None and id(u) in self.absorbed and u.inputs[0] == out:
-                found = self._transparent(u, out)
+                found = _unless_undecidable(self._transparent, u, out)
                 if found is None:
                     through_views |= self.absorbed[id(u)]
                     continue
@@ -146,7 +153,7 @@ class _Fuser:
                 continue
             others = [u for u in users if self.group_of.get(id(u)) != g and transparent.get(id(u)) != g]
             written = bool(others) or out in self.graph_outputs
-            if not self._fits(n, self.groups[g], written):
+            if not _unless_undecidable(self._fits, n, self.groups[g], written):
                 continue
             if written and self._reaches(others, g):
                 continue
@@ -193,12 +200,12 @@ class _Fuser:
         shape = p.out.shape
         if views.broadcast(views.whole("", shape), g.shape) is None:
             return False
-        extra = int(np.prod(g.shape, dtype=np.int64)) - p.out.size
-        if extra == 0:
+        extra = views.whole("", g.shape).size - p.out.size
+        if isinstance(extra, int) and extra == 0:
             return True
         # recomputed at every element of the group: only cheap ops, and only where that costs less
-        # than a launch of their own
-        return not written and p.cheap and extra <= RECOMPUTE_BUDGET
+        # than a launch of their own (at every size in the ranges)
+        return not written and p.cheap and symbolic.decided(lambda: extra <= RECOMPUTE_BUDGET, False)
 
     def _reaches(self, starts: list[Node], g: int) -> bool:
         """Whether any of `starts` leads into group g, groups contracted to single nodes."""
@@ -260,7 +267,8 @@ class _Fuser:
                         sources.append(g)
             for g in sources:
                 target = self.groups[g]
-                if target.shape != grp.shape or len(target.members) + len(grp.members) > MAX_STEPS:
+                if not _unless_undecidable(lambda: target.shape == grp.shape) or \
+                        len(target.members) + len(grp.members) > MAX_STEPS:
                     continue
                 leaving = [u for m in target.members for o in m.outputs for u in self.users.get(o, [])
                            if self.group_of.get(id(u)) not in (g, h)]
@@ -436,3 +444,12 @@ class _Fuser:
         for n in self.nodes:   # values only absorbed or fused-away nodes produced
             if id(n) in self.absorbed or (self.group_of.get(id(n)) in fused and n.outputs[0] not in made_by):
                 self.graph.values.pop(n.outputs[0], None)
+
+
+def _unless_undecidable(question, *args):
+    """question(*args), or None where the ranges of a dynamic model do not decide it: the one
+    node or group it was asked about is then left as it is."""
+    try:
+        return question(*args)
+    except symbolic.Undecidable:
+        return None

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Om2Error
-from ..ir.graph import Graph, Node, Value
+from ..ir import symbolic
+from ..ir.graph import REGIONS, Graph, Node, Value
 from ..ir.program import KernelCall
 from ..ops import common, registry
-from ..ir.graph import REGIONS
 
 ELEMENTWISE_TEMPLATE = "kernels/elementwise.c.j2"
 # The op families that lower through elementwise_call. Only their nodes are lowered to look (the
@@ -68,16 +68,33 @@ def describe(node: Node, graph: Graph, ctx) -> Pointwise | None:
     if not isinstance(call, KernelCall) or call.template != ELEMENTWISE_TEMPLATE or call.outputs != [out.name]:
         return None
     shapes = [tuple(x.shape) if isinstance(x, np.ndarray) else graph.values[x].shape for x in call.inputs]
-    if not all(_broadcasts(s, out.shape) for s in shapes) or _layout(shapes, out.shape) != _call_layout(call):
+    if not all(_broadcasts(s, out.shape) for s in shapes):
+        return None
+    # a dynamic call's loops are always the canonical ones of its shapes (ops/elementwise.py)
+    if all(symbolic.is_static(s) for s in [*shapes, out.shape]) and _layout(shapes, out.shape) != _call_layout(call):
         return None
     return Pointwise(node, call.params["expr"], list(call.inputs), shapes,
                      [x["ctype"] for x in call.params["ins"]], call.params["out_ctype"], out)
 
 
 def _broadcasts(shape, out_shape) -> bool:
+    if not (symbolic.is_static(shape) and symbolic.is_static(out_shape)):
+        return _broadcasts_dynamic(tuple(shape), tuple(out_shape))
     try:
         return tuple(np.broadcast_shapes(tuple(shape), tuple(out_shape))) == tuple(out_shape)
     except ValueError:
+        return False
+
+
+def _broadcasts_dynamic(shape, out_shape) -> bool:
+    """Whether `shape` broadcasts to `out_shape` at every size in the ranges: each dim is 1 or
+    the output's own dim (the same expression)."""
+    if len(shape) > len(out_shape):
+        return False
+    try:
+        aligned = out_shape[len(out_shape) - len(shape):]
+        return all((isinstance(d, int) and d == 1) or d == o for d, o in zip(shape, aligned))
+    except symbolic.Undecidable:
         return False
 
 

@@ -5,10 +5,13 @@ Slice, Expand, Gather of one constant index, ...) lower to an Alias or to a stri
 (strided_copy.c.j2 / transpose.c.j2). Such a node's output is a view of its input; a fused
 element-wise kernel can read the view in place instead of a copy (om2gen/passes/fuse_elementwise.py).
 The strides of those kernels are over merged dims; `reshape` maps them back onto the node's
-output shape the way numpy reshapes without copying.
+output shape the way numpy reshapes without copying. In a dynamic model a value's whole view has
+symbolic dims and strides (ir/symbolic.py); `broadcast` then answers only what holds at every size
+and raises Undecidable otherwise.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,21 +28,32 @@ class View:
     offset: int = 0             # in elements of the base
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def size(self):
+        return _prod(self.shape)
+
+
+def _dim(d):
+    """An int, or the Expr of a dynamic size as it is."""
+    return d if isinstance(d, symbolic.Expr) else int(d)
+
+
+def _prod(dims):
+    if any(isinstance(d, symbolic.Expr) for d in dims):
+        return math.prod(dims)
+    return int(np.prod(dims, dtype=np.int64))
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
     strides, acc = [0] * len(shape), 1
     for i in range(len(shape) - 1, -1, -1):
         strides[i] = acc
-        acc *= int(shape[i])
+        acc *= _dim(shape[i])
     return tuple(strides)
 
 
 def whole(name: str, shape) -> View:
     """A value read as it is stored (C order)."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(_dim(d) for d in shape)
     return View(name, shape, contiguous_strides(shape))
 
 
@@ -119,8 +133,9 @@ def permute(view: View, perm) -> View:
 
 def broadcast(view: View, shape) -> tuple[int, ...] | None:
     """Element strides of `view` read at every index of `shape` under ONNX (numpy) broadcasting;
-    None if it does not broadcast to `shape`."""
-    shape = tuple(int(d) for d in shape)
+    None if it does not broadcast to `shape`. A dim of 1 broadcasts at every size; a dynamic dim
+    only against itself (else Undecidable: the run would decide)."""
+    shape = tuple(_dim(d) for d in shape)
     if len(view.shape) > len(shape):
         return None
     pad = len(shape) - len(view.shape)
@@ -130,8 +145,10 @@ def broadcast(view: View, shape) -> tuple[int, ...] | None:
             strides.append(0)
             continue
         vd, vs = view.shape[i - pad], view.strides[i - pad]
-        if vd == d:
-            strides.append(vs if d != 1 else 0)
+        if isinstance(vd, int) and vd == 1 and not isinstance(d, int):
+            strides.append(0)
+        elif vd == d:
+            strides.append(0 if isinstance(d, int) and d == 1 else vs)
         elif vd == 1:
             strides.append(0)
         else:

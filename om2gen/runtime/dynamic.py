@@ -39,6 +39,10 @@ class Dynamic:
     output_dims: tuple[tuple[str, ...], ...]
     tiling_library: str
 
+    def symbol_values(self, shapes: list[tuple[int, ...]]) -> list[int]:
+        """Each symbol's value in a run with these (checked) input shapes, in the model's order."""
+        return [int(shapes[s.input][s.axis]) for s in self.symbols]
+
     def check(self, inputs, shapes: list[tuple[int, ...]]) -> None:
         """InputError naming the input, the dim and what the model takes, for fed shapes that the
         model cannot run: `inputs` the model's TensorInfos, `shapes` the fed arrays' shapes."""

@@ -156,6 +156,12 @@ KINDS = {k.bin_type: k for k in (
            "the model's custom-op registry (REG_AUTO_MAPPING_OP registrations of the library)"),
 )}
 GUARD_CHECK = "guard_check.so"       # GE's name for the autofuse guard-check library
+BIN_FILE_PATH = "bin_file_path"       # GE's node attr naming the autofuse library ("vendor/so_name") of a fused node
+# the entry points of om2gen's kAutofuse libraries (om2/om2_autofuse.h)
+AUTOFUSE_ABI_SYMBOL = "Om2AutofuseAbiVersion"
+GUARD_CHECK_SYMBOL = "Om2GuardCheck"
+INFER_SHAPE_PREFIX = "Om2AutofuseInferShape_"
+TILING_PREFIX = "Om2AutofuseTiling_"
 
 
 def served_op_types(bin_type: SoBinType, exported) -> set[str]:

@@ -38,7 +38,7 @@ from ..formats import op_so_store
 from ..formats.op_so_store import OpSoBin, SoBinType
 from . import elf_checks
 from .custom_libraries import REGISTER_SYMBOL, resident, unique
-from .info import GUARD_CHECK, KINDS, host_library_suffix, served_op_types
+from .info import BIN_FILE_PATH, GUARD_CHECK, KINDS, host_library_suffix, served_op_types
 
 ENV_OPP = "OM2GEN_OPP_PATH"
 BUILT_IN = "built-in"
@@ -316,10 +316,31 @@ OM2GEN_VENDOR = "vendors/om2gen"    # the vendor of the libraries om2gen produce
 
 @provider
 class AutofuseProvider(_OppProvider):
-    """kAutofuse: fused-kernel libraries, plus guard_check.so of each vendor that has one needed."""
+    """kAutofuse: om2gen's autofuse library and guard_check.so of a dynamic model (vendor
+    OM2GEN_VENDOR, and "" as GE), then the op package's fused-kernel libraries, plus
+    guard_check.so of each vendor that has one needed."""
     bin_type = SoBinType.kAutofuse
 
     def collect(self, ctx: PackContext) -> list[OpSoBin]:
+        return self.own(ctx) + self.from_op_package(ctx)
+
+    def own(self, ctx: PackContext) -> list[OpSoBin]:
+        """om2gen's own, by the seed's rule: the autofuse library when a node has bin_file_path
+        naming it, guard_check.so (vendor "") when the model's _guard_check_so_data is non-empty
+        (codegen/autofuse_library.py)."""
+        d = getattr(ctx.program, "dynamic", None)
+        if d is None:
+            return []
+        named = {n["attrs"][BIN_FILE_PATH] for n in ctx.program.graph_json.get("nodes", ())
+                 if BIN_FILE_PATH in n.get("attrs", {})}
+        out = []
+        if d.autofuse_library and f"{OM2GEN_VENDOR}/{d.autofuse_library}" in named:
+            out.append(OpSoBin(d.autofuse_library, OM2GEN_VENDOR, self.bin_type, d.autofuse_binary))
+        if d.guard_check_so_data:
+            out.append(OpSoBin(GUARD_CHECK, "", self.bin_type, d.guard_check_so_data))
+        return out
+
+    def from_op_package(self, ctx: PackContext) -> list[OpSoBin]:
         chosen = [s for s in self.chosen(ctx) if s.path.name != GUARD_CHECK]
         out = [OpSoBin(s.path.name, s.vendor, self.bin_type, s.data) for s in chosen]
         guards = {}

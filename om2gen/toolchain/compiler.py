@@ -180,6 +180,16 @@ def build_host_library(source: str, target: Target) -> BuildResult:
                   target)
 
 
+HOST_C_FLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror")
+
+
+def build_autofuse_library(source: str, file_name: str, exports: list[str], target: Target) -> BuildResult:
+    """One of a dynamic model's kAutofuse shared objects (codegen/autofuse_library.py): host C for
+    the target, linked against libc only, exporting `exports` (om2/om2_autofuse.h)."""
+    return _build(source, file_name, False, HOST_C_FLAGS + ("-Wl,-z,defs",), (), f"{file_name}", tuple(exports),
+                  target)
+
+
 MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLoad", "GertModelRun",
                  "GertModelRunAsync", "GertModelUnload", "GertModelGetStreamNum", "GertModelGetEventNum",
                  "Om2ModelGetTables")
