@@ -166,6 +166,11 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         report.stage(f"imported {len(graph.nodes)} nodes")
         program = lower_graph(graph, ctx)
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    counts = [s for s in program.dynamic.symbols if s.producer] if program.dynamic is not None else []
+    if counts and format == "om":
+        raise Om2Error(f"node {counts[0].producer!r} has an output whose size its data decides (a data-dependent "
+                       "count: NonZero, NonMaxSuppression); such a model runs from the captured replay of an .om2 "
+                       "archive, which reads the count back after the run: compile it to .om2 (-o model.om2)")
     if program.dynamic is not None and format == "om":
         raise Om2Error("a dynamic model (dims -1 or lo~hi without gears) compiles to an .om2 archive in this version; "
                        "the classic .om's RT2 execution of dynamic shapes is not written yet: compile to .om2, or "
@@ -178,7 +183,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     for k, b in zip(own, builds):
         k.binary = launch_note.attach(b.binary, notes[index[id(k)]])
     commands = {k.entry: b.commands[0] for k, b in zip(own, builds)}
-    if program.dynamic is not None:
+    if program.dynamic is not None and program.dynamic.tilings:
         commands.update(_build_tiling_library(program, tgt, notes))
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
@@ -320,8 +325,8 @@ def dynamic_meta(program: Program) -> dict:
     and output's dims as expressions, and its device tiling library."""
     d = program.dynamic
     return {"dynamic_shapes": {
-        "symbols": [{"name": s.name, "range": [s.lo, -1 if s.hi is None else s.hi], "input": s.input, "axis": s.axis}
-                    for s in d.symbols],
+        "symbols": [{"name": s.name, "range": [s.lo, -1 if s.hi is None else s.hi], "input": s.input, "axis": s.axis,
+                     **({"producer": s.producer} if s.producer else {})} for s in d.symbols],
         "inputs": [[symbolic.text(x) for x in dims] for dims in d.input_dims],
         "outputs": [[symbolic.text(x) for x in dims] for dims in d.output_dims],
         "tiling_library": d.tiling_library}}

@@ -22,7 +22,7 @@ def emit(state: Lowering, nodes: list[Node]) -> None:
         ins = [graph.values[n] if n else None for n in node.inputs]
         outs = [graph.values[n] for n in node.outputs if n]
         try:
-            if all(v.size == 0 for v in outs):
+            if all(symbolic.decided(lambda v=v: v.size == 0, False) for v in outs):   # (a count may be 0)
                 continue  # empty outputs: nothing to compute, nothing to launch
             result = op.lower(node, ins, outs, state.ctx)
         except symbolic.Undecidable as exc:   # a dynamic model's op whose lowering needs what the run decides
@@ -42,6 +42,8 @@ def emit(state: Lowering, nodes: list[Node]) -> None:
             _emit_custom(state, node, result)
         else:
             for call in (result if isinstance(result, list) else [result]):
+                for temp in getattr(call, "temps", ()):
+                    state.new_value(temp.name, temp.dtype, temp.shape)
                 state.add(node, call)
 
 

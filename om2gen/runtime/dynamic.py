@@ -22,6 +22,7 @@ class SymbolDim:
     hi: int | None
     input: int
     axis: int
+    producer: str = ""      # a data-dependent count: the node writing it (input, axis -1)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class Dynamic:
                                      f"({t.name}{_text(self.input_dims[i])})")
         bound: dict[str, tuple[int, str]] = {}
         for s in self.symbols:
+            if s.producer:      # the run's data decides it
+                continue
             v = shapes[s.input][s.axis]
             if v < s.lo or (s.hi is not None and v > s.hi):
                 rng = f"{s.lo}~{s.hi}" if s.hi is not None else f"{s.lo} or more"
@@ -71,13 +74,16 @@ def from_meta(meta: dict, where: str) -> Dynamic | None:
         return None
     try:
         symbols = tuple(SymbolDim(str(s["name"]), int(s["range"][0]), None if int(s["range"][1]) < 0
-                                  else int(s["range"][1]), int(s["input"]), int(s["axis"])) for s in d["symbols"])
+                                  else int(s["range"][1]), int(s["input"]), int(s["axis"]), str(s.get("producer", "")))
+                        for s in d["symbols"])
         dyn = Dynamic(symbols, tuple(tuple(map(str, x)) for x in d["inputs"]),
                       tuple(tuple(map(str, x)) for x in d["outputs"]), str(d["tiling_library"]))
     except (KeyError, TypeError, ValueError, IndexError):
         raise ArchiveError(f"{where}: model_meta.json's dynamic_shapes is malformed; the archive is corrupt: "
                            "recompile it") from None
     for s in symbols:
+        if s.producer and s.hi is not None:
+            continue
         if not 0 <= s.input < len(meta["inputs"]) or not 0 <= s.axis < len(meta["inputs"][s.input]["shape"]):
             raise ArchiveError(f"{where}: symbol {s.name} is bound to a dim the model does not have; the archive "
                                "is corrupt: recompile it")

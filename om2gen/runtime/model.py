@@ -324,7 +324,7 @@ class Model:
             self._sos = so_loading.load_packed(packed, self.path)
             libraries = self._sos.custom_libraries
             clock("load packed shared objects")
-        if self._dynamic is not None:   # its PREPROCESS_KERNEL tasks run the device tiling library
+        if self._dynamic is not None and self._dynamic.tiling_library:   # its PREPROCESS_KERNEL tasks run it
             bins.append(_tiling_library(packed, self._dynamic.tiling_library, self.path))
 
         # the model library: mapped from a sealed memfd, once per content (runtime/libraries.py)

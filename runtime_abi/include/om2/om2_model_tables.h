@@ -85,6 +85,10 @@ struct Om2SymbolDesc {
     int64_t hi;             /* -1: no upper bound */
     uint32_t input;
     uint32_t axis;
+    /* A data-dependent count (NonZero's, docs/dynamic-shapes.md): the node whose kernel writes it
+     * into the symbols table during the replay, read back after it; nullptr: bound from input
+     * `input`'s dim `axis` before the replay. */
+    const char *producer;
 };
 
 struct Om2OpDef {
