@@ -101,3 +101,115 @@ def test_a_data_dependent_model_is_refused_for_an_om(tmp_path):
     m = _model([helper.make_node("NonZero", ["x"], ["y"])], {"x": (np.float32, [4])}, {"y": (np.int64, [1, "n"])})
     with pytest.raises(Om2Error, match=r"data-dependent count.*compile it to \.om2"):
         om2gen.compile(m, tmp_path / "nz.om")
+
+
+def _boxes(rng, batches, n, center_point_box):
+    """Boxes crowded into a small field, so that many overlap; corners in either order."""
+    corner = rng.random((batches, n, 2)).astype(np.float32) * 10
+    size = (rng.random((batches, n, 2)) * 4 + 0.2).astype(np.float32)
+    if center_point_box:
+        return np.concatenate([corner, size], axis=2)
+    other = corner + size
+    flip = rng.random((batches, n, 1)) < 0.3
+    return np.concatenate([np.where(flip, other, corner), np.where(flip, corner, other)], axis=2)[..., [1, 0, 3, 2]]
+
+
+def _scores(rng, batches, classes, n, ties=False):
+    if ties:    # few distinct values: equal scores are taken by the smaller box index first
+        return (rng.integers(0, 5, (batches, classes, n)) / 4).astype(np.float32)
+    return rng.random((batches, classes, n)).astype(np.float32)
+
+
+def _nms(inputs, outputs, consts, attrs, extra=(), opset=11):
+    """NonMaxSuppression over (boxes, scores, max_output_boxes_per_class, iou_threshold,
+    score_threshold): each optional one a constant (consts), a model input (inputs) or omitted."""
+    names = ["boxes", "scores", "max_out", "iou", "score_thr"]
+    while names[-1] not in inputs and names[-1] not in consts:
+        names.pop()
+    given = [n if n in inputs or n in consts else "" for n in names]
+    inits = [numpy_helper.from_array(v, n) for n, v in consts.items()]
+    return _model([helper.make_node("NonMaxSuppression", given, ["selected"], **attrs), *extra], inputs,
+                  outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("center_point_box", [0, 1])
+def test_nms_score_thresholds_at_run_time(tmp_path, center_point_box):
+    """The score threshold a run-time input: every count from none selected to the most a class
+    keeps; several batches and classes, enough boxes for several blocks."""
+    b, c, n = 3, 4, 120
+    m = _nms({"boxes": (np.float32, [b, n, 4]), "scores": (np.float32, [b, c, n]), "score_thr": (np.float32, [1])},
+             {"selected": (np.int64, ["k", 3])},
+             {"max_out": np.array([7], np.int64), "iou": np.array([0.45], np.float32)},
+             {"center_point_box": center_point_box})
+    rng = np.random.default_rng(center_point_box)
+    feeds = [{"boxes": _boxes(rng, b, n, center_point_box), "scores": _scores(rng, b, c, n, ties=thr == 0.5),
+              "score_thr": np.array([thr], np.float32)} for thr in (0.0, 0.5, 0.97, 0.999, 1.0, -1.0)]
+    _check(m, tmp_path / "nms.om2", feeds)
+
+
+def test_nms_every_parameter_at_run_time(tmp_path):
+    """max_output_boxes_per_class and iou_threshold run-time inputs too (the count's bound is then
+    every box of every class), including a max of 0 and a negative one (none kept)."""
+    b, c, n = 2, 3, 40
+    m = _nms({"boxes": (np.float32, [b, n, 4]), "scores": (np.float32, [b, c, n]), "max_out": (np.int64, [1]),
+              "iou": (np.float32, [1]), "score_thr": (np.float32, [1])}, {"selected": (np.int64, ["k", 3])}, {}, {})
+    rng = np.random.default_rng(3)
+    feeds = []
+    for most, iou, thr in ((10, 0.5, 0.2), (0, 0.5, 0.0), (100, 0.0, 0.0), (100, 1.0, 0.3), (-3, 0.5, 0.0), (2, 0.3, 0.9)):
+        feeds.append({"boxes": _boxes(rng, b, n, 0), "scores": _scores(rng, b, c, n),
+                      "max_out": np.array([most], np.int64), "iou": np.array([iou], np.float32),
+                      "score_thr": np.array([thr], np.float32)})
+    _check(m, tmp_path / "nms.om2", feeds)
+
+
+def test_nms_with_constants_and_without_a_score_threshold(tmp_path):
+    """Opset 10, every parameter constant, no score threshold (every box a candidate), ties."""
+    b, c, n = 2, 2, 30
+    m = _nms({"boxes": (np.float32, [b, n, 4]), "scores": (np.float32, [b, c, n])}, {"selected": (np.int64, ["k", 3])},
+             {"max_out": np.array(50, np.int64), "iou": np.array(0.3, np.float32)}, {}, opset=10)
+    rng = np.random.default_rng(4)
+    _check(m, tmp_path / "nms.om2", [{"boxes": _boxes(rng, b, n, 0), "scores": _scores(rng, b, c, n, ties=t)}
+                                     for t in (False, True, False)])
+
+
+def test_nms_without_max_output_selects_nothing(tmp_path):
+    """max_output_boxes_per_class omitted is 0 (ONNX): the count is the int 0, no kernel runs."""
+    m = _nms({"boxes": (np.float32, [1, 5, 4]), "scores": (np.float32, [1, 1, 5])}, {"selected": (np.int64, ["k", 3])},
+             {}, {})
+    rng = np.random.default_rng(5)
+    _check(m, tmp_path / "nms.om2", [{"boxes": _boxes(rng, 1, 5, 0), "scores": _scores(rng, 1, 1, 5)}])
+
+
+def test_nms_then_the_scores_of_the_selected_boxes(tmp_path):
+    """A detector's postprocess: the selected (batch, class, box) rows gather their scores
+    (GatherND) and their boxes' coordinates (Gather of the box column, then of the boxes)."""
+    b, c, n = 2, 3, 60
+    two = numpy_helper.from_array(np.array(2, np.int64), "two")
+    extra = [helper.make_node("GatherND", ["scores", "selected"], ["picked"]),
+             helper.make_node("Gather", ["selected", "two"], ["box_index"], axis=1),
+             helper.make_node("Gather", ["flat_boxes", "box_index"], ["picked_boxes"], axis=0),
+             helper.make_node("Mul", ["picked", "picked"], ["squared"])]
+    m = _nms({"boxes": (np.float32, [b, n, 4]), "scores": (np.float32, [b, c, n]), "score_thr": (np.float32, [1]),
+              "flat_boxes": (np.float32, [n, 4])},
+             {"selected": (np.int64, ["k", 3]), "picked": (np.float32, ["k"]), "picked_boxes": (np.float32, ["k", 4]),
+              "squared": (np.float32, ["k"])},
+             {"max_out": np.array([5], np.int64), "iou": np.array([0.5], np.float32)}, {}, extra=extra)
+    m.graph.initializer.append(two)
+    rng = np.random.default_rng(6)
+    feeds = []
+    for thr in (0.1, 0.8, 1.0):
+        boxes = _boxes(rng, b, n, 0)
+        feeds.append({"boxes": boxes, "scores": _scores(rng, b, c, n), "score_thr": np.array([thr], np.float32),
+                      "flat_boxes": boxes[0]})
+    _check(m, tmp_path / "nms.om2", feeds)
+
+
+def test_nms_with_a_dynamic_batch(tmp_path):
+    """The batch a symbol in 1~4, the count one in 0~4*3*6: one archive at every batch."""
+    m = _nms({"boxes": (np.float32, ["N", 25, 4]), "scores": (np.float32, ["N", 3, 25]),
+              "score_thr": (np.float32, [1])}, {"selected": (np.int64, ["k", 3])},
+             {"max_out": np.array([6], np.int64), "iou": np.array([0.4], np.float32)}, {"center_point_box": 1})
+    rng = np.random.default_rng(7)
+    feeds = [{"boxes": _boxes(rng, nb, 25, 1), "scores": _scores(rng, nb, 3, 25), "score_thr": np.array([t], np.float32)}
+             for nb, t in ((1, 0.2), (4, 0.0), (2, 1.0), (4, 0.6), (3, 0.3))]
+    _check(m, tmp_path / "nms.om2", feeds, input_shapes={"boxes": ("1~4", 25, 4), "scores": ("1~4", 3, 25)})
