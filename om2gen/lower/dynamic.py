@@ -103,8 +103,13 @@ def sink(state: Lowering) -> None:
         moved[old] = len(steps) - 1     # a loop body starting at the kernel starts at its tiling
         steps.append(step)
     if refused:
+        if any(not state.graph.values[n].is_static for n in state.graph.inputs):
+            advice = "Pin the shapes, or compile a fixed set of sizes (gears)"
+        else:
+            advice = ("Their sizes are a count only the run knows (NonZero's, NonMaxSuppression's, "
+                      "docs/dynamic-shapes.md): move the node before the count, or leave it to the caller")
         raise UnsupportedOpError(f"{len(refused)} node(s) of this dynamic model have no shape-generic kernel yet: "
-                                 f"{'; '.join(refused)}. Pin the shapes, or compile a fixed set of sizes (gears)")
+                                 f"{'; '.join(refused)}. {advice}")
     state.steps = steps
     state.loops = [(moved[lo], moved[hi]) for lo, hi in state.loops]
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.helpers import ort_run
 
 import om2gen
-from om2gen.errors import Om2Error
+from om2gen.errors import Om2Error, UnsupportedOpError
 from om2gen.formats.om2 import layout
 
 _TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
@@ -213,3 +213,18 @@ def test_nms_with_a_dynamic_batch(tmp_path):
     feeds = [{"boxes": _boxes(rng, nb, 25, 1), "scores": _scores(rng, nb, 3, 25), "score_thr": np.array([t], np.float32)}
              for nb, t in ((1, 0.2), (4, 0.0), (2, 1.0), (4, 0.6), (3, 0.3))]
     _check(m, tmp_path / "nms.om2", feeds, input_shapes={"boxes": ("1~4", 25, 4), "scores": ("1~4", 3, 25)})
+
+
+def test_an_op_without_dynamic_support_after_a_count_is_refused_by_name(tmp_path):
+    """Named at import (an op with no dynamic support at all) or at lowering (a kernel that would
+    compile the count into its code), with advice that fits a count rather than input ranges."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["f"], to=1)]
+    for op, match in (("Hardmax", r"Hardmax_2 \(Hardmax\): its kernel would compile .*count only the run knows"),
+                      ("TopK", r"sizes its data decides .*TopK_2 \(TopK\)")):
+        extra = helper.make_node(op, ["f"], ["y"]) if op == "Hardmax" else \
+            helper.make_node(op, ["f", "k"], ["y", "i"])
+        outs = {"y": (np.float32, [2, "n"])} if op == "Hardmax" else {"y": (np.float32, [2, 1]), "i": (np.int64, [2, 1])}
+        k = [numpy_helper.from_array(np.array([1], np.int64), "k")]
+        m = _model(nodes + [extra], {"x": (np.float32, [4, 4])}, outs, k)
+        with pytest.raises(UnsupportedOpError, match=match):
+            om2gen.compile(m, tmp_path / "m.om2")
