@@ -228,3 +228,46 @@ def test_an_op_without_dynamic_support_after_a_count_is_refused_by_name(tmp_path
         m = _model(nodes + [extra], {"x": (np.float32, [4, 4])}, outs, k)
         with pytest.raises(UnsupportedOpError, match=match):
             om2gen.compile(m, tmp_path / "m.om2")
+
+
+def _while_loop(m_input: bool = False):
+    """acc += x while sum(acc) < limit, at most 10 times (M), each iteration's acc a scan row; the
+    scan output then doubled and summed per row (kernels after it whose sizes are the rows)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+         helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "limit"], ["cond_out"]),
+         helper.make_node("Identity", ["acc_out"], ["row"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("row", TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Loop", ["M", "go", "acc0"], ["acc", "rows"], body=body),
+             helper.make_node("Add", ["rows", "rows"], ["twice"]),
+             helper.make_node("ReduceSum", ["twice", "axis1"], ["per_row"], keepdims=0)]
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    inputs = {"acc0": (np.float32, [3]), "x": (np.float32, [3]), "limit": (np.float32, []), "go": (np.bool_, [])}
+    if m_input:
+        inputs["M"] = (np.int64, [])
+    else:
+        inits.append(numpy_helper.from_array(np.array(10, np.int64), "M"))
+    return _model(nodes, inputs, {"acc": (np.float32, [3]), "rows": (np.float32, ["n", 3]),
+                                  "per_row": (np.float32, ["n"])}, inits)
+
+
+def test_loop_scan_rows_decided_by_its_condition(tmp_path):
+    """ONNX Loop with a run-time condition and a constant M: its scan output's rows are a count
+    in 0~M that the loop's control steps write: none (cond false from the start: the kernels after
+    the loop run over 0 rows), one (the body runs before its cond is tested), some, and M (the
+    bound)."""
+    m = _while_loop()
+    feeds = [{"acc0": np.zeros(3, np.float32), "x": np.ones(3, np.float32), "limit": np.array(t, np.float32),
+              "go": np.array(go)} for t, go in ((0.0, True), (7.5, True), (100.0, False), (100.0, True), (14.9, True))]
+    _check(m, tmp_path / "loop.om2", feeds)
+
+
+def test_loop_scan_rows_with_a_run_time_m_are_refused(tmp_path):
+    with pytest.raises(UnsupportedOpError, match="M must be a constant, and this Loop's is computed at run time"):
+        om2gen.compile(_while_loop(m_input=True), tmp_path / "loop.om2")
