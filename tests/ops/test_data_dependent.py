@@ -1,18 +1,20 @@
 """Data-dependent output shapes in .om2 archives (docs/dynamic-shapes.md, "Data-dependent
-shapes"): NonZero and NonMaxSuppression, whose output counts only the run knows. Each archive is
-compiled once and run at several inputs, each run against ONNX Runtime; the counts 0 and the
-largest included."""
+shapes"): NonZero, NonMaxSuppression and a while-loop's scan rows, whose counts only the run
+knows. Each archive is compiled once and run at several inputs, each run against ONNX Runtime;
+the counts 0 and the largest included."""
 import json
 import zipfile
 
 import numpy as np
 import pytest
+from helpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
-from tests.helpers import ort_run
 
 import om2gen
 from om2gen.errors import Om2Error, UnsupportedOpError
 from om2gen.formats.om2 import layout
+
+COVERS = {"NonZero", "NonMaxSuppression"}
 
 _TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
           np.bool_: TensorProto.BOOL, np.uint8: TensorProto.UINT8}
