@@ -273,3 +273,10 @@ def test_loop_scan_rows_decided_by_its_condition(tmp_path):
 def test_loop_scan_rows_with_a_run_time_m_are_refused(tmp_path):
     with pytest.raises(UnsupportedOpError, match="M must be a constant, and this Loop's is computed at run time"):
         om2gen.compile(_while_loop(m_input=True), tmp_path / "loop.om2")
+
+
+def test_a_count_in_a_gear_model_is_refused(tmp_path):
+    """Gears compile a static graph per shape; a count asks for a range instead."""
+    m = _model([helper.make_node("NonZero", ["x"], ["y"])], {"x": (np.float32, ["N", 5])}, {"y": (np.int64, [2, "n"])})
+    with pytest.raises(UnsupportedOpError, match=r"NonZero_0' \(NonZero\).*a range lo~hi instead of gears"):
+        om2gen.compile(m, tmp_path / "g.om2", input_shapes={"x": (-1, 5)}, dynamic_batch_size=[1, 4])
