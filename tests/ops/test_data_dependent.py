@@ -29,7 +29,8 @@ def _model(nodes, inputs: dict, outputs: dict, inits=(), opset=13):
 
 
 def _check(model, path, feeds_list, **compile_opts):
-    """One archive, run at every feed, each result equal to ONNX Runtime's (dims and values)."""
+    """One archive, run at every feed, each result ONNX Runtime's: the dims and the indices
+    exactly, floats to rounding."""
     om2gen.compile(model, path, **compile_opts)
     with om2gen.load(path) as m:
         for feeds in feeds_list:
@@ -37,7 +38,10 @@ def _check(model, path, feeds_list, **compile_opts):
             want = ort_run(model, feeds)
             for (name, g), w in zip(got.items(), want):
                 assert g.shape == w.shape, (name, g.shape, w.shape)
-                np.testing.assert_array_equal(g, w, err_msg=name)
+                if g.dtype.kind == "f":
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=name)
+                else:
+                    np.testing.assert_array_equal(g, w, err_msg=name)
     return path
 
 
@@ -82,6 +86,21 @@ def test_nonzero_count_used_downstream(tmp_path):
                 "twice": (np.float32, ["n"])}, [one])
     feeds = [{"x": _sparse(shape, d, seed)} for seed, d in enumerate((0.0, 0.1, 1.0, 0.6))]
     _check(m, tmp_path / "nz.om2", feeds)
+
+
+def test_a_masks_indices_squeezed_gather_its_values(tmp_path):
+    """torch's x[x > t]: Greater -> NonZero -> Squeeze (a view of [1, count]) -> Gather, then an
+    Unsqueeze and a Softmax over the count; a threshold none passes (count 0) and one all do."""
+    ax = numpy_helper.from_array(np.array([0], np.int64), "ax")
+    nodes = [helper.make_node("Greater", ["x", "thr"], ["mask"]), helper.make_node("NonZero", ["mask"], ["nz"]),
+             helper.make_node("Squeeze", ["nz", "ax"], ["idx"]),
+             helper.make_node("Gather", ["x", "idx"], ["vals"], axis=0),
+             helper.make_node("Unsqueeze", ["vals", "ax"], ["row"]), helper.make_node("Softmax", ["row"], ["sm"], axis=1)]
+    m = _model(nodes, {"x": (np.float32, [100]), "thr": (np.float32, [])},
+               {"idx": (np.int64, ["n"]), "sm": (np.float32, [1, "n"])}, [ax])
+    rng = np.random.default_rng(0)
+    _check(m, tmp_path / "mask.om2", [{"x": rng.standard_normal(100).astype(np.float32), "thr": np.array(t, np.float32)}
+                                      for t in (0.0, 1.5, 9.0, -9.0)])
 
 
 def test_a_dynamic_batch_meets_a_data_dependent_count(tmp_path):
