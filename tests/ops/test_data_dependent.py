@@ -11,6 +11,7 @@ from helpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
 
 import om2gen
+from om2gen.cli.inspect import inspect_archive, render_text
 from om2gen.errors import Om2Error, UnsupportedOpError
 from om2gen.formats.om2 import layout
 
@@ -116,6 +117,8 @@ def test_a_dynamic_batch_meets_a_data_dependent_count(tmp_path):
     count, = [s for s in d["symbols"] if "producer" in s]
     assert count["range"] == [0, 40] and count["input"] == -1 and count["producer"]
     assert d["outputs"][1] == [count["name"]]
+    text = render_text(inspect_archive(path))
+    assert f"dynamic dim {count['name']}: 0~40 (the count node {count['producer']} writes)" in text, text
 
 
 def test_a_data_dependent_model_is_refused_for_an_om(tmp_path):
