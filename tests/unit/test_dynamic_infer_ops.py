@@ -307,11 +307,10 @@ def test_shape_and_size_of_computed_dims_are_constants():
 
 
 def test_a_branch_node_without_dynamic_support_is_named_not_the_if():
-    """An If chosen at run time infers both branches; TopK in one has no dynamic support: it is
+    """An If chosen at run time infers both branches; Einsum in one has no dynamic support: it is
     named, and the If and what reads it are skipped, not blamed."""
-    k = numpy_helper.from_array(np.array([2], np.int64), "k")
-    then = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["tv", "ti"], name="topk")], "then", [],
-                             [helper.make_tensor_value_info("tv", F, None)], [k])
+    then = helper.make_graph([helper.make_node("Einsum", ["x"], ["tv"], name="swap", equation="ij->ji")], "then", [],
+                             [helper.make_tensor_value_info("tv", F, None)])
     other = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s2", "s1"], ["ev"], name="head")], "else", [],
                               [helper.make_tensor_value_info("ev", F, None)],
                               [numpy_helper.from_array(np.array([v], np.int64), f"s{v}") for v in (0, 1, 2)])
@@ -321,7 +320,7 @@ def test_a_branch_node_without_dynamic_support_is_named_not_the_if():
              helper.make_node("Relu", ["picked"], ["y"], name="after")]
     m = _model(nodes, {"x": (F, ["N", 8])}, ["y"], {"zero": np.array(0, np.float32)})
     text = _refused(m, {"x": ("1~8", 8)})
-    assert "topk (TopK)" in text and "branch (If)" not in text and "after" not in text
+    assert "swap (Einsum)" in text and "branch (If)" not in text and "after" not in text
 
 
 # --- graph rewrites on a dynamic graph ----------------------------------------------------------
@@ -401,23 +400,14 @@ def test_ppocr_v4_det_infers_at_any_batch():
 def test_ppocr_v4_det_needs_sizes_that_divide_by_32():
     """The FPN adds the 2x-upsampled 1/32 map to the 1/16 map; their sizes agree only where H
     (and W) divides by 32 (H = 33: 4 rows against 3, in ONNX Runtime too). A lo~hi range cannot
-    say that, so the Add is refused with the question -- the only node refused. Where the dims
-    are 32 * h (what a "multiple of 32" dim would be), every node infers."""
+    say that, so the Add is refused with the question -- the only node refused. A multiple of 32
+    (`32~2048%32`: the dim is 32 * k) says it, and every node infers."""
     text = _refused(onnx.load(str(_path("ppocr_v4_det"))), {"x": (1, 3, "32~2048", "32~2048")})
     assert "and 1 node(s) cannot take them: p2o.Add.248 (Add): it asks" in text
-
-    made = dynamic_dims.Symbols.dim
-
-    def multiple_of_32(self, input_name, axis, d, dim_param):
-        if axis < 2 or (isinstance(d, int) and d >= 0):
-            return made(self, input_name, axis, d, dim_param)
-        return 32 * symbolic.sym("hw"[axis - 2], 1, 64)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(dynamic_dims.Symbols, "dim", multiple_of_32)
-        out = _agrees_with_static(_path("ppocr_v4_det"), {"x": (1, 3, "32~2048", "32~2048")}, {"h": 10, "w": 7},
-                                  {"x": (1, 3, 320, 224)})
-    assert out == {"sigmoid_0.tmp_0": ("1", "1", "32*h", "32*w")}
+    h, w = _sym("p2o.DynamicDimension.1") + "_div32", _sym("p2o.DynamicDimension.2") + "_div32"
+    out = _agrees_with_static(_path("ppocr_v4_det"), {"x": (1, 3, "32~2048%32", "32~2048%32")}, {h: 10, w: 7},
+                              {"x": (1, 3, 320, 224)})
+    assert out == {"sigmoid_0.tmp_0": ("1", "1", f"32*{h}", f"32*{w}")}
 
 
 @pytest.mark.slow
@@ -444,14 +434,10 @@ def test_silero_vad_sequence_form_infers_at_any_sequence_length():
     assert out == {"speech_probs": ("sequence_length",), "hn": ("1", "1", "128"), "cn": ("1", "1", "128")}
 
 
-def test_bert_infers_at_any_batch_but_its_export_fixed_the_sequence():
-    """bert_tiny (torch.onnx of nn.TransformerEncoder) infers at any batch. Its export traced the
-    attention's q.view(tgt_len, ...) with tgt_len = 128 as a constant, so at any other sequence
-    length the model is wrong (ONNX Runtime fails there too): that Reshape is refused, asking it."""
-    path = _path("bert_tiny")
-    shapes = {k: ("1~8", 128) for k in ("input_ids", "attention_mask", "token_type_ids")}
-    static = {k: (3, 128) for k in shapes}
-    out = _agrees_with_static(path, shapes, {"batch": 3}, static)
-    assert out == {"last_hidden_state": ("batch", "128", "128"), "pooler_output": ("batch", "128")}
-    text = _refused(onnx.load(str(path)), {k: (1, "1~128") for k in shapes})
-    assert "self_attn/Reshape_4 (Reshape): it asks '128*sequence == 16384'" in text
+def test_bert_infers_at_any_batch_and_sequence():
+    """bert_tiny (torch.onnx's dynamo export of nn.TransformerEncoder) infers with both of its
+    named axes dynamic: the attention's views are Reshapes to expressions of batch and sequence."""
+    shapes = {k: ("1~8", "1~128") for k in ("input_ids", "attention_mask", "token_type_ids")}
+    static = {k: (3, 77) for k in shapes}
+    out = _agrees_with_static(_path("bert_tiny"), shapes, {"batch": 3, "sequence": 77}, static)
+    assert out == {"last_hidden_state": ("batch", "sequence", "128"), "pooler_output": ("batch", "128")}
