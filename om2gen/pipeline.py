@@ -182,6 +182,12 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             symbolic.UNBOUNDED_PLANNED.reset(token)
         report.stage(f"imported {len(graph.nodes)} nodes")
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    counts = [s for s in program.dynamic.symbols if s.producer] if program.dynamic is not None else []
+    if counts and format == "om":
+        raise Om2Error(f"node {counts[0].producer!r} has an output whose size its data decides (a data-dependent "
+                       "count: NonZero, NonMaxSuppression, a Loop's scan rows); such a model runs from the captured "
+                       "replay of an .om2 archive, which reads the count back after the run: compile it to .om2 "
+                       "(-o model.om2)")
     if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
         program = rt2_program.for_om(program)
         program.dynamic.host_plan.check()
@@ -196,7 +202,8 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     if program.dynamic is not None and format == "om":
         commands.update(_build_host_library(program, tgt))
     elif program.dynamic is not None:
-        commands.update(_build_tiling_library(program, tgt, notes))
+        if program.dynamic.tilings:
+            commands.update(_build_tiling_library(program, tgt, notes))
         _build_autofuse(program, graph, tgt)
     so_pack = providers.pack(program, tgt, libraries, op_types)   # the shared objects this model needs
 
@@ -376,7 +383,8 @@ def dynamic_meta(program: Program) -> dict:
     d = program.dynamic
     return {"dynamic_shapes": {
         "symbols": [{"name": s.name, "range": [s.lo, -1 if s.hi is None else s.hi], "input": s.input, "axis": s.axis,
-                     "multiple": s.multiple} for s in d.symbols],
+                     "multiple": s.multiple, **({"producer": s.producer} if s.producer else {})}
+                    for s in d.symbols],
         "inputs": [[symbolic.text(x) for x in dims] for dims in d.input_dims],
         "outputs": [[symbolic.text(x) for x in dims] for dims in d.output_dims],
         "tiling_library": d.tiling_library}}

@@ -101,7 +101,9 @@ def render_text(info: dict) -> str:
             lo, hi = s["range"]
             m = s.get("multiple", 1)
             per = f" = {m} * {s['name']}, a multiple of {m}" if m > 1 else ""
-            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} (input {s['input']} dim {s['axis']}{per})")
+            where = f"the count node {s['producer']} writes" if s.get("producer") else \
+                f"input {s['input']} dim {s['axis']}{per}"
+            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} ({where})")
         lines += gear_lines(model.get("gears"))
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
         custom = model.get("custom_ops") or {}

@@ -27,12 +27,17 @@ def tiling_fields(source: str) -> list[str]:
 def addresses(call: KernelCall) -> dict:
     """The address slots a call's kernel reads (OM2_ADDR(i)) and the slot its tiling follows
     (OM2_TILING(..., i)), in the order lowering lays out a task's args (lower/lowering.py): the
-    inputs given (an omitted one, "", has none), the outputs, the scratch region when the call has
-    one, then the tiling. `workspace` is absent without a scratch region, so that a template
-    asking for it fails to render."""
+    inputs given (an omitted one, "", has none), the outputs, the data-dependent count it writes
+    (`symbol`, its entry of the symbols table) when it writes one, the scratch region when the
+    call has one, then the tiling. `workspace` (`symbol`) is absent without a scratch region (a
+    count), so that a template asking for it fails to render."""
     first_output = sum(not (isinstance(name, str) and not name) for name in call.inputs)
     after = first_output + len(call.outputs)
-    slots = {"outputs": list(range(first_output, after)), "tiling": after + bool(call.workspace)}
+    slots = {"outputs": list(range(first_output, after))}
+    if call.count_symbol:
+        slots["symbol"] = after
+        after += 1
+    slots["tiling"] = after + bool(call.workspace)
     if call.workspace:
         slots["workspace"] = after
     return slots

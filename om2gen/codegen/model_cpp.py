@@ -166,11 +166,10 @@ def _dynamic(program: Program) -> dict:
 
     def c_name(s) -> str:
         return f"sym_{s.name}"
-    symbols = [{"name": s.name, "lo": s.lo, "hi": -1 if s.hi is None else s.hi, "input": s.input, "axis": s.axis,
-                "multiple": s.multiple, "c_name": f"sym_{s.name}",
-                "comment": f"{s.name}: dim {s.axis} of input {program.inputs[s.input].name}"
-                           f"{f' / {s.multiple}' if s.multiple > 1 else ''}, "
-                           f"{s.lo}~{'' if s.hi is None else s.hi}"} for s in d.symbols]
+    symbols = [{"name": s.name, "lo": s.lo, "hi": -1 if s.hi is None else s.hi, "input": max(0, s.input),
+                "axis": max(0, s.axis), "multiple": s.multiple, "c_name": f"sym_{s.name}", "producer": s.producer,
+                "comment": f"{s.name}: {s.source(program.inputs)}, {s.lo}~{'' if s.hi is None else s.hi}"}
+               for s in d.symbols]
     io_dims = []
     for kind, descs, dims in (("input", program.inputs, d.input_dims), ("output", program.outputs, d.output_dims)):
         for io, shape in zip(descs, dims):

@@ -27,8 +27,7 @@ def source(program: Program) -> str:
     ]
     for i, s in enumerate(d.symbols):
         rng = f"{s.lo}~{s.hi}" if s.hi is not None else f">= {s.lo}"
-        per = f" / {s.multiple}" if s.multiple > 1 else ""
-        lines.append(f" *   symbols[{i}] = {s.name}: dim {s.axis} of input {program.inputs[s.input].name}{per} ({rng})")
+        lines.append(f" *   symbols[{i}] = {s.name}: {s.source(program.inputs)} ({rng})")
     lines += [" */", "#include <stdint.h>", "", '#include "om2/om2_dims.h"', '#include "om2/om2_kernel.h"', ""]
     for t in d.tilings:
         kernel = kernel_task(program, t)

@@ -94,8 +94,10 @@ class Failures:
             symbolic.symbols([d for i in graph.inputs for d in graph.values[i].shape]), key=lambda s: s.name))
         listed = "; ".join(f"{name} ({op})" + (f": it asks {q!r}, which only the run answers" if q else "")
                            for name, op, q in self.nodes)
+        what = f"dynamic shapes ({dims}; {ranges})" if dims else \
+            "sizes its data decides (the count of a NonZero or NonMaxSuppression, docs/dynamic-shapes.md)"
         raise UnsupportedOpError(
-            f"the model has dynamic shapes ({dims}; {ranges}) and {len(self.nodes)} node(s) cannot take them: "
+            f"the model has {what} and {len(self.nodes)} node(s) cannot take them: "
             f"{listed}. Pin the shapes ({shape_option()} with every dim a number), or compile a fixed set of "
             "sizes (gears: -1 dims with a gear option), or narrow the ranges so that the question is answered")
 

@@ -43,6 +43,12 @@ class KernelCall:
     # a kernel of a dynamic model whose tiling the run computes (lower/dynamic.py): its tiling
     # is an address slot (OM2_TILING_SINK), written by the PREPROCESS_KERNEL task before it
     sink: bool = False
+    # a data-dependent dim (NonZero's count, docs/dynamic-shapes.md) the kernel writes at run time:
+    # the name of its symbol, whose entry of the symbols table is an address slot after the outputs
+    count_symbol: str = ""
+    # values only this node's calls make and read (per-block counts between two kernels): lowering
+    # adds them to the graph, and the workspace plans them as any other tensor
+    temps: list = field(default_factory=list)
 
 
 @dataclass
@@ -307,13 +313,22 @@ class GearTable:
 class Symbol:
     """A dynamic dim of the model (ir.symbolic.Sym): its range, and the input dim that gives its
     value at run time: that dim is `multiple` times the symbol (a `lo~hi%m` dim: the symbol counts
-    the m's, and a dim m does not divide is refused)."""
+    the m's, and a dim m does not divide is refused). Or the node whose kernel writes it: a
+    data-dependent count."""
     name: str
     lo: int
     hi: int | None
-    input: int          # the model input whose dim it is
+    input: int          # the model input whose dim it is (-1: a data-dependent count)
     axis: int
     multiple: int = 1
+    producer: str = ""  # a data-dependent count: the node whose kernel writes it into the symbols table
+
+    def source(self, inputs: list["IoDesc"]) -> str:
+        """Where its value comes from, for the generated code's comments."""
+        if self.producer:
+            return f"the count node {self.producer} writes"
+        per = f" / {self.multiple}" if self.multiple > 1 else ""
+        return f"dim {self.axis} of input {inputs[self.input].name}{per}"
 
 
 @dataclass

@@ -2,6 +2,7 @@
 where it can; otherwise a copy step writes the output's own buffer."""
 from __future__ import annotations
 
+from ..ir import symbolic
 from ..ops.elementwise import copy_call
 from .state import Lowering, OutputCopy
 
@@ -28,8 +29,8 @@ def _bind(state: Lowering, names: list[str]) -> dict[str, int]:
     output_of: dict[str, int] = {}
     for j, name in enumerate(names):
         r = state.root(name)
-        if values[name].size == 0:
-            continue  # an empty output: nothing to write
+        if symbolic.decided(lambda: values[name].size == 0, False):
+            continue  # an empty output: nothing to write (a data-dependent count may be 0 or not)
         if r in state.input_index or values[r].is_const or r in output_of or r in state.custom_outputs:
             dst = values[name]
             copy = state.new_value(f"{name}::out{j}", dst.dtype, dst.shape)

@@ -26,18 +26,39 @@ def tiling_key(step: int) -> str:
 
 
 def is_dynamic(state: Lowering) -> bool:
-    return any(not state.graph.values[n].is_static for n in state.graph.inputs)
+    """Dynamic inputs, or a data-dependent count (NonZero's) inside: either way sizes the run decides."""
+    return any(not state.graph.values[n].is_static for n in state.graph.inputs) or bool(_counts(state))
 
 
 def symbols(state: Lowering) -> list[Symbol]:
-    """The model's symbols, in the order of the input dims that give them."""
+    """The model's symbols, in the order of the input dims that give them, then the data-dependent
+    counts in the order of the kernels that write them."""
     out: dict[str, Symbol] = {}
     for i, name in enumerate(state.graph.inputs):
         for axis, d in enumerate(state.graph.values[name].shape):
             if isinstance(d, symbolic.Expr):
                 sym, = symbolic.symbols(d)
                 out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, i, axis, multiple=_multiple(d)))
+    for node, sym in _counts(state):
+        out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, -1, -1, producer=node))
     return list(out.values())
+
+
+def symbol_offset(state: Lowering, workspace: dict[str, int], name: str) -> int:
+    """The workspace offset of symbol `name`'s int64 in the symbols table."""
+    return workspace[SYMBOLS] + 8 * [s.name for s in symbols(state)].index(name)
+
+
+def _counts(state: Lowering) -> list[tuple[str, symbolic.Sym]]:
+    """(node, Sym) of each data-dependent count a kernel writes (KernelCall.count_symbol). Its Sym
+    is in the node's outputs' dims, where the op's infer() made it."""
+    out = []
+    for step in state.steps:
+        name = getattr(step.call, "count_symbol", "")
+        if name:
+            made = symbolic.symbols([d for o in step.node.outputs if o for d in state.graph.values[o].shape])
+            out.append((step.node.name, next(s for s in made if s.name == name)))
+    return out
 
 
 def _multiple(d: symbolic.Expr) -> int:
@@ -92,8 +113,13 @@ def sink(state: Lowering) -> None:
         moved[old] = len(steps) - 1     # a loop body starting at the kernel starts at its tiling
         steps.append(step)
     if refused:
+        if any(not state.graph.values[n].is_static for n in state.graph.inputs):
+            advice = "Pin the shapes, or compile a fixed set of sizes (gears)"
+        else:
+            advice = ("Their sizes are a count only the run knows (NonZero's, NonMaxSuppression's, "
+                      "docs/dynamic-shapes.md): move the node before the count, or leave it to the caller")
         raise UnsupportedOpError(f"{len(refused)} node(s) of this dynamic model have no shape-generic kernel yet: "
-                                 f"{'; '.join(refused)}. Pin the shapes, or compile a fixed set of sizes (gears)")
+                                 f"{'; '.join(refused)}. {advice}")
     state.steps = steps
     state.loops = [(moved[lo], moved[hi]) for lo, hi in state.loops]
 

@@ -38,6 +38,7 @@ def _dynamic_info(state: Lowering, work: Workspace, places: Places) -> DynamicIn
     return DynamicInfo(symbols=dynamic.symbols(state), symbols_offset=work.offsets[dynamic.SYMBOLS],
                        input_dims=[tuple(values[n].shape) for n in state.graph.inputs],
                        output_dims=[tuple(values[n].shape) for n in state.graph.outputs],
-                       tiling_library=TILING_LIBRARY,
+                       # none: no kernel's tiling depends on the run (a NonZero whose count only the outputs show)
+                       tiling_library=TILING_LIBRARY if any(isinstance(s.call, TilingCall) for s in state.steps) else "",
                        tilings=[s.call for s in state.steps if isinstance(s.call, TilingCall)],
                        host_plan=host_ops.describe(state, work, places))

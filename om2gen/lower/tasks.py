@@ -46,16 +46,22 @@ def build(state: Lowering, places: Places) -> TaskTable:
             if kernel.entry not in kernel_index:
                 kernel_index[kernel.entry] = len(table.kernels)
                 table.kernels.append(kernel)
-            task = _kernel_task(state.graph, step.node, call, t, places, kernel_index[kernel.entry])
+            count_at = dynamic.symbol_offset(state, places.workspace, call.count_symbol) if call.count_symbol else 0
+            task = _kernel_task(state.graph, step.node, call, t, places, kernel_index[kernel.entry], count_at)
         table.tasks.append(task)
     return table
 
 
-def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, kernel: int) -> Task:
+def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, kernel: int, count_at: int) -> Task:
+    """count_at: the workspace offset of the data-dependent count the call writes (if it writes one)."""
     ins = [n for n in call.inputs if n]
     args = [places.ref(n) for n in ins] + [places.ref(n) for n in call.outputs]
     roles = ["i"] * len(ins) + ["o"] * len(call.outputs)
     slot_bytes = [dynamic.max_bytes(graph.values[n].nbytes, f"tensor {n!r}") for n in ins + call.outputs]
+    if call.count_symbol:   # the data-dependent count it writes, read by the tiling steps after it
+        args.append(ArgRef(ArgKind.WORKSPACE, 0, count_at))
+        roles.append("o")
+        slot_bytes.append(8)
     if call.workspace:
         args.append(ArgRef(ArgKind.WORKSPACE, 0, places.workspace[scratch_key(t)]))
         roles.append("ws")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -176,3 +177,17 @@ def const_ints_or_floats(node: Node, v: Value, what: str) -> float:
     if arr.size != 1:
         raise ShapeError(f"node {node.name!r} ({node.op_type}): {what} must be a scalar, got shape {list(v.shape)}")
     return float(arr[0])
+
+
+def count_dim(node: Node, most):
+    """The dim of a data-dependent count (NonZero's, NonMaxSuppression's; docs/dynamic-shapes.md):
+    a symbol in 0~most that the node's kernel writes at run time, named for the node. `most` is
+    the bound the input sizes give (an Expr for a dynamic model: its upper bound); 0 is the int."""
+    hi = symbolic.upper_bound(most)
+    if hi is None:
+        raise ShapeError(f"node {node.name!r} ({node.op_type}): its output count is at most {symbolic.text(most)}, "
+                         "which has no upper bound; give the model's dynamic dims a range lo~hi")
+    if hi == 0:
+        return 0
+    name = re.sub(r"[^A-Za-z0-9_]", "_", f"{node.op_type}_{node.name}_count")
+    return symbolic.sym(name, 0, hi)

@@ -142,6 +142,7 @@ class GatherElements(Op):
 @register("GatherND", since=11)
 class GatherND(Op):
     """GatherND-11, and -12+ with batch_dims."""
+    dynamic_shapes = True
     attrs = {"batch_dims": 0}
 
     def plan(self, node, ins) -> tuple[int, int]:
@@ -172,15 +173,19 @@ class GatherND(Op):
         positions = common.prod(indices.shape[b:-1])
         inner = common.prod(data.shape[b + m:])
         items = batches * positions
+        tiling = {"items": items}   # with a dynamic model's sizes (common.tiling_field)
+        field = common.tiling_field
         params = {
             "summary": f"GatherND batch_dims={b}: {data.describe()}, {indices.describe()} -> {dst.describe()}",
             "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type,
-            "batches": batches, "positions": positions, "inner": inner,
-            "batch_stride": ds[b - 1] if b else 0,
-            "comps": [{"dim": data.shape[b + i], "stride": ds[b + i]} for i in range(m)],
+            "positions": field(tiling, positions, "positions"), "inner": field(tiling, inner, "inner"),
+            "batch_stride": field(tiling, ds[b - 1] if b else 0, "batch_stride"),
+            "comps": [{"dim": field(tiling, data.shape[b + i], f"dim{i}"), "stride": field(tiling, ds[b + i], f"stride{i}")}
+                      for i in range(m)],
+            "tiling_fields": list(tiling),
         }
         return KernelCall("kernels/gather_nd.c.j2", "GatherND", params, [data.name, indices.name], [dst.name],
-                          block_dim=common.block_dim_for(items, inner), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, inner), tiling=tiling)
 
 
 # The update each reduction applies to *p (the output element) with u (the update).

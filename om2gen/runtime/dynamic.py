@@ -23,6 +23,7 @@ class SymbolDim:
     input: int
     axis: int
     multiple: int = 1       # the input dim is multiple * the symbol (a lo~hi%m dim)
+    producer: str = ""      # a data-dependent count: the node writing it (input, axis -1)
 
     def rule(self) -> str:
         """The sizes the dim takes, as the user wrote them: 32~960, a multiple of 32."""
@@ -56,6 +57,8 @@ class Dynamic:
                                      f"({t.name}{_text(self.input_dims[i])})")
         bound: dict[str, tuple[int, str]] = {}   # the text of a symbol's input dim -> (its size, whose)
         for s in self.symbols:
+            if s.producer:      # the run's data decides it
+                continue
             v = shapes[s.input][s.axis]
             dim = self.input_dims[s.input][s.axis]
             if v % s.multiple:
@@ -87,7 +90,7 @@ def from_meta(meta: dict, where: str) -> Dynamic | None:
     try:
         symbols = tuple(SymbolDim(str(s["name"]), int(s["range"][0]), None if int(s["range"][1]) < 0
                                   else int(s["range"][1]), int(s["input"]), int(s["axis"]),
-                                  multiple=int(s.get("multiple", 1)))
+                                  multiple=int(s.get("multiple", 1)), producer=str(s.get("producer", "")))
                         for s in d["symbols"])
         dyn = Dynamic(symbols, tuple(tuple(map(str, x)) for x in d["inputs"]),
                       tuple(tuple(map(str, x)) for x in d["outputs"]), str(d["tiling_library"]))
@@ -98,6 +101,8 @@ def from_meta(meta: dict, where: str) -> Dynamic | None:
         if s.multiple < 1:
             raise ArchiveError(f"{where}: symbol {s.name} has the multiple {s.multiple}; the archive is corrupt: "
                                "recompile it")
+        if s.producer and s.hi is not None:
+            continue
         if not 0 <= s.input < len(meta["inputs"]) or not 0 <= s.axis < len(meta["inputs"][s.input]["shape"]):
             raise ArchiveError(f"{where}: symbol {s.name} is bound to a dim the model does not have; the archive "
                                "is corrupt: recompile it")

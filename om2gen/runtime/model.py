@@ -334,7 +334,7 @@ class Model:
             if self._dynamic is not None:   # its guard runs over the symbols before each replay
                 self._guard = self._sos.autofuse.guard()
             clock("load packed shared objects")
-        if self._dynamic is not None:   # its PREPROCESS_KERNEL tasks run the device tiling library
+        if self._dynamic is not None and self._dynamic.tiling_library:   # its PREPROCESS_KERNEL tasks run it
             bins.append(_tiling_library(packed, self._dynamic.tiling_library, self.path))
 
         # the model library: mapped from a sealed memfd, once per content (runtime/libraries.py)
@@ -469,11 +469,12 @@ class Model:
             run = self._runs[0]
             keep, flat = [], []
             for (name, dtype, shape, tensor, info), arr in zip(run.in_spec, arrays):
+                dims = arr.shape    # (ascontiguousarray makes a scalar [1], one dim more than its GertTensor holds)
                 arr = np.ascontiguousarray(arr)
                 buf = ffi.from_buffer(arr)
                 keep.append(buf)
                 tensor.data, tensor.size = buf, arr.nbytes
-                for k, d in enumerate(arr.shape):
+                for k, d in enumerate(dims):
                     tensor.dims[k] = d
             for (name, dtype, shape, tensor), t in zip(run.out_spec, self.outputs):
                 out = np.empty(dynamic_mod.elements(t.max_shape or t.shape), dtype)

@@ -114,10 +114,19 @@ public:
             OM2_CHECK_ACL(aclmdlRIExecuteAsync(model_ri_, exe_stream), "replaying the model");
             OM2_CHECK_ACL(aclrtRecordEvent(replay_done_, exe_stream), "marking the end of the replay");
             replay_pending_ = true;
+            if (has_counts_) {  /* the output dims are known once the replay ran: wait for it */
+                rc = WaitPendingReplay();
+                if (rc == ACL_SUCCESS) rc = ReadCounts(output);
+                if (rc != ACL_SUCCESS) return rc;
+            }
         } else {
             const uint64_t timeout = run.stream_sync_timeout_ms;
             const int32_t timeout_ms = (timeout == 0 || timeout > INT32_MAX) ? -1 : (int32_t)timeout;
             OM2_CHECK_ACL(aclmdlRIExecute(model_ri_, timeout_ms), "replaying the model");
+            if (has_counts_) {
+                rc = ReadCounts(output);
+                if (rc != ACL_SUCCESS) return rc;
+            }
         }
         return ReportRun(RunReport::kPostprocess, run, config_, exe_stream, async);
     }
@@ -706,6 +715,10 @@ private:
         }
         for (uint64_t k = 0; k < tables_.symbol_num; ++k) {
             const Om2SymbolDesc &s = tables_.symbols[k];
+            if (s.producer != nullptr) {  /* a data-dependent count: its kernel writes it; until then, its most */
+                symbols_[k] = s.hi;
+                continue;
+            }
             if (s.input >= tables_.input_num || s.axis >= tables_.inputs[s.input].dim_num) {
                 return Fail(ACL_ERROR_PARSE_MODEL, "symbol %s is bound to a dim the model does not have; the model is "
                             "corrupt or was modified", s.name);
@@ -761,6 +774,40 @@ private:
         OM2_CHECK_ACL(aclrtMemcpy(static_cast<uint8_t *>(work_) + tables_.symbols_offset, 8 * tables_.symbol_num,
                                   symbols_.data(), 8 * tables_.symbol_num, ACL_MEMCPY_HOST_TO_DEVICE),
                       "writing the run's symbols");
+        ReportOutputDims(output);
+        return ACL_SUCCESS;
+    }
+
+    /* After the replay of a model with data-dependent counts (NonZero's, docs/dynamic-shapes.md):
+     * the counts its kernels wrote are read back from the symbols table, and the output dims
+     * reported again from them (GE's third-class ops: the shapes are known once the ops ran). */
+    int32_t ReadCounts(GertModelRunOutput *output) {
+        OM2_CHECK_ACL(aclrtMemcpy(symbols_.data(), 8 * tables_.symbol_num,
+                                  static_cast<uint8_t *>(work_) + tables_.symbols_offset, 8 * tables_.symbol_num,
+                                  ACL_MEMCPY_DEVICE_TO_HOST),
+                      "reading the run's data-dependent counts");
+        for (uint64_t k = 0; k < tables_.symbol_num; ++k) {
+            const Om2SymbolDesc &s = tables_.symbols[k];
+            if (s.producer != nullptr && (symbols_[k] < s.lo || symbols_[k] > s.hi)) {
+                return Fail(ACL_ERROR_INTERNAL_ERROR, "node %s wrote the count %lld, outside its bound %lld~%lld; the "
+                            "model is corrupt or was modified", s.producer, (long long)symbols_[k], (long long)s.lo,
+                            (long long)s.hi);
+            }
+        }
+        tables_.io_dims(symbols_.data(), io_dims_.data());
+        ReportOutputDims(output);
+        return ACL_SUCCESS;
+    }
+
+    bool HasCounts() const {
+        for (uint64_t k = 0; k < tables_.symbol_num; ++k) {
+            if (tables_.symbols[k].producer != nullptr) return true;
+        }
+        return false;
+    }
+
+    /* The output dims of io_dims_ into the caller's GertModelRunOutput.output_dims. */
+    void ReportOutputDims(GertModelRunOutput *output) const {
         if (output != nullptr && output->struct_size >= sizeof(GertModelRunOutput) && output->output_dims != nullptr) {
             const uint64_t n = output->output_num < tables_.output_num ? output->output_num : tables_.output_num;
             uint64_t first = 0;
@@ -772,7 +819,6 @@ private:
                 first += tables_.outputs[o].dim_num;
             }
         }
-        return ACL_SUCCESS;
     }
 
     /* Bytes input (or, from input_num on, output) `i` holds at gear `gear` (the compiled size of
@@ -834,6 +880,7 @@ private:
     std::vector<aclrtLabel> labels_ = std::vector<aclrtLabel>(tables_.label_num);
     std::vector<int32_t> gear_scratch_ = std::vector<int32_t>(tables_.gear_value_num);  /* FindGear's copy */
     std::vector<int64_t> symbols_ = std::vector<int64_t>(tables_.symbol_num);           /* BindSymbols' */
+    const bool has_counts_ = HasCounts();   /* data-dependent counts: read back after each replay */
     std::vector<int64_t> io_dims_ = std::vector<int64_t>(tables_.io_dim_num);
     std::vector<uint64_t> io_sizes_ = std::vector<uint64_t>(tables_.input_num + tables_.output_num);
     std::vector<void *> custom_ops_ = std::vector<void *>(tables_.custom_op_num);  /* om2::BaseCustomOp* */

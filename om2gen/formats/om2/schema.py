@@ -12,6 +12,7 @@ from ...errors import ArchiveError
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 1024}
 _COUNT = {"type": "integer", "minimum": 0, "maximum": 1 << 48}
+_INDEX_OR_NONE = {"type": "integer", "minimum": -1, "maximum": 1 << 48}
 _VERSION = {"type": "string", "maxLength": 32}
 
 MANIFEST = {
@@ -98,14 +99,16 @@ META = {
                     "properties": {"name": {"type": "string", "maxLength": 256},
                                    "range": {"type": "array", "minItems": 2, "maxItems": 2,
                                              "items": {"type": "integer", "minimum": -1, "maximum": 1 << 48}},
-                                   "input": _COUNT, "axis": _COUNT,
+                                   # a data-dependent count (producer: the node writing it) has input and axis -1
+                                   "input": _INDEX_OR_NONE, "axis": _INDEX_OR_NONE,
                                    # the input dim is multiple * the symbol (a lo~hi%m dim); absent: 1
-                                   "multiple": {"type": "integer", "minimum": 1, "maximum": 1 << 31}}}},
+                                   "multiple": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
+                                   "producer": {"type": "string", "maxLength": 4096}}}},
                 "inputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
                                                                          "items": {"type": "string", "maxLength": 4096}}},
                 "outputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
                                                                           "items": {"type": "string", "maxLength": 4096}}},
-                "tiling_library": _NAME,
+                "tiling_library": {"type": "string", "maxLength": 1024},    # "": no kernel's tiling is the run's
             },
         },
         "so_bins": {
