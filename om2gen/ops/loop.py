@@ -26,7 +26,7 @@ import onnx
 
 from .. import advice
 from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import LOOP_IO, REGIONS, LoopIO, Node, Value
 from ..ir.program import KernelCall
 from . import common
@@ -88,11 +88,19 @@ class Loop(Op):
         outs = []
         for j, v in enumerate(initial):
             got = values[names[1 + j]]
-            if got.dtype != v.dtype or got.shape != v.shape:
-                raise UnsupportedOpError(
+            if got.dtype != v.dtype or not symbolic.decided(lambda: got.shape == v.shape, False):
+                exc = UnsupportedOpError(
                     f"node {node.name!r} (Loop): loop-carried value {body.input[2 + j].name!r} starts as "
                     f"{v.describe()} and the body makes it {got.describe()}; a carried value whose shape or dtype "
                     "changes between iterations needs dynamic shapes, and om2gen compiles static ones")
+                if got.dtype != v.dtype or not symbolic.symbols(list(got.shape)):
+                    raise exc
+                # a run-time Slice (ops/slice_runtime.py) by the iteration number, say: unrolled, its
+                # bounds are constants
+                for name in set(values) - before:
+                    del values[name]
+                return _unrolled(node, body, n, k, trips, shapes[:2], exc, m, cond,
+                                 _sources(node, m, cond, kind, inputs_of))
             outs.append(Value("", v.dtype, v.shape))
         used = [s < len(node.outputs) - n and bool(node.outputs[n + s]) for s in range(k)]
         if any(used) and trips is None:
