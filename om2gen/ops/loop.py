@@ -29,7 +29,7 @@ from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpEr
 from ..ir import dtypes, symbolic
 from ..ir.graph import LOOP_IO, REGIONS, LoopIO, Node, Value
 from ..ir.program import KernelCall
-from . import common
+from . import common, value_bounds
 from .control import SCOPE, inline_subgraph
 from .registry import REQUIRED, Expansion, Op, register
 
@@ -68,6 +68,7 @@ class Loop(Op):
         before = set(values)
         for name, dt, shape in zip(body_inputs, types, shapes):
             values[name] = Value(name, dt, shape)
+        _bound_inputs(node, body, prefix, names, body_inputs, m, initial, values)
         try:
             nodes = infer_nodes(inline_subgraph(body, prefix, names, node.opset, node.attrs.get(SCOPE)))
         except ShapeError as exc:   # NeedsConstantError too: a Slice by the iteration number, say
@@ -78,6 +79,8 @@ class Loop(Op):
             trips = _trip_count(node, m, cond, kind)
             sources = _sources(node, m, cond, kind, inputs_of)
             return _unrolled(node, body, n, k, trips, shapes[:2], exc, m, cond, sources)
+        if any(name not in values for name in names):
+            return None   # a body node could not take a dynamic model's shapes (the frontend names it)
         cond_out = values[names[0]]
         if cond_out.dtype != BOOL or cond_out.size != 1:
             raise ModelError(f"node {node.name!r} (Loop): the body's cond output is {cond_out.describe()}; it must be "
@@ -118,6 +121,25 @@ class Loop(Op):
 
     def infer(self, node, ins):
         raise AssertionError("Loop is inferred through infer_regions")
+
+
+def _bound_inputs(node, body, prefix: str, names: list[str], body_inputs: list[str], m, initial, values) -> None:
+    """Value.bounds of the body's iteration_num (0 ~ M - 1) and of its carried numbers over every
+    iteration the trip count allows (ops/value_bounds.py): what a data-dependent op in the body
+    (a Range from a carried counter) is planned at."""
+    trips = value_bounds.of(m)
+    trips = None if trips is None else max(int(trips[1]), 0)
+    n = len(initial)
+    fixed = {body_inputs[0]: (0, trips - 1)} if trips else {}
+    numeric = [v.dtype.name != "bool" and isinstance(v.size, int) and v.size <= 16 for v in initial]
+    start = [value_bounds.of(v) if ok else None for v, ok in zip(initial, numeric)]
+    if any(b is not None for b in start):
+        nodes = inline_subgraph(body, prefix, names, node.opset, node.attrs.get(SCOPE))
+        found = value_bounds.carried_bounds(nodes, body_inputs[2:], names[1:1 + n], start, values, fixed, trips)
+        for name, b in zip(body_inputs[2:], found):
+            values[name].bounds = b
+    if fixed:
+        values[body_inputs[0]].bounds = fixed[body_inputs[0]]
 
 
 def _check_signature(node, body: onnx.GraphProto, n: int, k: int, m, cond, initial) -> None:

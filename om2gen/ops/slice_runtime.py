@@ -25,10 +25,24 @@ def is_run_time(v: Value | None) -> bool:
     return v is not None and not v.is_const and v.dims is None
 
 
-def _known(v: Value):
+def known(v: Value):
     """The single bound a known starts/ends input holds (an int or an Expr)."""
     d = v.dims.reshape(-1)[0] if v.dims is not None else v.const.reshape(-1)[0]
     return d if isinstance(d, symbolic.Expr) else int(d)
+
+
+def operands(named: dict, inputs: list[str], tiling: dict) -> dict:
+    """The templates' view of each bound: a run-time one is read from the input it is (appended
+    to `inputs`: slot), a known one is the tiling field of its name (slot None)."""
+    out = {}
+    for what, v in named.items():
+        if is_run_time(v):
+            out[what] = {"slot": len(inputs), "ctype": v.dtype.c_type}
+            inputs.append(v.name)
+        else:
+            tiling[what] = known(v)
+            out[what] = {"slot": None}
+    return out
 
 
 def plan(node: Node, ins: list) -> tuple[int, int, object]:
@@ -70,14 +84,8 @@ def lower(node: Node, ins: list, outs: list) -> KernelCall:
     axis, step, dim = plan(node, ins)
     count = dst.shape[axis]
     tiling = {"outer": common.prod(src.shape[:axis]), "dim": dim, "inner": common.prod(src.shape[axis + 1:])}
-    inputs, bounds = [src.name], {}
-    for v, what in ((starts, "start"), (ends, "end")):
-        if is_run_time(v):
-            bounds[what] = {"slot": len(inputs), "ctype": v.dtype.c_type}
-            inputs.append(v.name)
-        else:
-            tiling[what] = _known(v)
-            bounds[what] = {"slot": None}
+    inputs = [src.name]
+    bounds = operands({"start": starts, "end": ends}, inputs, tiling)
     most = symbolic.upper_bound(tiling["outer"] * symbolic.ceildiv(dim, abs(step)))
     params = {"summary": f"Slice axis {axis} step {step} by run-time bounds: {src.describe()} -> {dst.describe()}",
               "ctype": src.dtype.c_type, "step": step, "tiling_fields": list(tiling), **bounds}

@@ -82,3 +82,61 @@ def test_slice_of_two_axes_by_run_time_bounds_is_refused(tmp_path):
                {"y": (np.float32, ["a", "b"])})
     with pytest.raises(UnsupportedOpError, match="one axis by run-time bounds"):
         om2gen.compile(m, tmp_path / "x.om2")
+
+
+def _clamped_range(delta: int):
+    """Range(Min(Max(s, -4), 10), Min(s + 5, 10), delta) with s fed at run time: the bounds the
+    Min/Max give (ops/value_bounds.py) plan it at 14, and a Mul after it reads its count."""
+    nodes = [helper.make_node("Max", ["s", "lo"], ["s1"]), helper.make_node("Min", ["s1", "hi"], ["start"]),
+             helper.make_node("Add", ["s", "five"], ["l0"]), helper.make_node("Min", ["l0", "hi"], ["limit"]),
+             helper.make_node("Range", ["start", "limit", "d"], ["r"]), helper.make_node("Mul", ["r", "r"], ["y"])]
+    return _model(nodes, {"s": (np.int64, [])}, {"r": (np.int64, ["n"]), "y": (np.int64, ["n"])},
+                  [_const("lo", -4), _const("hi", 10), _const("five", 5), _const("d", delta)])
+
+
+@pytest.mark.parametrize("delta", [1, 2])
+def test_range_by_run_time_bounds(tmp_path, delta):
+    m = _clamped_range(delta)
+    _check(m, tmp_path / "range.om2", [{"s": np.array(s, np.int64)} for s in (-100, -4, 0, 3, 7, 9, 10, 50)])
+    with om2gen.load(tmp_path / "range.om2") as loaded:
+        assert loaded.outputs[0].max_shape == (-(-14 // delta),)
+
+
+def test_an_unbounded_run_time_range_is_refused(tmp_path):
+    """With delta < 0 the least limit counts, and nothing bounds s + 5 from below."""
+    with pytest.raises(om2gen.ShapeError, match="nothing bounds the least limit"):
+        om2gen.compile(_clamped_range(-1), tmp_path / "x.om2")
+
+
+def test_range_from_a_loop_counter_inside_a_loop(tmp_path):
+    """SLANet's pattern: Range(c, Min(5, c + 1), 1) with c a carried counter from 0 (bounded by
+    the trip count, ops/value_bounds.py), its count 1 then 0 once c passes 5, padded to one
+    element and added into a carried value; and a Range from iteration_num (0 ~ M - 1)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["c", "one"], ["c1"]), helper.make_node("Min", ["c1", "five"], ["lim"]),
+         helper.make_node("Range", ["c", "lim", "one"], ["r"]),
+         helper.make_node("Concat", ["r", "minus"], ["padded"], axis=0),
+         helper.make_node("Gather", ["padded", "zero1"], ["first"]),
+         helper.make_node("Add", ["acc", "first"], ["acc1"]),
+         helper.make_node("Range", ["zero", "i", "one"], ["ri"]),
+         helper.make_node("Concat", ["ri", "minus"], ["ri_padded"], axis=0),
+         helper.make_node("ReduceSum", ["ri_padded"], ["ri_sum"], keepdims=1),
+         helper.make_node("Add", ["acc1", "ri_sum"], ["acc_out"]),
+         helper.make_node("Add", ["c", "one"], ["c_out"]), helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("c", TensorProto.INT64, []),
+         helper.make_tensor_value_info("acc", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("c_out", TensorProto.INT64, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.INT64, [1])],
+        [_const("one", 1), _const("five", 5), _const("zero", 0), _const("minus", [-1]), _const("zero1", [0])])
+    loop = helper.make_node("Loop", ["trips", "go", "c0", "acc0"], ["c_end", "acc_end"], body=body)
+    m = _model([loop], {"trips": (np.int64, []), "go": (np.bool_, [])},
+               {"c_end": (np.int64, []), "acc_end": (np.int64, [1])},
+               [_const("c0", 0), _const("acc0", [0]), _const("trips_most", 9)])
+    # M is fed at run time but bounded: Min(trips, 9)
+    m.graph.node.insert(0, helper.make_node("Min", ["trips", "trips_most"], ["trips9"]))
+    m.graph.node[1].input[0] = "trips9"
+    _check(m, tmp_path / "loop.om2", [{"trips": np.array(t, np.int64), "go": np.array(True)} for t in (0, 1, 3, 7, 20)])
