@@ -16,7 +16,8 @@ overhead; that is the issue's target figure.
 
 A model compiled with gears (docs/gears.md) is timed at every gear, next to ONNX Runtime on the
 same .onnx at that gear's shapes, and for the cost of a gear switch: the run time of a gear
-right after a run of another gear against right after a run of its own.
+right after a run of another gear against right after a run of its own. A dynamic-shape model
+is timed at the shapes --input-shape names (bench_shapes.py).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import numpy as np
 from ..errors import InputError, ModelError, Om2Error, RuntimeFailure
 from ..runtime import gears as gears_mod
 from . import bench_report as report
-from . import parsing
+from . import bench_shapes, parsing
 
 DEFAULT_PHASE_LOADS = 20
 
@@ -284,14 +285,16 @@ def measure_loads(model_path, onnx_path, threads: int, loads: int, max_seconds: 
 
 def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int = 50, warmup: int = 5,
             loads: int = 10, seed: int = 0, feeds: dict | None = None, max_seconds: float | None = None,
-            switch: tuple[int, int] | None = None) -> dict:
+            switch: tuple[int, int] | None = None, shapes: list[dict] | None = None) -> dict:
     """Everything `om2gen bench` prints, as a dict (times in milliseconds).
 
     feeds: {name: array} overriding the random inputs (and giving ORT-only inputs);
     max_seconds: a time budget for each of the load and run measurements (at least 3 loads and
     5 runs are always made). A model with gears is measured at every gear (`gears`: one entry
     per gear with the figures a static model has at the top level) and for the cost of a gear
-    switch (`switch`) between the gears `switch` names (default: its first two)."""
+    switch (`switch`) between the gears `switch` names (default: its first two). A dynamic-shape
+    model is measured at each of `shapes` ({input: shape} each; default: its largest), with the
+    first run at each (`shapes` in the result: bench_shapes.py)."""
     threads = threads or default_threads()
     if threads < 1 or runs < 1 or warmup < 0 or loads < 1:
         raise InputError(f"bench needs threads >= 1, runs >= 1, warmup >= 0, loads >= 1 "
@@ -313,7 +316,13 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
                              "data": "given" if t.name in given else f"random, seed {seed}"} for t in model.inputs]
         timing = {"runs": runs, "warmup": warmup, "max_seconds": max_seconds,
                   "idle_gap": IDLE_GAP_SECONDS if threads > 1 and session is not None else 0.0}
-        if model._gears is None:
+        if bench_shapes.is_dynamic(model):
+            result.update(bench_shapes.measure_shapes(model, session, onnx_path, given, seed, timing, shapes))
+        elif shapes:
+            fixed = ", ".join(f"{t.name}{list(t.shape)}" for t in model.inputs)
+            raise InputError(f"--input-shape: {model_path} runs at one shape per input ({fixed}); --input-shape "
+                             "picks the run shapes of a dynamic-shape model")
+        elif model._gears is None:
             f = run_feeds(model.inputs, given, seed)
             result.update(run_figures(_timed_blocks(_blocks(model, session, onnx_path, f, given), **timing)))
         else:
@@ -559,6 +568,9 @@ def add_parser(sub) -> None:
     b.add_argument("--switch", type=_gear_pair, metavar="I,J",
                    help="a model with gears: the two gears (indices into Model.gears) whose switch is timed "
                         "(default: the first two)")
+    b.add_argument("--input-shape", action="append", type=parsing.shape_arg, metavar="NAME:DIMS[;NAME:DIMS]",
+                   help="a dynamic-shape model: one run shape to time, in ATC's syntax (repeatable: one use per "
+                        "shape; default: its largest)")
     b.add_argument("--json", action="store_true", help="machine-readable output")
     b.set_defaults(func=cmd_bench)
 
@@ -600,7 +612,8 @@ def cmd_bench(args) -> int:
     if len(models) != 1:
         raise InputError("bench takes one model; two (or --compare) only with --phases")
     result = measure(models[0], args.onnx, threads=args.threads, runs=args.runs, warmup=args.warmup,
-                     loads=args.loads or 10, seed=args.seed, feeds=_read_inputs(args.input), switch=args.switch)
+                     loads=args.loads or 10, seed=args.seed, feeds=_read_inputs(args.input), switch=args.switch,
+                     shapes=[parsing.merged([group], "--input-shape") for group in args.input_shape or []])
     print(json.dumps(result, indent=1) if args.json else report.render_text(result))
     sys.stdout.flush()
     return 0

@@ -38,6 +38,8 @@ def _header(r: dict, what: str, counts: str) -> list[str]:
 def render_text(r: dict) -> str:
     if "gears" in r:
         return render_gears(r)
+    if "shapes" in r:
+        return render_shapes(r)
     ort = r["onnx"] is not None
     lines = _header(r, r["format"], f", {r['run']['om2gen']['n']} runs")
     cols = ["om2gen"] + (["ORT", "om2gen/ORT"] if ort else [])
@@ -94,20 +96,47 @@ def _shapes(shapes: dict) -> str:
     return ", ".join(f"{n}[{','.join(map(str, s))}]" for n, s in shapes.items())
 
 
-def render_gears(r: dict) -> str:
-    """A model with gears: its load times, the run figures at every gear and the gear switch."""
+def _per_shape_intro(r: dict, what: str, counts: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The header and load table of a model timed at several shapes (gears, dynamic), and its
+    engines as (result key, column label)."""
     ort = r["onnx"] is not None
-    gears = r["gears"]
-    lines = _header(r, f"{r['format']}, {len(gears)} gears of {r['gear_type']}",
-                    f"; per gear {gears[0]['run']['om2gen']['n']} runs")
+    lines = _header(r, what, counts) + _load_rows(r, ort)
+    return lines, [("om2gen", "om2gen")] + ([("onnxruntime", "ORT")] if ort else [])
+
+
+def _load_rows(r: dict, ort: bool) -> list[str]:
     load = [("", "om2gen", *(["ORT", "om2gen/ORT"] if ort else []))]
     for label, key in (("load, median", "median_ms"), ("load, first in process", "first_ms")):
         lo = r["load"]
         load.append((label, _ms(lo["om2gen"][key]),
                      *([_ms(lo["onnxruntime"][key]), _x(ratio(lo["om2gen"][key], lo["onnxruntime"][key]))] if ort
                        else [])))
-    lines += _table(load)
-    engines = [("om2gen", "om2gen")] + ([("onnxruntime", "ORT")] if ort else [])
+    return _table(load)
+
+
+def render_shapes(r: dict) -> str:
+    """A dynamic-shape model: its load times, then per run shape the first run at it and the run figures."""
+    ort = r["onnx"] is not None
+    shapes = r["shapes"]
+    lines, engines = _per_shape_intro(r, f"{r['format']}, dynamic shapes, {len(shapes)} run shape(s)",
+                                      f"; per shape {shapes[0]['run']['om2gen']['n']} runs")
+    lines += ["", "run at each shape (ms); first = the first run the loaded model makes at that shape"]
+    rows = [("shapes", *(f"{name} {k}" for _, name in engines for k in ("first", "median", "p90", "min")),
+             *(["om2gen/ORT"] if ort else []))]
+    for s in shapes:
+        rows.append((_shapes(s["shapes"]),
+                     *(v for e, _ in engines for v in (_ms(s["first_run_ms"][e]),
+                                                        *(_ms(s["run"][e][k]) for k in ("median_ms", "p90_ms", "min_ms")))),
+                     *([_x(s["ratio"]["run_median"])] if ort else [])))
+    return "\n".join(lines + _table(rows))
+
+
+def render_gears(r: dict) -> str:
+    """A model with gears: its load times, the run figures at every gear and the gear switch."""
+    ort = r["onnx"] is not None
+    gears = r["gears"]
+    lines, engines = _per_shape_intro(r, f"{r['format']}, {len(gears)} gears of {r['gear_type']}",
+                                      f"; per gear {gears[0]['run']['om2gen']['n']} runs")
     lines += ["", "run at each gear (ms)"]
     rows = [("gear", "shapes", *(f"{name} {k}" for _, name in engines for k in ("median", "p90", "min")),
              *(["om2gen/ORT"] if ort else []))]

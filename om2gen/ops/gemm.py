@@ -158,7 +158,8 @@ class MatMul(Op):
     def lower(self, node, ins, outs, ctx):
         sa, sb, batch, _ = self.shapes(node, ins)
         m, k, n = sa[-2], sa[-1], sb[-1]
-        if batch and not ins[0].is_const and tuple(sa[:-2]) == batch and all(d == 1 for d in sb[:-2]):
+        if batch and not ins[0].is_const and tuple(sa[:-2]) == batch and \
+                symbolic.decided(lambda: all(d == 1 for d in sb[:-2]), False):
             # one weight for every batch matrix of A: their rows are one product's (A and Y contiguous)
             m, batch = m * common.prod(batch), ()
         a_strides = [s * m * k for s in common.broadcast_strides(sa[:-2], batch)] if batch else []

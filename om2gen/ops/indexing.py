@@ -103,6 +103,7 @@ class Gather(Op):
 @register("GatherElements", since=11)
 class GatherElements(Op):
     attrs = {"axis": 0}
+    dynamic_shapes = True
 
     def infer(self, node, ins):
         data, indices = ins
@@ -119,15 +120,23 @@ class GatherElements(Op):
         ds = contiguous_strides(data.shape)
         walk = [0 if d == a else ds[d] for d in range(rank)]    # the axis coordinate comes from the index
         inner = indices.shape[-1]
-        rows = indices.size // inner
+        rows = common.prod(indices.shape[:-1])
+        tiling = {"rows": rows}     # with a dynamic model's sizes and strides (common.tiling_field)
+
+        def field(value, key: str):
+            return common.tiling_field(tiling, value, key)
         params = {
             "summary": f"GatherElements axis={a}: {data.describe()}, {indices.describe()} -> {dst.describe()}",
             "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type,
-            "outer": [{"size": indices.shape[d], "stride": walk[d]} for d in range(rank - 2, -1, -1)],
-            "rows": rows, "inner": inner, "inner_stride": walk[-1], "n": data.shape[a], "axis_stride": ds[a],
+            "outer": [{"size": field(indices.shape[d], f"size{d}"), "stride": field(walk[d], f"stride{d}")}
+                      for d in range(rank - 2, -1, -1)],
+            "rows": field(rows, "rows"), "inner": field(inner, "inner"), "inner_stride": field(walk[-1], "inner_stride"),
+            "n": field(data.shape[a], "n"), "axis_stride": field(ds[a], "axis_stride"),
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/gather_elements.c.j2", "GatherElements", params, [data.name, indices.name],
-                          [dst.name], block_dim=common.block_dim_for(rows, inner), tiling={"rows": rows})
+                          [dst.name], block_dim=common.block_dim_for(rows, inner), tiling=tiling)
 
 
 @register("GatherND", since=11)
@@ -222,6 +231,7 @@ class ScatterElements(_Scatter):
     """ScatterElements-11+ (reduction from 16: add/mul, from 18: max/min); Scatter-9 is the same
     without reduction."""
     attrs = {"axis": 0, "reduction": "none"}
+    dynamic_shapes = True
 
     def check(self, node, ins):
         data, indices, updates = ins
@@ -238,18 +248,25 @@ class ScatterElements(_Scatter):
         a = common.axis(node, int(self.attr(node, "axis")), rank)
         red = self.reduction(node, data.dtype)
         ds, qs = contiguous_strides(data.shape), contiguous_strides(indices.shape)
-        lines = indices.size // indices.shape[a]
+        lines = common.prod([q for d, q in enumerate(indices.shape) if d != a])
+        tiling = {"lines": lines}   # with a dynamic model's sizes and strides (common.tiling_field)
+
+        def field(value, key: str):
+            return common.tiling_field(tiling, value, key)
         params = {
             "summary": f"{node.op_type} axis={a} reduction={red}: {data.describe()}, {indices.describe()}, "
                        f"{updates.describe()} -> {dst.describe()} (in place over a copy of the data)",
             "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type, "reduction": red,
             "update_expr": _REDUCE[red],
-            "dims": [{"size": indices.shape[d], "index_stride": qs[d], "out_stride": ds[d]}
-                     for d in range(rank - 1, -1, -1) if d != a],
-            "len": indices.shape[a], "n": data.shape[a], "index_axis_stride": qs[a], "out_axis_stride": ds[a],
+            "dims": [{"size": field(indices.shape[d], f"size{d}"), "index_stride": field(qs[d], f"index_stride{d}"),
+                      "out_stride": field(ds[d], f"out_stride{d}")} for d in range(rank - 1, -1, -1) if d != a],
+            "len": field(indices.shape[a], "len"), "n": field(data.shape[a], "n"),
+            "index_axis_stride": field(qs[a], "index_axis_stride"), "out_axis_stride": field(ds[a], "out_axis_stride"),
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/scatter_elements.c.j2", node.op_type, params, [indices.name, updates.name],
-                          [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling={"lines": lines})
+                          [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling=tiling)
 
 
 @register("Scatter", since=9)

@@ -395,11 +395,16 @@ class DepthToSpace(_BlockRearrange):
             return super().lower(node, ins, outs, ctx)
         cb = c // (b * b)
         rows = n * cb * h * b
+        tiling = {"rows": rows}     # with a dynamic model's sizes (common.tiling_field)
+        sizes = {key: common.tiling_field(tiling, value, key)
+                 for key, value in (("C", c), ("CB", cb), ("H", h), ("W", w), ("OH", h * b), ("OW", w * b),
+                                    ("plane", h * w))}
         params = {"summary": f"DepthToSpace blocksize={b} mode={self.mode(node)}: {x.describe()} -> {y.describe()}",
-                  "ctype": y.dtype.c_type, "mode": self.mode(node), "B": b, "C": c, "CB": cb, "H": h, "W": w,
-                  "OH": h * b, "OW": w * b, "plane": h * w, "block_area": b * b}
+                  "ctype": y.dtype.c_type, "mode": self.mode(node), "B": b, **sizes, "block_area": b * b}
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/depth_to_space.c.j2", node.op_type, params, [x.name], [y.name],
-                          block_dim=common.block_dim_for(rows, w * b), tiling={"rows": rows})
+                          block_dim=common.block_dim_for(rows, w * b), tiling=tiling)
 
     def view(self, node, x):
         n, c, h, w, b = self.blocks(node, x)
@@ -644,11 +649,15 @@ class Trilu(Op):
             k_expr = f"(int64_t)*(const {k.dtype.c_type} *)OM2_ADDR(1)"
             inputs.append(k.name)
         n, m = src.shape[-2:]
-        rows = src.size // m
+        rows = common.prod(src.shape[:-1])
+        tiling = {"rows": rows}     # with a dynamic model's sizes (common.tiling_field)
         upper = bool(self.attr(node, "upper"))
         params = {
             "summary": f"Trilu upper={int(upper)}: {src.describe()} -> {dst.describe()}",
-            "ctype": dst.dtype.c_type, "upper": upper, "n": n, "m": m, "k_expr": k_expr, "out_slot": len(inputs),
+            "ctype": dst.dtype.c_type, "upper": upper, "n": common.tiling_field(tiling, n, "n"),
+            "m": common.tiling_field(tiling, m, "m"), "k_expr": k_expr, "out_slot": len(inputs),
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/trilu.c.j2", "Trilu", params, inputs, [dst.name],
-                          block_dim=common.block_dim_for(rows, m), tiling={"rows": rows})
+                          block_dim=common.block_dim_for(rows, m), tiling=tiling)

@@ -16,7 +16,7 @@ from ..ir import dtypes
 from ..ir.graph import Node, Value
 from ..ir.program import KernelCall
 from . import common
-from .reduce import axis_layout, chunk_len, chunking, dim_groups, template_dims
+from .reduce import along_axis, axis_layout, dim_groups, template_dims
 from .registry import REQUIRED, Op, register
 
 _FLOATS = ("float32", "float64")
@@ -30,14 +30,12 @@ def _require(node: Node, v: Value, allowed=_FLOATS) -> None:
 
 def _along_axis_call(node: Node, x: Value, y: Value, layout: tuple[int, int, int], template: str,
                      extra: dict, what: str) -> KernelCall:
-    outer, length, inner = layout
-    chunk, chunks = chunking(outer, inner, length)
+    tiling: dict = {}
+    sizes, chunk, items = along_axis(layout, tiling)
     params = {"summary": f"{node.op_type} {what}: {x.describe()} -> {y.describe()}",
-              "t": x.dtype.c_type, "len": length, "inner": inner, "slab": length * inner,
-              "chunk": chunk, "chunks": chunks, "n": chunk_len(inner, chunk), **extra}
-    items = outer * chunks
+              "t": x.dtype.c_type, **sizes, **extra}
     return KernelCall(template, node.op_type, params, [x.name], [y.name],
-                      block_dim=common.block_dim_for(items, length * chunk), tiling={"items": items})
+                      block_dim=common.block_dim_for(items, layout[1] * chunk), tiling=tiling)
 
 
 @register("LogSoftmax", "Hardmax", since=1)

@@ -318,6 +318,34 @@ def _dynamic_reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: R
                       block_dim=common.block_dim_for(items, work), tiling=tiling)
 
 
+AXIS_CHUNK = 256    # chunking()'s limit: the most inner positions a work item walks side by side
+
+
+def along_axis(layout: tuple, tiling: dict) -> tuple[dict, int, object]:
+    """The sizes of a kernel that walks an axis of `length` elements `inner` apart, a chunk of
+    adjacent inner positions per work item (len, inner, slab, chunk, chunks, n), with the chunk
+    and the work item count. A dynamic model's sizes become tiling fields (common.tiling_field,
+    added to `tiling`, whose "items" this sets); the chunk stays a number (the kernel's
+    accumulators are arrays of it), the most a work item takes over the range."""
+    outer, length, inner = layout
+    if not any(isinstance(v, symbolic.Expr) for v in layout):
+        chunk, chunks = chunking(outer, inner, length)
+        tiling["items"] = outer * chunks
+        return ({"len": length, "inner": inner, "slab": length * inner, "chunk": chunk, "chunks": chunks,
+                 "n": chunk_len(inner, chunk)}, chunk, outer * chunks)
+    tiling.setdefault("items", 0)   # first in the TilingData, as the static kernel's
+
+    def field(value, key: str):
+        return common.tiling_field(tiling, value, key)
+    chunk = max(1, min(AXIS_CHUNK, symbolic.upper_bound(inner) or AXIS_CHUNK))
+    chunks = symbolic.ceildiv(inner, chunk)
+    inner_ref = field(inner, "inner")
+    n = chunk_len(inner, chunk) if isinstance(inner, int) else f"j0 + {chunk} <= {inner_ref} ? {chunk} : {inner_ref} - j0"
+    tiling["items"] = outer * chunks
+    return ({"len": field(length, "len"), "inner": inner_ref, "slab": field(length * inner, "slab"), "chunk": chunk,
+             "chunks": field(chunks, "chunks"), "n": n, "tiling_fields": list(tiling)}, chunk, outer * chunks)
+
+
 def chunk_len(inner: int, chunk: int) -> str:
     """C expression of how many of a work item's `chunk` positions exist (j0 = its first); a
     constant when chunks tile `inner` exactly, so the compiler sees fixed trip counts."""
@@ -344,17 +372,17 @@ class ArgReduce(Op):
     def lower(self, node, ins, outs, ctx):
         x = ins[0]
         a = common.axis(node, int(self.attr(node, "axis")), len(x.shape))
-        outer, length, inner = axis_layout(x.shape, a)
-        chunk, chunks = chunking(outer, inner, length)
+        layout = axis_layout(x.shape, a)
+        tiling: dict = {}
+        sizes, chunk, items = along_axis(layout, tiling)
+        length = layout[1]
         last = bool(self.attr(node, "select_last_index")) if "select_last_index" in self.attrs else False
         cmp = (">" if node.op_type == "ArgMax" else "<") + ("=" if last else "")
         params = {"summary": f"{node.op_type} axis={a}{' last' if last else ''}: {x.describe()} -> "
                              f"{outs[0].describe()}",
-                  "in_t": x.dtype.c_type, "cmp": cmp, "len": length, "inner": inner, "slab": length * inner,
-                  "chunk": chunk, "chunks": chunks, "n": chunk_len(inner, chunk)}
-        items = outer * chunks
+                  "in_t": x.dtype.c_type, "cmp": cmp, **sizes}
         return KernelCall("kernels/argreduce.c.j2", node.op_type, params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, length * chunk), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, length * chunk), tiling=tiling)
 
 
 @register("ArgMax", "ArgMin", since=12)
@@ -381,17 +409,19 @@ class CumSum(Op):
         if len(axis_vals) != 1:
             raise ShapeError(f"node {node.name!r} (CumSum): axis must be a scalar, got {axis_vals}")
         a = common.axis(node, axis_vals[0], len(x.shape))
-        outer, length, inner = axis_layout(x.shape, a)
-        chunk, chunks = chunking(outer, inner, length)
+        layout = axis_layout(x.shape, a)
+        tiling: dict = {}
+        sizes, chunk, items = along_axis(layout, tiling)
+        length = layout[1]
         reverse = bool(self.attr(node, "reverse"))
         params = {"summary": f"CumSum axis={a} exclusive={self.attr(node, 'exclusive')} reverse={int(reverse)}: "
                              f"{x.describe()} -> {outs[0].describe()}",
                   "t": x.dtype.c_type,
                   "acc": "double" if x.dtype.name in _FLOATS else "uint64_t",
                   "exclusive": bool(self.attr(node, "exclusive")),
-                  "first": length - 1 if reverse else 0, "step": -1 if reverse else 1,
-                  "len": length, "inner": inner, "slab": length * inner, "chunk": chunk, "chunks": chunks,
-                  "n": chunk_len(inner, chunk)}
-        items = outer * chunks
+                  "first": common.tiling_field(tiling, length - 1, "first") if reverse else 0,
+                  "step": -1 if reverse else 1, **sizes}
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/cumsum.c.j2", "CumSum", params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, length * chunk), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, length * chunk), tiling=tiling)

@@ -20,6 +20,7 @@ _TYPES = {"float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "ui
 class TopK(Op):
     """TopK-1: k is an attribute; always the largest, sorted."""
     attrs = {"axis": -1, "k": None}
+    dynamic_shapes = True       # k is a constant; the other sizes may be a dynamic model's (tiling fields)
 
     def k(self, node, ins) -> int:
         k = self.attr(node, "k")
@@ -62,16 +63,21 @@ class TopK(Op):
         items = outer * inner
         block_dim = common.block_dim_for(items, length * max(1, int(np.log2(max(k, 2)))))
         largest = self.largest(node)
+        tiling = {"items": items}   # with a dynamic model's sizes (common.tiling_field)
+        sizes = {key: common.tiling_field(tiling, value, key)
+                 for key, value in (("len", length), ("inner", inner), ("slab", length * inner),
+                                    ("out_slab", k * inner))}
         params = {
             "summary": f"TopK k={k} axis={a} {'largest' if largest else 'smallest'}: {x.describe()} -> "
                        f"{outs[0].describe()}, {outs[1].describe()}",
-            "t": x.dtype.c_type, "k": k, "len": length, "inner": inner, "slab": length * inner,
-            "out_slab": k * inner, "largest": largest, "nan_aware": nan_aware,
+            "t": x.dtype.c_type, "k": k, **sizes, "largest": largest, "nan_aware": nan_aware,
             "greater": "(isnan(a) && !isnan(b)) || a > b" if nan_aware else "a > b",
             "idx_offset": idx_offset, "ws_stride": ws_stride,
         }
+        if len(tiling) > 1:
+            params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/topk.c.j2", "TopK", params, [x.name], [v.name for v in outs], block_dim=block_dim,
-                          tiling={"items": items}, workspace=block_dim * ws_stride)
+                          tiling=tiling, workspace=block_dim * ws_stride)
 
 
 @register("TopK", since=10)

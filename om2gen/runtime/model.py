@@ -63,6 +63,11 @@ class TensorInfo:
         """Bytes of the tensor; of its largest gear for a dynamic one (what a buffer must hold)."""
         return math.prod(self.max_shape or self.shape) * self.dtype.itemsize
 
+    def describe(self) -> str:
+        """"x float32[1, 3, 224, 224]"; a dynamic one's largest shape after it."""
+        largest = f" (at most {list(self.max_shape)})" if self.max_shape is not None else ""
+        return f"{self.name} {self.dtype}{list(self.shape)}{largest}"
+
     @property
     def acl_dtype(self) -> int:
         """The aclDataType code of dtype."""
@@ -538,7 +543,7 @@ class Model:
             if missing:
                 parts.append(f"missing input(s) {', '.join(map(repr, missing))}")
             raise InputError(f"{'; '.join(parts)}; the model's inputs are "
-                             f"{', '.join(f'{t.name} {t.dtype}{list(t.shape)}' for t in self.inputs)}")
+                             f"{', '.join(t.describe() for t in self.inputs)}")
 
     @staticmethod
     def _convert_input(t: TensorInfo, arr) -> np.ndarray:

@@ -3,7 +3,10 @@
 Not written as ONNX by hand: a PyTorch model (token + position + type embeddings, post-LN
 transformer encoder layers with GELU feed-forward, masked self-attention from an int64
 attention mask, a tanh pooler) with seeded weights, exported by torch's own exporter, as a
-user's export would be. Needs torch (not an om2gen dependency):
+user's export would be: torch.onnx.export with dynamo=True (torch.export, the default exporter of torch 2.x)
+and the batch and sequence axes dynamic, so that the file runs at any batch and sequence length
+(the TorchScript exporter, dynamo=False, traced the attention's view(tgt_len, ...) with the
+example's length as a constant). Needs torch and onnxscript (not om2gen dependencies):
 
     pip install torch==2.13.0 onnxscript && python samples/real_models/build_bert.py
 
@@ -39,14 +42,15 @@ class TinyBert(nn.Module):
 def main():
     torch.manual_seed(20261129)
     model = TinyBert().eval()
-    ids = torch.randint(0, VOCAB, (1, SEQ), dtype=torch.int64)
-    mask = torch.ones(1, SEQ, dtype=torch.int64)
-    types = torch.zeros(1, SEQ, dtype=torch.int64)
+    # an example batch of 2: torch.export specialises a dim of size 1 in the example to the constant 1
+    ids = torch.randint(0, VOCAB, (2, SEQ), dtype=torch.int64)
+    mask = torch.ones(2, SEQ, dtype=torch.int64)
+    types = torch.zeros(2, SEQ, dtype=torch.int64)
     out = Path(__file__).with_name("bert_tiny.onnx")
     torch.onnx.export(model, (ids, mask, types), str(out), input_names=["input_ids", "attention_mask", "token_type_ids"],
                       output_names=["last_hidden_state", "pooler_output"], opset_version=17,
                       dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
-                                    "token_type_ids": {0: "batch", 1: "sequence"}}, dynamo=False)
+                                    "token_type_ids": {0: "batch", 1: "sequence"}}, dynamo=True, external_data=False)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
 
 

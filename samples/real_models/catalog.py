@@ -121,8 +121,9 @@ MODELS += [
 ]
 MODELS += [
     RealModel("bert_tiny", "BERT-style encoder (4 layers, hidden 128, seeded weights) exported by torch.onnx "
-              "2.13 (build_bert.py): int64 ids and mask, shape sub-graphs, Where/Expand mask, Erf GELU, LayerNorm",
-              None, "repo:bert_tiny.onnx", "bc14322e8efbc7c1781bcfb81ea0ef9489659febb2c6da460ed062e1f64f3047",
+              "2.13 with dynamo (build_bert.py): dynamic batch and sequence, int64 ids and mask, shape sub-graphs, "
+              "Where/Expand mask, Erf GELU, LayerNorm",
+              None, "repo:bert_tiny.onnx", "4d93231eab9f44e2e8cbab5fa1947302f9c2adc06ef08f628787ca0ef5370326",
               {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, make_inputs=_bert),
 ]
 BY_NAME = {m.name: m for m in MODELS}

@@ -97,18 +97,23 @@ def test_bench_given_inputs(tiny, tmp_path, capsys):
     assert {i["name"]: i["data"] for i in r["inputs"]} == {"x": "given", "y": "random, seed 0"}
 
 
-@pytest.fixture(scope="module")
-def geared(tmp_path_factory):
-    """z = relu(x + b) over x[N, 8], compiled with gears of the batch 1, 2, 4."""
-    d = tmp_path_factory.mktemp("bench_gears")
+def _batched_add_relu() -> onnx.ModelProto:
+    """z = relu(x + b) over x[N, 8]."""
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Relu", ["s"], ["z"])], "geared",
+        [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Relu", ["s"], ["z"])], "batched",
         [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 8])],
         [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, ["N", 8])],
         [onnx.numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    onnx.save(model, d / "geared.onnx")
+    return model
+
+
+@pytest.fixture(scope="module")
+def geared(tmp_path_factory):
+    """z = relu(x + b) over x[N, 8], compiled with gears of the batch 1, 2, 4."""
+    d = tmp_path_factory.mktemp("bench_gears")
+    onnx.save(_batched_add_relu(), d / "geared.onnx")
     om2gen.compile(d / "geared.onnx", d / "geared.om2", input_shapes={"x": (-1, 8)}, dynamic_batch_size=[1, 2, 4])
     return d
 
@@ -308,3 +313,50 @@ def test_bench_gears_measures_and_prints_every_figure(geared, tmp_path, monkeypa
         assert len(row.strip("|").split("|")) == 8, row
     assert sum(ln.startswith("| 1 | om2gen | x[") or ln.startswith("| 1 | ORT | x[") for ln in text.splitlines()) == 4
     assert "| 3 gears |" in text and "| static, largest gear |" in text
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    """z = relu(x + b) over x[N, 8] with N dynamic in 1~16."""
+    d = tmp_path_factory.mktemp("bench_dynamic")
+    onnx.save(_batched_add_relu(), d / "dyn.onnx")
+    om2gen.compile(d / "dyn.onnx", d / "dyn.om2", input_shapes={"x": ("1~16", 8)})
+    return d
+
+
+def test_bench_of_a_dynamic_model_times_each_shape_and_its_first_run(dynamic, capsys):
+    assert main(["bench", str(dynamic / "dyn.om2"), "--onnx", str(dynamic / "dyn.onnx"), "--input-shape", "x:3,8",
+                 "--input-shape", "x:16,8", *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "(OM2, dynamic shapes, 2 run shape(s))" in out and "per shape 3 runs" in out
+    table = out.split("first = the first run the loaded model makes at that shape\n")[1].splitlines()
+    assert table[0].split()[:3] == ["shapes", "om2gen", "first"]
+    for row, batch in zip(table[1:], (3, 16)):
+        cells = row.split()
+        assert cells[0] == f"x[{batch},8]" and len(cells) == 10, cells   # 2 x (first + 3 figures) and the ratio
+
+
+def test_bench_of_a_dynamic_model_json_defaults_to_its_largest_shape(dynamic, capsys, tmp_path):
+    assert main(["bench", str(dynamic / "dyn.om2"), "--onnx", str(dynamic / "dyn.onnx"), "--json", *RUN]) == 0
+    r = json.loads(capsys.readouterr().out)
+    (s,) = r["shapes"]
+    assert s["shapes"] == {"x": [16, 8]} and "run" not in r
+    for engine in ("om2gen", "onnxruntime"):
+        assert s["run"][engine]["n"] == 3 and s["first_run_ms"][engine] > 0
+    assert s["ratio"]["run_median"] == pytest.approx(s["run"]["om2gen"]["median_ms"] /
+                                                     s["run"]["onnxruntime"]["median_ms"])
+    np.save(tmp_path / "x.npy", np.ones((5, 8), np.float32))   # a given array's shape is the run shape
+    assert main(["bench", str(dynamic / "dyn.om2"), "--input", f"x={tmp_path / 'x.npy'}", "--json", *RUN]) == 0
+    assert [s["shapes"] for s in json.loads(capsys.readouterr().out)["shapes"]] == [{"x": [5, 8]}]
+
+
+@pytest.mark.parametrize("model, shape, message", [
+    ("dyn", "x:17,8", "dim 0 (N) must be in 1~16"),
+    ("dyn", "y:2,8", "names y, which the model has not"),
+    ("dyn", "x:1~4,8", "a run shape has sizes, not ranges or -1"),
+    ("tiny", "x:1,8", "--input-shape picks the run shapes of a dynamic-shape model"),
+])
+def test_bench_input_shape_errors(dynamic, tiny, capsys, model, shape, message):
+    path = dynamic / "dyn.om2" if model == "dyn" else tiny / "tiny.om2"
+    assert main(["bench", str(path), "--input-shape", shape, *RUN]) != 0
+    assert message in capsys.readouterr().err

@@ -199,13 +199,27 @@ def test_concat_along_and_beside_a_dynamic_axis(tmp_path):
             assert np.array_equal(got, ort_run(m, feeds)[0])
 
 
-def _one_node(node, inputs: dict, outputs: list, inits=()):
-    m = _model([node], {n: [f"{n}{i}" for i in range(rank)] for n, rank in inputs.items()}, {}, inits)
+def _one_node(node, inputs: dict, outputs: list, inits=(), opset=17, int64_outputs=(), int64_inputs=(), shared=False):
+    """shared: every input's dim i is the one symbol d<i> (else each input's own)."""
+    m = _model([node], {n: [f"d{i}" if shared else f"{n}{i}" for i in range(rank)] for n, rank in inputs.items()}, {},
+               inits)
+    m.opset_import[0].version = opset
+    for vi in m.graph.input:
+        if vi.name in int64_inputs:
+            vi.type.tensor_type.elem_type = TensorProto.INT64
     for name in outputs:
-        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+        vi = helper.make_tensor_value_info(name, TensorProto.INT64 if name in int64_outputs else TensorProto.FLOAT, None)
         vi.type.tensor_type.shape.SetInParent()   # rank unknown: om2gen infers it
         m.graph.output.append(vi)
     return m
+
+
+def _const(values, name: str):
+    return numpy_helper.from_array(np.asarray(values), name)
+
+
+def _rows(rng, n):
+    return {"x": rng.standard_normal((n % 4 + 1, 4, 3 * n)).astype(np.float32)}
 
 
 _SINGLE = {
@@ -221,13 +235,82 @@ _SINGLE = {
                                       [numpy_helper.from_array(np.array([0, 1, 3, 0, 1, 2], np.int64), "p")]),
                     {"x": ("1~4", 3, "4~40")}, lambda rng, n: {"x": rng.standard_normal((n % 4 + 1, 3, 4 * n)).astype(
                         np.float32)}),
+    "group_norm": (lambda: _one_node(helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2),
+                                     {"x": 3}, ["y"], [_const(np.linspace(0.5, 2, 4, dtype=np.float32), "s"),
+                                                       _const(np.linspace(-1, 1, 4, dtype=np.float32), "b")], opset=21),
+                   {"x": ("1~4", 4, "1~40")}, _rows),
+    "batch_norm": (lambda: _one_node(helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"]), {"x": 3},
+                                     ["y"], [_const(np.linspace(0.5, 2, 4, dtype=np.float32), "s"),
+                                             _const(np.linspace(-1, 1, 4, dtype=np.float32), "b"),
+                                             _const(np.linspace(-1, 1, 4, dtype=np.float32), "m"),
+                                             _const(np.linspace(0.5, 1, 4, dtype=np.float32), "v")]),
+                   {"x": ("1~4", 4, "1~40")}, _rows),
+    "top_k": (lambda: _one_node(helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1), {"x": 3}, ["v", "i"],
+                                [_const(np.array([3], np.int64), "k")], int64_outputs={"i"}),
+              {"x": ("1~4", 4, "3~40")}, _rows),
+    "top_k_smallest_over_the_batch": (
+        lambda: _one_node(helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=0, largest=0), {"x": 3}, ["v", "i"],
+                          [_const(np.array([1], np.int64), "k")], int64_outputs={"i"}),
+        {"x": ("1~4", 4, "3~40")}, _rows),
 }
+
+
+def _along(op: str, outputs=("y",), int64_outputs=(), inits=(), inputs=("x",), **attrs):
+    """One node over x[N, 4, L] (N in 1~4, L in 3~40)."""
+    return (lambda: _one_node(helper.make_node(op, list(inputs), list(outputs), **attrs), {"x": 3}, list(outputs),
+                              list(inits), int64_outputs=set(int64_outputs)),
+            {"x": ("1~4", 4, "3~40")}, _rows)
+
+
+def _image(rng, n):
+    return {"x": rng.standard_normal((n % 4 + 1, 8, n % 9 + 1, 9 - n % 9)).astype(np.float32)}
+
+
+def _same_shape(*names, index=None):
+    def feeds(rng, n):
+        shape = (n % 4 + 1, 4, 3 * n)
+        out = {k: rng.standard_normal(shape).astype(np.float32) for k in names}
+        if index is not None:
+            out[index] = np.stack([rng.permutation(shape[2]) for _ in range(shape[0] * 4)]).reshape(shape).astype(np.int64)
+            out[index][..., ::2] -= shape[2]      # negative indices count from the end
+        return out
+    return feeds
+
+
+_SINGLE.update({
+    "gather_elements": (lambda: _one_node(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=2), {"x": 3, "i": 3},
+                                          ["y"], int64_inputs={"i"}, shared=True),
+                        {"x": ("1~4", 4, "3~40"), "i": ("1~4", 4, "3~40")}, _same_shape("x", index="i")),
+    "scatter_elements_add": (
+        lambda: _one_node(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=2, reduction="add"),
+                          {"x": 3, "i": 3, "u": 3}, ["y"], opset=18, int64_inputs={"i"}, shared=True),
+        {k: ("1~4", 4, "3~40") for k in "xiu"}, _same_shape("x", "u", index="i")),
+    # an axis walked with the inner positions dynamic (axis 1) or the length dynamic (the last)
+    "cumsum_reverse_exclusive": _along("CumSum", inits=[_const(np.array(1, np.int64), "a")], inputs=("x", "a"),
+                                       reverse=1, exclusive=1),
+    "cumsum_last": _along("CumSum", inits=[_const(np.array(2, np.int64), "a")], inputs=("x", "a")),
+    "argmin_axis1": _along("ArgMin", int64_outputs={"y"}, axis=1, keepdims=0),
+    "argmax_last": _along("ArgMax", int64_outputs={"y"}, axis=2),
+    "log_softmax_axis1": _along("LogSoftmax", axis=1),
+    "hardmax_last": _along("Hardmax", axis=-1),
+    "lp_norm_batch": _along("LpNormalization", axis=0, p=1),
+    "trilu": _along("Trilu"),
+    "depth_to_space": (lambda: _one_node(helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), {"x": 4}, ["y"]),
+                       {"x": ("1~4", 8, "1~9", "1~9")}, _image),
+    "conv_transpose": (lambda: _one_node(helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2]), {"x": 4},
+                                         ["y"], [_const(np.linspace(-1, 1, 96, dtype=np.float32).reshape(8, 3, 2, 2), "w")]),
+                       {"x": ("1~4", 8, "1~9", "1~9")}, _image),
+})
 
 
 @pytest.mark.parametrize("name", sorted(_SINGLE))
 def test_single_ops_at_several_shapes(name, tmp_path):
-    """Split of a dynamic tensor, InstanceNormalization over a dynamic length (its mean divides by
-    the run's count), Pad in reflect mode over a dynamic axis (the source index computed)."""
+    """Split of a dynamic tensor, InstanceNormalization and GroupNormalization over a dynamic length
+    (their means divide by the run's count), BatchNormalization left unfused, Pad in reflect mode over
+    a dynamic axis (the source index computed), TopK along a dynamic axis and across a dynamic batch;
+    the ops that walk one axis (CumSum, ArgMin/ArgMax, LogSoftmax, Hardmax, LpNormalization), Trilu,
+    DepthToSpace and ConvTranspose (as GEMM then DepthToSpace), GatherElements and ScatterElements,
+    with both the axis and the rest dynamic."""
     build, shapes, feeds = _SINGLE[name]
     m = build()
     om2gen.compile(m, tmp_path / "m.om2", input_shapes=shapes)

@@ -8,9 +8,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from helpers import check_model, make_model, rand
+from helpers import assert_close, check_model, make_model, ort_run, rand
 from onnx import helper
 
+import om2gen
 from om2gen import pipeline
 from om2gen.errors import CompileError
 from om2gen.ops import gemm_pack, winograd
@@ -58,6 +59,23 @@ def test_winograd_conv(case, target, m, tmp_path, monkeypatch):
     _conv(c["x"], c["w"], c["attrs"], tmp_path, target)
     assert _uses_winograd(tmp_path / "model.om2", m)
 
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_winograd_over_a_dynamic_batch(m, tmp_path, monkeypatch):
+    """A dynamic model whose batch alone varies keeps Winograd (ops/winograd.py): the tile plan is the
+    image's, the batch a tiling field; one archive at several batches, edge tiles included."""
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, str(m))
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])
+    consts = {"w": rand(12, 10, 3, 3, seed=2), "b": rand(12, seed=3)}
+    model = make_model([node], {"x": rand(1, 10, 13, 11)}, ["y"], consts)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    om2gen.compile(model, tmp_path / "model.om2", input_shapes={"x": ("1~6", 10, 13, 11)})
+    assert _uses_winograd(tmp_path / "model.om2", m)
+    with om2gen.load(tmp_path / "model.om2") as loaded:
+        for n in (1, 6, 3, 2):
+            x = rand(n, 10, 13, 11, seed=n)
+            assert_close(loaded.run({"x": x})["y"], ort_run(model, {"x": x})[0], f"batch {n}")
 
 def _uses_winograd(archive, m) -> bool:
     with zipfile.ZipFile(archive) as z:
