@@ -30,7 +30,7 @@ from ..ir import dtypes, symbolic
 from ..ir.graph import LOOP_IO, REGIONS, LoopIO, Node, Value
 from ..ir.program import KernelCall
 from . import common, value_bounds
-from .control import SCOPE, inline_subgraph
+from .control import SCOPE, inline_subgraph, one_element
 from .registry import REQUIRED, Expansion, Op, register
 
 # Unrolled at most (only when the body needs a constant iteration number): iterations, and body
@@ -45,11 +45,13 @@ INT64, BOOL = dtypes.INT64, dtypes.BY_NAME["bool"]
 class Loop(Op):
     attrs = {"body": REQUIRED}
 
-    def infer_regions(self, node, ins, infer_nodes, values, inputs_of=None):
+    def infer_regions(self, node, ins, infer_nodes, values, inputs_of=None, carried_shapes=None):
         """The body inferred as region "body" from the values it reads (its inputs get the initial
-        values' dtypes and shapes); afterwards node.inputs is [M, cond, initial values...] + every
-        outer value the body reads. Returns the outputs' values, or an Expansion (the loop
-        unrolled) when the body needs its iteration number at compile time."""
+        values' dtypes and shapes, or carried_shapes); afterwards node.inputs is [M, cond, initial
+        values...] + every outer value the body reads. Returns the outputs' values, or an
+        Expansion (the loop unrolled) when the body needs its iteration number at compile time.
+        A carried number that starts as [] and that the body makes [1] (Paddle's exports mix the
+        two) is [1] throughout: the body is inferred again with it so."""
         body = self.attr(node, "body")
         while len(node.inputs) < 2:
             node.inputs.append("")
@@ -63,7 +65,8 @@ class Loop(Op):
         prefix = f"{node.name}/body/"
         names = [f"{node.name}/body:{i}" for i in range(len(body.output))]
         body_inputs = [prefix + vi.name for vi in body.input]
-        shapes = [_scalar_shape(body.input[0]), _scalar_shape(body.input[1])] + [v.shape for v in initial]
+        shapes = [_scalar_shape(body.input[0]), _scalar_shape(body.input[1])] \
+            + list(carried_shapes or [v.shape for v in initial])
         types = [INT64, BOOL] + [v.dtype for v in initial]
         before = set(values)
         for name, dt, shape in zip(body_inputs, types, shapes):
@@ -88,9 +91,19 @@ class Loop(Op):
         if kind is None and cond_out.is_const:
             kind = bool(np.asarray(cond_out.const).reshape(-1)[0])
         trips = _trip_count(node, m, cond, kind)
+        read = {i for x in nodes for i in x.inputs}
+        once = m is not None and m.is_const and int(np.asarray(m.const).reshape(-1)[0]) >= 1 \
+            and (cond is None or cond.is_const and bool(np.asarray(cond.const).reshape(-1)[0]))
+        reshaped = [_carried_shape(v, values[names[1 + j]], shape, once and body_inputs[2 + j] not in read)
+                    for j, (v, shape) in enumerate(zip(initial, shapes[2:]))]
+        if reshaped != shapes[2:] and carried_shapes is None:
+            for name in set(values) - before:
+                del values[name]
+            return self.infer_regions(node, ins, infer_nodes, values, inputs_of, reshaped)
         outs = []
         for j, v in enumerate(initial):
             got = values[names[1 + j]]
+            v = Value(v.name, v.dtype, shapes[2 + j])
             if got.dtype != v.dtype or not symbolic.decided(lambda: got.shape == v.shape, False):
                 exc = UnsupportedOpError(
                     f"node {node.name!r} (Loop): loop-carried value {body.input[2 + j].name!r} starts as "
@@ -121,6 +134,18 @@ class Loop(Op):
 
     def infer(self, node, ins):
         raise AssertionError("Loop is inferred through infer_regions")
+
+
+def _carried_shape(initial: Value, got: Value, shape: tuple, unread: bool) -> tuple:
+    """The shape a carried value takes through the loop: its initial one; the body's where that
+    is the same number in other unit dims ([] and [1]); or the body's where the body never reads
+    the value and runs at least once (Paddle's exports start a value the loop defines as a
+    placeholder scalar), so no iteration and no output sees the initial one."""
+    if got.dtype != initial.dtype or not got.is_static:
+        return shape
+    if one_element(initial, got) or unread:
+        return got.shape
+    return shape
 
 
 def _bound_inputs(node, body, prefix: str, names: list[str], body_inputs: list[str], m, initial, values) -> None:
