@@ -99,7 +99,8 @@ def render_text(info: dict) -> str:
                 lines.append(f"  {kind} {io['name']}: {io['dtype']}{io['shape']}{dims}")
         for s in dyn.get("symbols", []):
             lo, hi = s["range"]
-            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} (input {s['input']} dim {s['axis']})")
+            where = f"the count node {s['producer']} writes" if s.get("producer") else f"input {s['input']} dim {s['axis']}"
+            lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} ({where})")
         lines += gear_lines(model.get("gears"))
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")
         custom = model.get("custom_ops") or {}

@@ -264,9 +264,9 @@ def _model(graph: Graph, nodes: list) -> onnx.ModelProto:
     used = {n for node in nodes for n in node.input}
     inits = [numpy_helper.from_array(v.const, name) for name, v in graph.values.items() if v.is_const and name in used]
 
-    def io(name):
+    def io(name):   # a size the run decides (NonZero's count) is a named dim
         v = graph.values[name]
-        return helper.make_tensor_value_info(name, v.dtype.onnx, list(v.shape))
+        return helper.make_tensor_value_info(name, v.dtype.onnx, [d if isinstance(d, int) else str(d) for d in v.shape])
     g = helper.make_graph(nodes, graph.name, [io(n) for n in graph.inputs], [io(n) for n in graph.outputs], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(graph.opsets.items())],
                              producer_name="om2gen compile-op")

@@ -18,6 +18,7 @@ import dataclasses
 
 import numpy as np
 
+from ..errors import UnsupportedOpError
 from ..ir import dtypes
 from ..ir.gears import CASE_NODE, MAP_INDEX_NODE, SHAPE_DATA_INPUT, SUFFIX, TABLE_CONST, branch_key
 from ..ir.graph import CASE_IO, LOOP_IO, ORIGIN_DIMS, REGIONS, Derivation, Graph, Node, Value
@@ -30,6 +31,13 @@ def merge(spec: GearSpec, graphs: list[Graph]) -> Graph:
     """The model of all gears from graphs[i], the graph compiled at gear i (the same model,
     imported with spec.shapes(i) and optimized)."""
     first = graphs[0]
+    for g in graphs:    # a gear is a static graph: a size its data decides has no place in one
+        counted = next((n for n in g.nodes if any(o and not g.values[o].is_static for o in n.outputs)), None)
+        if counted is not None:
+            raise UnsupportedOpError(
+                f"node {counted.name!r} ({counted.op_type}) makes an output whose size its data decides (a "
+                "data-dependent count, docs/dynamic-shapes.md); gears compile a static graph per shape and cannot "
+                "hold it: give the varying dims a range lo~hi instead of gears (a dynamic model)")
     values: dict[str, Value] = {}
     regions, case_io, source_ops = {}, {}, {}
     renames = []

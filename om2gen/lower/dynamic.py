@@ -56,7 +56,7 @@ def _counts(state: Lowering) -> list[tuple[str, symbolic.Sym]]:
     for step in state.steps:
         name = getattr(step.call, "count_symbol", "")
         if name:
-            made = symbolic.symbols([d for o in step.call.outputs for d in state.graph.values[o].shape])
+            made = symbolic.symbols([d for o in step.node.outputs if o for d in state.graph.values[o].shape])
             out.append((step.node.name, next(s for s in made if s.name == name)))
     return out
 

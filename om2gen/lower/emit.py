@@ -104,15 +104,16 @@ def _emit_loop(state: Lowering, node: Node) -> None:
     for src, dst in zip(node.inputs[2:2 + n], carried):
         if dst.size:
             state.add(node, copy_call(values[src], dst))
+    count = loop.scan_count(node, values)   # scan rows the run decides (a data-dependent count)
     state.add(node, loop.control_call(node, first=True, iteration=iteration, cond_in=cond_in, index=index,
-                                      max_trips=trips, cond=cond, cond_exits=cond is not None))
+                                      max_trips=trips, cond=cond, cond_exits=cond is not None, count_symbol=count))
     body_label, exit_label = state.new_label(), state.new_label()
     state.add(node, Control("switch", [body_label, exit_label], index.name, note="loop"))
     start = len(state.steps)
     state.add(node, Control("label", [body_label], note="body"))
     emit(state, nodes)
     for src, dst in zip(names[1 + n:], node.outputs[n:]):
-        if dst and values[dst].size:
+        if dst and symbolic.decided(lambda: values[dst].size != 0, True):
             state.add(node, loop.scan_write_call(node, values[src], iteration, values[dst]))
     overwritten = {iteration.name, cond_in.name, *(c.name for c in carried)}
 
@@ -129,7 +130,7 @@ def _emit_loop(state: Lowering, node: Node) -> None:
     updates = [(read(src, dst, f"staged_carried{j}"), dst) for j, (src, dst) in enumerate(zip(names[1:1 + n], carried))
                if dst.size and state.root(src) != dst.name]
     state.add(node, loop.control_call(node, first=False, iteration=iteration, cond_in=cond_in, index=index,
-                                      max_trips=trips, cond=cond_out, cond_exits=io.cond_exits))
+                                      max_trips=trips, cond=cond_out, cond_exits=io.cond_exits, count_symbol=count))
     for src, dst in updates:
         state.add(node, copy_call(src, dst))
     state.add(node, Control("switch", [body_label, exit_label], index.name, note="next"))

@@ -41,6 +41,8 @@ def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspa
         for name in ([] if isinstance(call, Control) else call.outputs):
             if name:   # "": an omitted custom-op output
                 first.setdefault(state.root(name), t)
+                # a later writer keeps it too (a Loop's LoopNext writes cond_in, which no body step may read)
+                last[state.root(name)] = max(last.get(state.root(name), t), t)
     for r, t in last.items():
         if r not in first and r not in inputs and r not in output_of and r not in constants:
             # an empty tensor whose producer was skipped (nothing to compute) read by a node whose

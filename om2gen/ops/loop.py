@@ -119,10 +119,13 @@ class Loop(Op):
                                  _sources(node, m, cond, kind, inputs_of))
             outs.append(Value("", v.dtype, v.shape))
         used = [s < len(node.outputs) - n and bool(node.outputs[n + s]) for s in range(k)]
-        if any(used) and trips is None:
-            raise _scan_error(node, body, m, cond, n, _sources(node, m, cond, kind, inputs_of))
+        rows = trips
+        if any(used) and trips is None:     # the rows a count the run decides, bounded by a constant M
+            if m is None or not m.is_const:
+                raise _scan_error(node, body, m, cond, n, _sources(node, m, cond, kind, inputs_of))
+            rows = common.count_dim(node, max(int(np.asarray(m.const).reshape(-1)[0]), 0))
         scans = [values[x] for x in names[1 + n:]]
-        outs += [Value("", v.dtype, (trips if u else 0,) + tuple(v.shape)) for v, u in zip(scans, used)]
+        outs += [Value("", v.dtype, (rows if u else 0,) + tuple(v.shape)) for v, u in zip(scans, used)]
 
         node.attrs[REGIONS] = {"body": (nodes, names)}
         node.attrs[LOOP_IO] = LoopIO(body_inputs, n, trips, cond is not None)
@@ -268,15 +271,16 @@ def _scan_error(node, body, m, cond, n: int, sources: list[str]) -> ShapeError:
     """A scan output whose row count (the trip count) is only known at run time."""
     scans = ", ".join(repr(vi.name) for vi, out in zip(body.output[1 + n:], node.outputs[n:]) if out)
     where = f"node {node.name!r} (Loop): its scan output(s) {scans} get one row per iteration, and"
-    need = "a data-dependent shape needs dynamic shapes, and om2gen compiles static ones"
+    need = ("the rows are then a count only the run knows, which om2gen bounds by the trip count M: M must be a "
+            "constant")
     if sources:
         return NeedsConstantError(f"{where} {_run_time(m, cond)} computed at run time (from "
                                   f"{', '.join(map(repr, sources))}): {need}. To compile it with a trip count known "
                                   f"at compile time, {_freeze_advice(sources)}", sources[0])
     return UnsupportedOpError(f"{where} the body computes its condition at run time, so how many rows there are is "
-                              f"data-dependent: {need}. om2gen compiles scan outputs of loops whose trip count is "
-                              "known at compile time (M constant, cond constant, and the body's cond output a "
-                              "constant or its cond input); carried values alone may use a run-time count")
+                              f"data-dependent: {need}, and this Loop's is "
+                              f"{'missing' if m is None else 'computed at run time'}. Give it a constant M (the most "
+                              "iterations it may run); carried values alone may use a run-time count")
 
 
 def _unrolled(node, body: onnx.GraphProto, n: int, k: int, trips: int | None, counter_shapes, exc: ShapeError,
@@ -346,12 +350,23 @@ def _unsqueeze0(name: str, src: str, out: str, opset: int) -> list[Node]:
 # ---------------------------------------------------------------------------------------------
 # the loop's own kernels (lower/emit.py places them)
 
+def scan_count(node: Node, values: dict) -> str:
+    """The symbol of a Loop's scan rows when the run decides them (a data-dependent count, in 0~M),
+    else "": its control steps write it, iteration_num being the rows so far."""
+    for name in node.outputs[node.attrs[LOOP_IO].carried:]:
+        rows = values[name].shape[0] if name else 0
+        if isinstance(rows, symbolic.Expr):
+            return symbolic.symbols(rows).pop().name
+    return ""
+
+
 def control_call(node: Node, *, first: bool, iteration: Value, cond_in: Value, index: Value, max_trips: Value | None,
-                 cond: Value | None, cond_exits: bool) -> KernelCall:
+                 cond: Value | None, cond_exits: bool, count_symbol: str = "") -> KernelCall:
     """LoopEnter (first: iteration_num = 0, cond_in = cond or true) or LoopNext (iteration_num + 1,
     cond_in = the body's cond output), then index = 0 (run the body) if iteration_num < M (when
     there is an M) and cond_in (when cond_exits), else 1 (exit): the uint32 the loop's
-    LABEL_SWITCH_BY_INDEX reads. LoopNext updates iteration_num in place (read and written)."""
+    LABEL_SWITCH_BY_INDEX reads. LoopNext updates iteration_num in place (read and written).
+    count_symbol (scan_count): written iteration_num too, which at the exit is the scan rows."""
     inputs = ([] if first else [iteration.name]) + ([max_trips.name] if max_trips is not None else []) \
         + ([cond.name] if cond is not None else [])
     slot = {name: i for i, name in reversed(list(enumerate(inputs)))}
@@ -363,12 +378,14 @@ def control_call(node: Node, *, first: bool, iteration: Value, cond_in: Value, i
               "first": first, "iteration_in": None if first else slot[iteration.name],
               "max_trips": slot[max_trips.name] if max_trips is not None else None,
               "cond": slot[cond.name] if cond is not None else None, "cond_exits": cond_exits}
-    return KernelCall("kernels/loop_control.c.j2", what, params, inputs, [iteration.name, cond_in.name, index.name])
+    return KernelCall("kernels/loop_control.c.j2", what, params, inputs, [iteration.name, cond_in.name, index.name],
+                      count_symbol=count_symbol)
 
 
 def scan_write_call(node: Node, value: Value, iteration: Value, scan: Value) -> KernelCall:
     """Row iteration_num of a scan output = this iteration's scan value."""
     params = {"summary": f"Loop {node.name!r} scan output: {value.describe()} into row iteration_num of "
                          f"{scan.describe()}", "ctype": value.dtype.c_type}
+    rows = symbolic.upper_bound(scan.shape[0])   # (a run-time count: its bound, the rows planned)
     return KernelCall("kernels/loop_scan.c.j2", "LoopScan", params, [value.name, iteration.name], [scan.name],
-                      block_dim=common.block_dim_for(value.size), tiling={"trips": scan.shape[0], "row": value.size})
+                      block_dim=common.block_dim_for(value.size), tiling={"trips": rows, "row": value.size})

@@ -459,11 +459,12 @@ class Model:
             run = self._runs[0]
             keep, flat = [], []
             for (name, dtype, shape, tensor, info), arr in zip(run.in_spec, arrays):
+                dims = arr.shape    # (ascontiguousarray makes a scalar [1], one dim more than its GertTensor holds)
                 arr = np.ascontiguousarray(arr)
                 buf = ffi.from_buffer(arr)
                 keep.append(buf)
                 tensor.data, tensor.size = buf, arr.nbytes
-                for k, d in enumerate(arr.shape):
+                for k, d in enumerate(dims):
                     tensor.dims[k] = d
             for (name, dtype, shape, tensor), t in zip(run.out_spec, self.outputs):
                 out = np.empty(dynamic_mod.elements(t.max_shape or t.shape), dtype)

@@ -155,7 +155,7 @@ def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs:
         return data
 
     command = _shown(cc, args)
-    data, cached = _cached([source, *command, _version(cc)], ".so", produce)
+    data, cached = _cached([source, *command, _version(cc), headers_digest()], ".so", produce)
     return BuildResult(data, [command], cached)
 
 
@@ -196,7 +196,7 @@ def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
                 return (Path(tmp) / obj).read_bytes()
 
         command = _shown(cxx, args)
-        data, cached = _cached([text, *command, _version(cxx)], ".o", produce)
+        data, cached = _cached([text, *command, _version(cxx), headers_digest()], ".o", produce)
         any_built |= not cached
         commands.append(command)
         objects.append((obj, data))

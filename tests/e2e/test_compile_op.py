@@ -49,6 +49,14 @@ def test_conv_with_constant_weights_and_bias(tmp_path):
     assert model.opset_import[0].version == newest_opset()
 
 
+def test_an_op_whose_output_count_the_data_decides(tmp_path):
+    """NonZero's count is a named dim of the one-node model (docs/dynamic-shapes.md)."""
+    x = np.array([[0, 1.5, 0], [2, 0, -1]], np.float32)
+    model, got = _check(tmp_path, "NonZero", ["x:float32:2,3"], None, {"x": x})
+    assert got["Y"].shape == (2, 3)
+    assert model.graph.output[0].type.tensor_type.shape.dim[1].dim_param
+
+
 def test_matmul_both_inputs_at_run_time(tmp_path):
     _check(tmp_path, "MatMul", ["a:float32:2,5,7", "b:float32:7,3"], None,
            {"a": rand(2, 5, 7, seed=4), "b": rand(7, 3, seed=5)})

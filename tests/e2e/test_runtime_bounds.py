@@ -6,7 +6,7 @@ bounds against ONNX Runtime: lengths 0, 1 and more, negative bounds, bounds clam
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from tests.e2e.test_data_dependent import _check, _model
+from tests.ops.test_data_dependent import _check, _model
 
 import om2gen
 from om2gen.errors import UnsupportedOpError

@@ -79,8 +79,8 @@ def test_unsupported_op_names_node_type_and_opset(tmp_path):
 def test_every_unsupported_op_type_is_named_in_one_error(tmp_path):
     """Each unsupported type once, with its node count and a node name, including one inside an If
     branch and one of a custom domain; om2gen's internal operators are not offered as supported."""
-    inner = helper.make_graph([helper.make_node("NonZero", ["a"], ["o"], name="nz_in_branch")], "b", [],
-                              [helper.make_tensor_value_info("o", TensorProto.INT64, [2, 6])])
+    inner = helper.make_graph([helper.make_node("Bernoulli", ["a"], ["o"], name="coin_in_branch")], "b", [],
+                              [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 3])])
     nodes = [helper.make_node("Unique", ["a"], ["u1"], name="uniq_a"), helper.make_node("Unique", ["a"], ["u2"]),
              helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Bar", ["r"], ["y"], name="bar", domain="com.foo"),
@@ -88,14 +88,14 @@ def test_every_unsupported_op_type_is_named_in_one_error(tmp_path):
     graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
                                            helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, [6]) for n in ("u1", "u2", "y")]
-                              + [helper.make_tensor_value_info("z", TensorProto.INT64, [2, 6])])
+                              + [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.foo", 1)])
     with pytest.raises(om2gen.UnsupportedOpError) as e:
         om2gen.compile(model, tmp_path / "o.om2")
     msg = str(e.value)
     assert "uses 3 operator types om2gen does not support" in msg, msg
     assert "Unique (opset 17; 2 nodes, e.g. 'uniq_a')" in msg, msg
-    assert "com.foo.Bar (opset 1; node 'bar')" in msg and "NonZero (opset 17; 2 nodes, e.g. 'nz_in_branch')" in msg
+    assert "com.foo.Bar (opset 1; node 'bar')" in msg and "Bernoulli (opset 17; 2 nodes, e.g. 'coin_in_branch')" in msg
     assert "custom_op_libs=" in msg and "supported operators: Abs," in msg
     assert "Fused" not in msg and "om2gen." not in msg.split("supported operators:")[1], msg
     assert not (tmp_path / "o.om2").exists()

@@ -386,7 +386,7 @@ def test_scan_outputs_with_a_run_time_trip_count_are_refused(tmp_path):
         om2gen.compile(scan_model(m_input=True, cond_computed=False), tmp_path / "x.om2")
     msg = str(info.value)
     assert info.value.value_name == "M" and "'scanner' (Loop)" in msg and "'row'" in msg, msg
-    assert "dynamic shapes" in msg and "input_values={'M': V}" in msg, msg
+    assert "M must be a constant" in msg and "input_values={'M': V}" in msg, msg
     # frozen, the trip count is known and the scan output is [4, 3]
     x = rand(3)
     om2gen.compile(scan_model(m_input=True, cond_computed=False), tmp_path / "f.om2", input_values={"M": 4})
@@ -397,11 +397,18 @@ def test_scan_outputs_with_a_run_time_trip_count_are_refused(tmp_path):
         assert_close(got[name], ref, name)
 
 
-def test_scan_outputs_of_a_while_loop_are_refused(tmp_path):
-    with pytest.raises(om2gen.UnsupportedOpError) as info:
-        om2gen.compile(scan_model(m_input=False, cond_computed=True), tmp_path / "x.om2")
-    msg = str(info.value)
-    assert "'scanner' (Loop)" in msg and "data-dependent" in msg and "dynamic shapes" in msg, msg
+def test_scan_outputs_of_a_while_loop_have_a_data_dependent_row_count(tmp_path):
+    """Its cond computed, its M a constant: the scan rows are a count in 0~M that the run decides
+    (docs/dynamic-shapes.md, "Data-dependent shapes"); one archive, several inputs."""
+    m = scan_model(m_input=False, cond_computed=True)
+    om2gen.compile(m, tmp_path / "x.om2")
+    with om2gen.load(tmp_path / "x.om2") as loaded:
+        for scale in (5.0, 1.0, 0.4, 0.01):
+            x = np.full(3, scale, np.float32)
+            got = loaded.run({"x": x})
+            for name, ref in zip(["y", "rows"], ort_run(m, {"x": x})):
+                assert got[name].shape == ref.shape, (scale, name)
+                assert_close(got[name], ref, name)
 
 
 def test_a_carried_value_changing_shape_is_refused(tmp_path):
@@ -431,3 +438,17 @@ def test_sequence_loop_values_and_endless_loops_are_refused(tmp_path):
                     [("y", T.FLOAT, [2])], {"yes": np.array(True)})
     with pytest.raises(om2gen.UnsupportedOpError, match=r"'forever' \(Loop\).*never ends"):
         om2gen.compile(endless, tmp_path / "forever.om2")
+
+
+def test_cond_in_that_the_body_never_reads_keeps_its_bytes(tmp_path):
+    """LoopNext writes the body's cond input each iteration even when no body node reads it: its
+    bytes stay its own across the loop, not shared with a body value (acc_out's first element
+    used to gain the bool's 1 in its low bit)."""
+    m = scan_model(m_input=False, cond_computed=True)
+    body = m.graph.node[0].attribute[0].g      # without its scan value
+    del body.output[2], body.node[1], m.graph.node[0].output[1], m.graph.output[1]
+    x = np.full(3, 0.5, np.float32)     # M ends it with cond still true: the last LoopNext writes a 1
+    om2gen.compile(m, tmp_path / "x.om2")
+    with om2gen.load(tmp_path / "x.om2") as loaded:
+        got = loaded.run({"x": x})["y"]
+    np.testing.assert_array_equal(got, ort_run(m, {"x": x})[0])

@@ -1,18 +1,21 @@
 """Data-dependent output shapes in .om2 archives (docs/dynamic-shapes.md, "Data-dependent
-shapes"): NonZero and NonMaxSuppression, whose output counts only the run knows. Each archive is
-compiled once and run at several inputs, each run against ONNX Runtime; the counts 0 and the
-largest included."""
+shapes"): NonZero, NonMaxSuppression and a while-loop's scan rows, whose counts only the run
+knows. Each archive is compiled once and run at several inputs, each run against ONNX Runtime;
+the counts 0 and the largest included."""
 import json
 import zipfile
 
 import numpy as np
 import pytest
+from helpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
-from tests.helpers import ort_run
 
 import om2gen
+from om2gen.cli.inspect import inspect_archive, render_text
 from om2gen.errors import Om2Error, UnsupportedOpError
 from om2gen.formats.om2 import layout
+
+COVERS = {"NonZero", "NonMaxSuppression"}
 
 _TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
           np.bool_: TensorProto.BOOL, np.uint8: TensorProto.UINT8}
@@ -27,7 +30,8 @@ def _model(nodes, inputs: dict, outputs: dict, inits=(), opset=13):
 
 
 def _check(model, path, feeds_list, **compile_opts):
-    """One archive, run at every feed, each result equal to ONNX Runtime's (dims and values)."""
+    """One archive, run at every feed, each result ONNX Runtime's: the dims and the indices
+    exactly, floats to rounding."""
     om2gen.compile(model, path, **compile_opts)
     with om2gen.load(path) as m:
         for feeds in feeds_list:
@@ -35,7 +39,10 @@ def _check(model, path, feeds_list, **compile_opts):
             want = ort_run(model, feeds)
             for (name, g), w in zip(got.items(), want):
                 assert g.shape == w.shape, (name, g.shape, w.shape)
-                np.testing.assert_array_equal(g, w, err_msg=name)
+                if g.dtype.kind == "f":
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=name)
+                else:
+                    np.testing.assert_array_equal(g, w, err_msg=name)
     return path
 
 
@@ -82,6 +89,21 @@ def test_nonzero_count_used_downstream(tmp_path):
     _check(m, tmp_path / "nz.om2", feeds)
 
 
+def test_a_masks_indices_squeezed_gather_its_values(tmp_path):
+    """torch's x[x > t]: Greater -> NonZero -> Squeeze (a view of [1, count]) -> Gather, then an
+    Unsqueeze and a Softmax over the count; a threshold none passes (count 0) and one all do."""
+    ax = numpy_helper.from_array(np.array([0], np.int64), "ax")
+    nodes = [helper.make_node("Greater", ["x", "thr"], ["mask"]), helper.make_node("NonZero", ["mask"], ["nz"]),
+             helper.make_node("Squeeze", ["nz", "ax"], ["idx"]),
+             helper.make_node("Gather", ["x", "idx"], ["vals"], axis=0),
+             helper.make_node("Unsqueeze", ["vals", "ax"], ["row"]), helper.make_node("Softmax", ["row"], ["sm"], axis=1)]
+    m = _model(nodes, {"x": (np.float32, [100]), "thr": (np.float32, [])},
+               {"idx": (np.int64, ["n"]), "sm": (np.float32, [1, "n"])}, [ax])
+    rng = np.random.default_rng(0)
+    _check(m, tmp_path / "mask.om2", [{"x": rng.standard_normal(100).astype(np.float32), "thr": np.array(t, np.float32)}
+                                      for t in (0.0, 1.5, 9.0, -9.0)])
+
+
 def test_a_dynamic_batch_meets_a_data_dependent_count(tmp_path):
     """The input's batch is a symbol of its range, the count one of 0~(its most): the count's
     bound comes from the batch's, and the GatherND after them reads both."""
@@ -95,6 +117,8 @@ def test_a_dynamic_batch_meets_a_data_dependent_count(tmp_path):
     count, = [s for s in d["symbols"] if "producer" in s]
     assert count["range"] == [0, 40] and count["input"] == -1 and count["producer"]
     assert d["outputs"][1] == [count["name"]]
+    text = render_text(inspect_archive(path))
+    assert f"dynamic dim {count['name']}: 0~40 (the count node {count['producer']} writes)" in text, text
 
 
 def test_a_data_dependent_model_is_refused_for_an_om(tmp_path):
@@ -228,3 +252,53 @@ def test_an_op_without_dynamic_support_after_a_count_is_refused_by_name(tmp_path
         m = _model(nodes + [extra], {"x": (np.float32, [4, 4])}, outs, k)
         with pytest.raises(UnsupportedOpError, match=match):
             om2gen.compile(m, tmp_path / "m.om2")
+
+
+def _while_loop(m_input: bool = False):
+    """acc += x while sum(acc) < limit, at most 10 times (M), each iteration's acc a scan row; the
+    scan output then doubled and summed per row (kernels after it whose sizes are the rows)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+         helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "limit"], ["cond_out"]),
+         helper.make_node("Identity", ["acc_out"], ["row"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("row", TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Loop", ["M", "go", "acc0"], ["acc", "rows"], body=body),
+             helper.make_node("Add", ["rows", "rows"], ["twice"]),
+             helper.make_node("ReduceSum", ["twice", "axis1"], ["per_row"], keepdims=0)]
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    inputs = {"acc0": (np.float32, [3]), "x": (np.float32, [3]), "limit": (np.float32, []), "go": (np.bool_, [])}
+    if m_input:
+        inputs["M"] = (np.int64, [])
+    else:
+        inits.append(numpy_helper.from_array(np.array(10, np.int64), "M"))
+    return _model(nodes, inputs, {"acc": (np.float32, [3]), "rows": (np.float32, ["n", 3]),
+                                  "per_row": (np.float32, ["n"])}, inits)
+
+
+def test_loop_scan_rows_decided_by_its_condition(tmp_path):
+    """ONNX Loop with a run-time condition and a constant M: its scan output's rows are a count
+    in 0~M that the loop's control steps write: none (cond false from the start: the kernels after
+    the loop run over 0 rows), one (the body runs before its cond is tested), some, and M (the
+    bound)."""
+    m = _while_loop()
+    feeds = [{"acc0": np.zeros(3, np.float32), "x": np.ones(3, np.float32), "limit": np.array(t, np.float32),
+              "go": np.array(go)} for t, go in ((0.0, True), (7.5, True), (100.0, False), (100.0, True), (14.9, True))]
+    _check(m, tmp_path / "loop.om2", feeds)
+
+
+def test_loop_scan_rows_with_a_run_time_m_are_refused(tmp_path):
+    with pytest.raises(UnsupportedOpError, match="M must be a constant, and this Loop's is computed at run time"):
+        om2gen.compile(_while_loop(m_input=True), tmp_path / "loop.om2")
+
+
+def test_a_count_in_a_gear_model_is_refused(tmp_path):
+    """Gears compile a static graph per shape; a count asks for a range instead."""
+    m = _model([helper.make_node("NonZero", ["x"], ["y"])], {"x": (np.float32, ["N", 5])}, {"y": (np.int64, [2, "n"])})
+    with pytest.raises(UnsupportedOpError, match=r"NonZero_0' \(NonZero\).*a range lo~hi instead of gears"):
+        om2gen.compile(m, tmp_path / "g.om2", input_shapes={"x": (-1, 5)}, dynamic_batch_size=[1, 4])
