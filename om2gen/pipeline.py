@@ -326,7 +326,8 @@ def dynamic_meta(program: Program) -> dict:
     d = program.dynamic
     return {"dynamic_shapes": {
         "symbols": [{"name": s.name, "range": [s.lo, -1 if s.hi is None else s.hi], "input": s.input, "axis": s.axis,
-                     **({"producer": s.producer} if s.producer else {})} for s in d.symbols],
+                     "multiple": s.multiple, **({"producer": s.producer} if s.producer else {})}
+                    for s in d.symbols],
         "inputs": [[symbolic.text(x) for x in dims] for dims in d.input_dims],
         "outputs": [[symbolic.text(x) for x in dims] for dims in d.output_dims],
         "tiling_library": d.tiling_library}}

@@ -317,7 +317,8 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
         timing = {"runs": runs, "warmup": warmup, "max_seconds": max_seconds,
                   "idle_gap": IDLE_GAP_SECONDS if threads > 1 and session is not None else 0.0}
         if bench_shapes.is_dynamic(model):
-            result.update(bench_shapes.measure_shapes(model, session, onnx_path, given, seed, timing, shapes))
+            result["shapes"] = [measure_shape(model, session, onnx_path, given, seed, timing, s)
+                                for s in bench_shapes.shape_sets(model, shapes or [], given)]
         elif shapes:
             fixed = ", ".join(f"{t.name}{list(t.shape)}" for t in model.inputs)
             raise InputError(f"--input-shape: {model_path} runs at one shape per input ({fixed}); --input-shape "
@@ -334,6 +335,16 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
         load_ratio = report.ratio(result["load"]["om2gen"]["median_ms"], result["load"]["onnxruntime"]["median_ms"])
         result["ratio"] = {"load": load_ratio, **result.get("ratio", {})}
     return result
+
+
+def measure_shape(model, session, onnx_path, given: dict, seed: int, timing: dict, shapes: dict) -> dict:
+    """A dynamic-shape model at one run shape: each engine's first run at it, then the run
+    figures with the engines' runs interleaved."""
+    f = run_feeds(bench_shapes.inputs_at(model, shapes), given, seed)
+    blocks = _blocks(model, session, onnx_path, f, given, engine_calls=False)
+    first = bench_shapes.first_runs(blocks)
+    return {"shapes": {n: list(s) for n, s in shapes.items()}, "first_run_ms": first,
+            **run_figures(_timed_blocks(blocks, **timing))}
 
 
 def run_feeds(inputs, given: dict, seed: int) -> dict:

@@ -1,8 +1,9 @@
-"""om2gen bench of a dynamic-shape model (docs/dynamic-shapes.md): its run figures at each shape
---input-shape names (ATC's syntax, one use per shape: `--input-shape "x:4,3,224,224"`), by default
-at the shapes of the --input arrays and the largest the model takes for the other inputs, each next to ONNX Runtime at the same shapes; and the first run at each shape,
-the first the loaded model makes at it, which for an .om2 must cost no more than a later one
-(its memory is planned for the largest sizes and its task list captured once)."""
+"""om2gen bench of a dynamic-shape model (docs/dynamic-shapes.md): which shapes it is timed at,
+and its first run at each. --input-shape names the run shapes (ATC's syntax, one use per shape:
+`--input-shape "x:4,3,224,224"`); by default the --input arrays' shapes, and the largest the
+model takes for the other inputs. bench.measure_shape times each next to ONNX Runtime at the
+same shapes, after each engine's first run at it (for an .om2 no costlier than a later one: its
+memory is planned for the largest sizes and its task list captured once)."""
 from __future__ import annotations
 
 import time
@@ -50,20 +51,14 @@ def _text(shapes: dict) -> str:
     return ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items())
 
 
-def measure_shapes(model, session, onnx_path, given: dict, seed: int, timing: dict, requested: list[dict]) -> dict:
-    """Per shape: the first run at it of each engine, then the run figures with the engines'
-    runs interleaved."""
-    from . import bench  # its feeds, timed blocks and figures (bench.measure calls this)
-    out = {"shapes": []}
-    for shapes in shape_sets(model, requested, given):
-        inputs = [SimpleNamespace(name=t.name, dtype=t.dtype, shape=shapes.get(t.name, t.shape))
-                  for t in model.inputs]
-        feeds = bench.run_feeds(inputs, given, seed)
-        blocks = bench._blocks(model, session, onnx_path, feeds, given, engine_calls=False)
-        first = {engine: _once(series["run"]) for engine, series in blocks.items()}
-        out["shapes"].append({"shapes": {n: list(s) for n, s in shapes.items()}, "first_run_ms": first,
-                              **bench.run_figures(bench._timed_blocks(blocks, **timing))})
-    return out
+def inputs_at(model, shapes: dict) -> list:
+    """The model's inputs (name, dtype, shape) with the dynamic ones at `shapes`."""
+    return [SimpleNamespace(name=t.name, dtype=t.dtype, shape=shapes.get(t.name, t.shape)) for t in model.inputs]
+
+
+def first_runs(blocks: dict) -> dict:
+    """Each engine's first run at a shape: its run call (bench._blocks) timed once, in ms."""
+    return {engine: _once(series["run"]) for engine, series in blocks.items()}
 
 
 def _once(fn) -> float:

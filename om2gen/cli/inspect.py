@@ -99,7 +99,10 @@ def render_text(info: dict) -> str:
                 lines.append(f"  {kind} {io['name']}: {io['dtype']}{io['shape']}{dims}")
         for s in dyn.get("symbols", []):
             lo, hi = s["range"]
-            where = f"the count node {s['producer']} writes" if s.get("producer") else f"input {s['input']} dim {s['axis']}"
+            m = s.get("multiple", 1)
+            per = f" = {m} * {s['name']}, a multiple of {m}" if m > 1 else ""
+            where = f"the count node {s['producer']} writes" if s.get("producer") else \
+                f"input {s['input']} dim {s['axis']}{per}"
             lines.append(f"  dynamic dim {s['name']}: {lo}~{'' if hi < 0 else hi} ({where})")
         lines += gear_lines(model.get("gears"))
         lines.append(f"  ops: {', '.join(model.get('ops', []))}")

@@ -15,9 +15,10 @@ def _one_shape(text: str) -> tuple[str, tuple[int, ...]]:
                                          "several inputs: \"x:1,3,224,224;y:1,10\")")
     try:
         shape = tuple(pins.parse_dim(d) for d in dims.split(",")) if dims.strip() else ()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be integers, -1 (dynamic) or "
-                                         "ranges lo~hi (e.g. x:1~16,3,-1,-1)") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--input-shape {text!r} ({exc}): dims must be integers, -1 (dynamic), "
+                                         "ranges lo~hi or multiples of m in a range lo~hi%m (e.g. "
+                                         "x:1~16,3,32~1024%32,32~1024%32)") from None
     return name.strip(), shape
 
 

@@ -167,7 +167,7 @@ def _dynamic(program: Program) -> dict:
     def c_name(s) -> str:
         return f"sym_{s.name}"
     symbols = [{"name": s.name, "lo": s.lo, "hi": -1 if s.hi is None else s.hi, "input": max(0, s.input),
-                "axis": max(0, s.axis), "c_name": f"sym_{s.name}", "producer": s.producer,
+                "axis": max(0, s.axis), "multiple": s.multiple, "c_name": f"sym_{s.name}", "producer": s.producer,
                 "comment": f"{s.name}: {s.source(program.inputs)}, {s.lo}~{'' if s.hi is None else s.hi}"}
                for s in d.symbols]
     io_dims = []

@@ -4,7 +4,8 @@ without a gear option, docs/dynamic-shapes.md).
 A dim the ONNX model names (dim_param "batch", "sequence") is that name's symbol, the same for
 every input that names it: input_ids[N, S] and attention_mask[N, S] share N and S, as ONNX
 says they must. An unnamed dim is `<input>_<axis>`. -1 means any size from 1 up (a model whose
-tensor is empty is not what -1 asks for; give 0~hi to allow it).
+tensor is empty is not what -1 asks for; give 0~hi to allow it). `lo~hi%m`, the multiples of m
+in lo~hi, is m times a symbol of the range lo/m~hi/m.
 """
 from __future__ import annotations
 
@@ -22,30 +23,32 @@ class Symbols:
     """The symbols an import makes, by name."""
 
     def __init__(self):
-        self.by_name: dict[str, tuple[symbolic.Expr, str]] = {}   # name -> (its Expr, who declared it)
+        self.by_name: dict[str, tuple[symbolic.Expr, DimRange, str]] = {}   # name -> (Expr, range, declared at)
 
     def dim(self, input_name: str, axis: int, d, dim_param: str):
-        """The dim of a pinned input shape: an int as it is, -1 or a DimRange as a symbol."""
+        """The dim of a pinned input shape: an int as it is, -1 or a DimRange as a symbol. A
+        multiple of m (`lo~hi%m`) is m * k, k the symbol `<name>_div<m>` in lo/m~hi/m, so that
+        what the multiple decides (H // 32 * 2 == H // 16) is decided."""
         if isinstance(d, int) and d >= 0:
             return d
         rng = DimRange(1, None) if d == -1 else d
         name = c_name(dim_param) if dim_param else c_name(f"{input_name}_{axis}")
         where = f"{input_name} dim {axis}"
         if name in self.by_name:
-            expr, first = self.by_name[name]
-            sym = next(iter(symbolic.symbols(expr)))
-            if (sym.lo, sym.hi) != (rng.lo, rng.hi):
+            expr, first_rng, first = self.by_name[name]
+            if rng != first_rng:
                 raise ShapeError(f"{shape_option()} gives the dim {name!r} the range {rng} at {where} but "
-                                 f"{DimRange(sym.lo, sym.hi)} at {first}; the model says both are the same "
-                                 f"dim ({name!r}): give them one range")
+                                 f"{first_rng} at {first}; the model says both are the same dim ({name!r}): "
+                                 "give them one range")
             return expr
         if rng.hi is not None and rng.hi > MAX_DIM:
             raise ShapeError(f"{shape_option()}: {where} has the range {rng}, beyond the {MAX_DIM} a dim "
                              "may reach")
-        expr = symbolic.sym(name, rng.lo, rng.hi)
-        self.by_name[name] = (expr, where)
+        m = rng.multiple
+        expr = symbolic.sym(name, rng.lo, rng.hi) if m == 1 else \
+            m * symbolic.sym(f"{name}_div{m}", rng.lo // m, None if rng.hi is None else rng.hi // m)
+        self.by_name[name] = (expr, rng, where)
         return expr
-
 
 
 def c_name(text: str) -> str:

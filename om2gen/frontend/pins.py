@@ -13,12 +13,17 @@ from ..errors import ShapeError
 
 @dataclass(frozen=True)
 class DimRange:
-    """A dynamic dim of an input shape: ATC's `lo~hi` (hi None: `-1`, any size from 1 up)."""
+    """A dynamic dim of an input shape: ATC's `lo~hi` (hi None: `-1`, any size from 1 up), and
+    om2gen's `lo~hi%m`: a multiple of m in lo~hi (a detector that halves its input five times and
+    adds the maps back takes sizes that 32 divides; a range alone cannot say that)."""
     lo: int
     hi: int | None
+    multiple: int = 1
 
     def __str__(self) -> str:
-        return "-1" if self.hi is None and self.lo == 1 else f"{self.lo}~{'' if self.hi is None else self.hi}"
+        if self.hi is None and self.lo == 1 and self.multiple == 1:
+            return "-1"
+        return f"{self.lo}~{'' if self.hi is None else self.hi}" + (f"%{self.multiple}" if self.multiple > 1 else "")
 
 
 ANY = DimRange(1, None)
@@ -37,25 +42,42 @@ def shapes(input_shapes) -> dict[str, tuple]:
         except (TypeError, ValueError) as exc:
             why = f" ({exc})" if isinstance(exc, ValueError) and str(exc) else ""
             raise ShapeError(f"{shape_option()} gives {name!r} the shape {dims!r}{why}; a shape is a sequence of "
-                             f"dims: integers, -1 for a dynamic dim or 'lo~hi' for a range, e.g. "
-                             f"{shape_option(name, (1, 3, 224, 224))}") from None
+                             f"dims: integers, -1 for a dynamic dim, 'lo~hi' for a range or 'lo~hi%m' for the "
+                             f"multiples of m in it, e.g. {shape_option(name, (1, 3, 224, 224))}") from None
     return out
 
 
 def parse_dim(d):
-    """An int (-1 kept: gears or any size decide), or a DimRange from "lo~hi" / "-1"."""
+    """An int (-1 kept: gears or any size decide), or a DimRange from "lo~hi" / "lo~hi%m" / "-1".
+    A multiple's bounds must be multiples of it, so that GE's shape_range [lo, hi] is the
+    smallest and the largest size the model takes."""
     if isinstance(d, DimRange):
         return d
     if isinstance(d, str):
-        text = d.strip()
+        text, pct, multiple = d.strip().partition("%")
         if "~" not in text:
-            return int(text)
+            if pct:
+                raise ValueError(f"{d!r}: '%m' follows a range, lo~hi%m")
+            return _int(text, d)
         lo, _, hi = text.partition("~")
-        lo, hi = int(lo), (int(hi) if hi.strip() else None)
+        lo, hi, m = _int(lo, d), (_int(hi, d) if hi.strip() else None), (_int(multiple, d) if pct else 1)
         if lo < 0 or (hi is not None and hi < lo):
             raise ValueError(f"range {d!r} is empty or negative")
-        return lo if hi == lo else DimRange(lo, hi)
+        if m < 1:
+            raise ValueError(f"{d!r}: the multiple must be 1 or more")
+        if lo % m or (hi is not None and hi % m):
+            up, down = -(-lo // m) * m, None if hi is None else hi // m * m
+            raise ValueError(f"{d!r}: the range's bounds must be multiples of {m}"
+                             + (f" ({DimRange(up, down, m)}?)" if down is None or down >= up else ""))
+        return lo if hi == lo else DimRange(lo, hi, m)
     return operator.index(d)
+
+
+def _int(text: str, dim: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{dim!r} is not a number") from None
 
 
 def is_dynamic(dims) -> bool:

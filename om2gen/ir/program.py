@@ -311,19 +311,23 @@ class GearTable:
 @dataclass(frozen=True)
 class Symbol:
     """A dynamic dim of the model (ir.symbolic.Sym): its range, and the input dim that gives its
-    value at run time, or the node whose kernel writes it (a data-dependent count)."""
+    value at run time: that dim is `multiple` times the symbol (a `lo~hi%m` dim: the symbol counts
+    the m's, and a dim m does not divide is refused). Or the node whose kernel writes it: a
+    data-dependent count."""
     name: str
     lo: int
     hi: int | None
     input: int          # the model input whose dim it is (-1: a data-dependent count)
     axis: int
+    multiple: int = 1
     producer: str = ""  # a data-dependent count: the node whose kernel writes it into the symbols table
 
     def source(self, inputs: list["IoDesc"]) -> str:
         """Where its value comes from, for the generated code's comments."""
         if self.producer:
             return f"the count node {self.producer} writes"
-        return f"dim {self.axis} of input {inputs[self.input].name}"
+        per = f" / {self.multiple}" if self.multiple > 1 else ""
+        return f"dim {self.axis} of input {inputs[self.input].name}{per}"
 
 
 @dataclass

@@ -38,9 +38,9 @@ def symbols(state: Lowering) -> list[Symbol]:
         for axis, d in enumerate(state.graph.values[name].shape):
             if isinstance(d, symbolic.Expr):
                 sym, = symbolic.symbols(d)
-                out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, i, axis))
+                out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, i, axis, multiple=_multiple(d)))
     for node, sym in _counts(state):
-        out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, -1, -1, node))
+        out.setdefault(sym.name, Symbol(sym.name, sym.lo, sym.hi, -1, -1, producer=node))
     return list(out.values())
 
 
@@ -59,6 +59,13 @@ def _counts(state: Lowering) -> list[tuple[str, symbolic.Sym]]:
             made = symbolic.symbols([d for o in step.node.outputs if o for d in state.graph.values[o].shape])
             out.append((step.node.name, next(s for s in made if s.name == name)))
     return out
+
+
+def _multiple(d: symbolic.Expr) -> int:
+    """m of an input dim m * k (frontend/dynamic_dims.py: a `lo~hi%m` dim); 1 for a plain symbol."""
+    (mono, m), = d.terms
+    assert len(mono) == 1 and mono[0][1] == 1, f"an input dim is a symbol or a multiple of one, not {d}"
+    return m
 
 
 def max_bytes(size, what: str) -> int:

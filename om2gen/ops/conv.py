@@ -244,15 +244,16 @@ class Conv(Op):
         w = ins[1]
         packed_w = w.is_const
         residual = self.residual(node, ins)
-        # (a dynamic model's: Winograd's tiles are planned per image size, so only a dynamic batch
-        # keeps it, planned for the largest batch; otherwise the packed GEMM)
+        # (a dynamic model's: Winograd planned for the largest sizes; with the image size dynamic,
+        # that plan's tile block and channel split, the tile counts the run's: winograd.over_range)
         planned = g
         if symbolic.symbols(list(g.values())):
-            only_batch = not symbolic.symbols([v for key, v in g.items() if key != "N"])
-            most = symbolic.upper_bound(g["N"])
-            planned = dict(g, N=most) if only_batch and most is not None else None
+            most = {key: symbolic.upper_bound(v) if isinstance(v, symbolic.Expr) else v for key, v in g.items()}
+            planned = most if None not in most.values() else None
         if winograd.applicable(g, packed_w) and residual is None and planned is not None:
             plan = winograd.choose(planned, bl, ctx.winograd)   # the compile option
+            if plan is not None and symbolic.symbols([g["OH"], g["OW"]]):
+                plan = winograd.over_range(g, planned, plan, bl)
             if plan is not None:
                 return self.lower_winograd(node, ins, outs, g, bias, plan, bl, ctx)
         # small images: positions become the rows (a short last row panel is cheap, a padded vector is not)

@@ -6,7 +6,8 @@ depends on shapes and attributes only -- the source index and weight of every ta
 output coordinate, per axis -- is computed here in Python (mirroring the ONNX reference
 implementation: coordinate transformation, nearest rounding, linear/cubic coefficients,
 antialias, exclude_outside) and passed to the kernel as constant tables; the kernel gathers and
-blends. Scales, sizes and roi must therefore be compile-time constants.
+blends. Scales, sizes and roi must therefore be compile-time constants. A dynamic model's Resize,
+whose tables would be the run's length, computes them in its kernel (ops/resize_dynamic.py).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..codegen.literals import c_float
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
 from ..ir import symbolic
 from ..ir.program import Derived, KernelCall
-from . import common
+from . import common, resize_dynamic
 from .registry import REQUIRED, Op, register
 
 _COORD_MODES = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -245,7 +246,7 @@ class ResizeBase(Op):
                     out_shape[a] = int(s)
                     scale[a] = int(s) / in_shape[a] if in_shape[a] else 1.0
                 else:   # a size given as (or resizing) a dynamic dim: their ratio is the run's
-                    out_shape[a] = s
+                    out_shape[a] = s if isinstance(s, symbolic.Expr) else int(s)
                     scale[a] = None
             if cfg["policy"] != "stretch":
                 if None in scale:
@@ -275,6 +276,8 @@ class ResizeBase(Op):
     def lower(self, node, ins, outs, ctx):
         p = self.plan(node, ins)
         cfg, x = p["cfg"], ins[0]
+        if not symbolic.is_static(p["in_shape"] + p["out_shape"]):
+            return resize_dynamic.lower(node, p, x, outs[0])
         rank = len(p["in_shape"])
         in_strides = [common.prod(p["in_shape"][a + 1:]) for a in range(rank)]
         idx_parts, w_parts, axes, offset = [], [], [], 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.program import KernelCall
 from . import common
 from .registry import Op, register
@@ -20,9 +20,9 @@ _TYPES = {"float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "ui
 class TopK(Op):
     """TopK-1: k is an attribute; always the largest, sorted."""
     attrs = {"axis": -1, "k": None}
-    dynamic_shapes = True       # k is a constant; the other sizes may be a dynamic model's (tiling fields)
+    dynamic_shapes = True       # the sizes (and k taken from a shape) may be a dynamic model's (tiling fields)
 
-    def k(self, node, ins) -> int:
+    def k(self, node, ins):
         k = self.attr(node, "k")
         if k is None:
             raise UnsupportedOpError(f"node {node.name!r} (TopK): required attribute 'k' is missing")
@@ -58,21 +58,23 @@ class TopK(Op):
         length = x.shape[a]
         inner = common.prod(x.shape[a + 1:])
         nan_aware = x.dtype.name in ("float32", "float64")
-        idx_offset = -(-k * x.dtype.itemsize // 8) * 8
+        idx_offset = symbolic.ceildiv(k * x.dtype.itemsize, 8) * 8
         ws_stride = idx_offset + 8 * k
         items = outer * inner
-        block_dim = common.block_dim_for(items, length * max(1, int(np.log2(max(k, 2)))))
+        most_k = symbolic.upper_bound(k) or 0     # a k taken from a shape: each block's heap planned for its largest
+        block_dim = common.block_dim_for(items, length * max(1, int(np.log2(max(most_k, 2)))))
         largest = self.largest(node)
         tiling = {"items": items}   # with a dynamic model's sizes (common.tiling_field)
         sizes = {key: common.tiling_field(tiling, value, key)
                  for key, value in (("len", length), ("inner", inner), ("slab", length * inner),
-                                    ("out_slab", k * inner))}
+                                    ("out_slab", k * inner), ("k", k), ("idx_offset", idx_offset),
+                                    ("ws_stride", ws_stride))}
         params = {
-            "summary": f"TopK k={k} axis={a} {'largest' if largest else 'smallest'}: {x.describe()} -> "
+            "summary": f"TopK k={symbolic.text(k)} axis={a} {'largest' if largest else 'smallest'}: {x.describe()} -> "
                        f"{outs[0].describe()}, {outs[1].describe()}",
-            "t": x.dtype.c_type, "k": k, **sizes, "largest": largest, "nan_aware": nan_aware,
+            "t": x.dtype.c_type, **sizes, "largest": largest, "nan_aware": nan_aware,
             "greater": "(isnan(a) && !isnan(b)) || a > b" if nan_aware else "a > b",
-            "idx_offset": idx_offset, "ws_stride": ws_stride,
+            **({"heap_from_tiling": True} if isinstance(k, symbolic.Expr) else {}),
         }
         if len(tiling) > 1:
             params["tiling_fields"] = list(tiling)
@@ -82,10 +84,11 @@ class TopK(Op):
 
 @register("TopK", since=10)
 class TopK10(TopK):
-    """TopK-10: k is a 1-element int64 input, which must be a compile-time constant."""
+    """TopK-10: k is a 1-element int64 input, known at compile time: a constant, or in a dynamic
+    model taken from a shape (torch exports sort and argsort as TopK with k = Shape(x)[axis])."""
     attrs = {"axis": -1}
 
-    def k(self, node, ins) -> int:
+    def k(self, node, ins):
         ks = common.const_ints(node, ins[1] if len(ins) > 1 else None, "K")
         if ks is None or len(ks) != 1:
             raise ShapeError(f"node {node.name!r} (TopK): input K must hold exactly one value")

@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..codegen.literals import c_float
+from ..ir import symbolic
 from . import gemm_pack
 
 POINTS = {2: (0, 1, -1), 4: (0, -1, 1, Fraction(1, 2), -2)}
@@ -160,13 +161,15 @@ def _align(n: int, to: int = 16) -> int:
     return _ceil(n, to) * to
 
 
-def layout(g: dict, m: int, tw: int, tile_block: int, bl: gemm_pack.Blocking) -> dict[str, int]:
+def layout(g: dict, m: int, tw: int, tile_block: int, bl: gemm_pack.Blocking, narrowest: int | None = None
+           ) -> dict[str, int]:
     """One block's workspace (Om2WinoLayout in om2/om2_winograd.h), float offsets 64-byte aligned,
-    and its size (ws_floats)."""
+    and its size (ws_floats). narrowest: a dynamic model's fewest tiles per row (its row ends are
+    then the most), tw and g its widest image's."""
     a, vl = m + 2, bl.vl
     tbp = _ceil(tile_block, bl.nr) * bl.nr
     rs = _align((tbp + tw) * m + a + vl, vl)           # the tile rows back to back, and what vectors overrun
-    ers = _align((tile_block - 1) // tw + 2 + vl, vl)  # every tile row's ends, and one vector's overrun
+    ers = _align((tile_block - 1) // (narrowest or tw) + 2 + vl, vl)  # every tile row's ends, one vector's overrun
     regions = [("v", a * a * g["C"] * tbp), ("mb", a * a * bl.mr * bl.nr), ("zero", g["W"]), ("rowbuf", m * m * vl),
                ("rv", 2 * a * rs), ("ext", 2 * a * 2 * ers), ("tab", _ceil(tbp, vl) * (vl + 2))]
     out, at = {"tbp": tbp, "rs": rs, "ers": ers}, 0
@@ -194,6 +197,16 @@ def plan(g: dict, m: int, bl: gemm_pack.Blocking) -> Plan:
     k_range = _ceil(_ceil(g["M"], k_ranges), bl.mr) * bl.mr
     k_ranges = _ceil(g["M"], k_range)
     return Plan(m, th, tw, tile_block, blocks, k_range, k_ranges, layout(g, m, tw, tile_block, bl))
+
+
+def over_range(g: dict, most: dict, p: Plan, bl: gemm_pack.Blocking) -> Plan:
+    """A dynamic model's plan (its image size dynamic), from `p`, the plan of its largest sizes
+    (`most`): that tile block and output-channel split, the tile counts the run's, and a
+    workspace that holds every size in range (rows as long as the widest image's, row ends as
+    many as a one-tile-wide image has)."""
+    th, tw = symbolic.ceildiv(g["OH"], p.m), symbolic.ceildiv(g["OW"], p.m)
+    return Plan(p.m, th, tw, p.tile_block, symbolic.ceildiv(th * tw, p.tile_block), p.k_range, p.k_ranges,
+                layout(most, p.m, p.TW, p.tile_block, bl, narrowest=1))
 
 
 def cost(g: dict, p: Plan, bl: gemm_pack.Blocking) -> float:

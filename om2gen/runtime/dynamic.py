@@ -22,7 +22,14 @@ class SymbolDim:
     hi: int | None
     input: int
     axis: int
+    multiple: int = 1       # the input dim is multiple * the symbol (a lo~hi%m dim)
     producer: str = ""      # a data-dependent count: the node writing it (input, axis -1)
+
+    def rule(self) -> str:
+        """The sizes the dim takes, as the user wrote them: 32~960, a multiple of 32."""
+        m = self.multiple
+        rng = f"{m * self.lo}~{m * self.hi}" if self.hi is not None else f"{m * self.lo} or more"
+        return rng + (f", a multiple of {m}" if m > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -44,17 +51,21 @@ class Dynamic:
                 if want >= 0 and got != want:
                     raise InputError(f"input {t.name!r} has shape {list(shape)}; dim {axis} must be {want} "
                                      f"({t.name}{_text(self.input_dims[i])})")
-        bound: dict[str, tuple[int, str]] = {}
+        bound: dict[str, tuple[int, str]] = {}   # the text of a symbol's input dim -> (its size, whose)
         for s in self.symbols:
             if s.producer:      # the run's data decides it
                 continue
             v = shapes[s.input][s.axis]
-            if v < s.lo or (s.hi is not None and v > s.hi):
-                rng = f"{s.lo}~{s.hi}" if s.hi is not None else f"{s.lo} or more"
+            dim = self.input_dims[s.input][s.axis]
+            if v % s.multiple:
                 raise InputError(f"input {inputs[s.input].name!r} has shape {list(shapes[s.input])}; dim {s.axis} "
-                                 f"({s.name}) must be in {rng}, the range the model was compiled for: recompile "
+                                 f"({dim}) must be {s.rule()}, as the model was compiled for, and {v} is not a "
+                                 f"multiple of {s.multiple}: resize the input to one")
+            if v // s.multiple < s.lo or (s.hi is not None and v // s.multiple > s.hi):
+                raise InputError(f"input {inputs[s.input].name!r} has shape {list(shapes[s.input])}; dim {s.axis} "
+                                 f"({dim}) must be in {s.rule()}, the range the model was compiled for: recompile "
                                  "with a wider range to run it")
-            bound[s.name] = (v, inputs[s.input].name)
+            bound[dim] = (v, inputs[s.input].name)
         for i, dims in enumerate(self.input_dims):   # a dim two inputs share (same symbol) must agree
             for axis, text in enumerate(dims):
                 if text in bound and shapes[i][axis] != bound[text][0]:
@@ -74,7 +85,8 @@ def from_meta(meta: dict, where: str) -> Dynamic | None:
         return None
     try:
         symbols = tuple(SymbolDim(str(s["name"]), int(s["range"][0]), None if int(s["range"][1]) < 0
-                                  else int(s["range"][1]), int(s["input"]), int(s["axis"]), str(s.get("producer", "")))
+                                  else int(s["range"][1]), int(s["input"]), int(s["axis"]),
+                                  multiple=int(s.get("multiple", 1)), producer=str(s.get("producer", "")))
                         for s in d["symbols"])
         dyn = Dynamic(symbols, tuple(tuple(map(str, x)) for x in d["inputs"]),
                       tuple(tuple(map(str, x)) for x in d["outputs"]), str(d["tiling_library"]))
@@ -82,6 +94,9 @@ def from_meta(meta: dict, where: str) -> Dynamic | None:
         raise ArchiveError(f"{where}: model_meta.json's dynamic_shapes is malformed; the archive is corrupt: "
                            "recompile it") from None
     for s in symbols:
+        if s.multiple < 1:
+            raise ArchiveError(f"{where}: symbol {s.name} has the multiple {s.multiple}; the archive is corrupt: "
+                               "recompile it")
         if s.producer and s.hi is not None:
             continue
         if not 0 <= s.input < len(meta["inputs"]) or not 0 <= s.axis < len(meta["inputs"][s.input]["shape"]):

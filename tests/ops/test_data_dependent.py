@@ -240,16 +240,15 @@ def test_nms_with_a_dynamic_batch(tmp_path):
 
 
 def test_an_op_without_dynamic_support_after_a_count_is_refused_by_name(tmp_path):
-    """Named at import (an op with no dynamic support at all) or at lowering (a kernel that would
-    compile the count into its code), with advice that fits a count rather than input ranges."""
+    """Named at import (an op with no dynamic support at all) or at lowering (a reduction over
+    what may be no elements), with advice that fits a count rather than input ranges."""
     nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["f"], to=1)]
-    for op, match in (("Hardmax", r"Hardmax_2 \(Hardmax\): its kernel would compile .*count only the run knows"),
-                      ("TopK", r"sizes its data decides .*TopK_2 \(TopK\)")):
-        extra = helper.make_node(op, ["f"], ["y"]) if op == "Hardmax" else \
-            helper.make_node(op, ["f", "k"], ["y", "i"])
-        outs = {"y": (np.float32, [2, "n"])} if op == "Hardmax" else {"y": (np.float32, [2, 1]), "i": (np.int64, [2, 1])}
-        k = [numpy_helper.from_array(np.array([1], np.int64), "k")]
-        m = _model(nodes + [extra], {"x": (np.float32, [4, 4])}, outs, k)
+    cases = ((helper.make_node("Einsum", ["f"], ["y"], equation="ij->ji"), ("n", 2),
+              r"sizes its data decides .*Einsum_2 \(Einsum\)"),
+             (helper.make_node("ReduceMax", ["f"], ["y"], axes=[1], keepdims=0), (2,),
+              r"ReduceMax_2 \(ReduceMax\): its lowering asks .*count only the run knows"))
+    for node, dims, match in cases:
+        m = _model(nodes + [node], {"x": (np.float32, [4, 4])}, {"y": (np.float32, list(dims))}, opset=13)
         with pytest.raises(UnsupportedOpError, match=match):
             om2gen.compile(m, tmp_path / "m.om2")
 

@@ -77,6 +77,25 @@ def test_winograd_over_a_dynamic_batch(m, tmp_path, monkeypatch):
             x = rand(n, 10, 13, 11, seed=n)
             assert_close(loaded.run({"x": x})["y"], ort_run(model, {"x": x})[0], f"batch {n}")
 
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("pads,c,k", [([1, 1, 1, 1], 10, 12), ([0, 2, 3, 1], 6, 37), ([1, 1, 1, 1], 70, 300)])
+def test_winograd_over_a_dynamic_image_size(m, pads, c, k, tmp_path, monkeypatch):
+    """With H and W dynamic, Winograd keeps the largest image's tile block and channel split
+    (winograd.over_range), the tile counts the run's, and a workspace for every size in range:
+    one archive from 3x3 (one tile) to 40x40, one-tile-wide and one-tile-high images, batches."""
+    monkeypatch.setenv(pipeline.WINOGRAD_ENV, str(m))
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads)
+    model = make_model([node], {"x": rand(1, c, 13, 11)}, ["y"], {"w": rand(k, c, 3, 3, seed=2), "b": rand(k, seed=3)})
+    for axis, name in ((0, "N"), (2, "H"), (3, "W")):
+        model.graph.input[0].type.tensor_type.shape.dim[axis].dim_param = name
+    om2gen.compile(model, tmp_path / "model.om2", input_shapes={"x": ("1~2", c, "3~40", "3~40")})
+    assert _uses_winograd(tmp_path / "model.om2", m)
+    with om2gen.load(tmp_path / "model.om2") as loaded:
+        for n, h, w in ((1, 3, 3), (2, 40, 40), (1, 13, 11), (2, 3, 40), (1, 40, 3), (1, 17, 29)):
+            x = rand(n, c, h, w, seed=h)
+            assert_close(loaded.run({"x": x})["y"], ort_run(model, {"x": x})[0], f"{n}x{c}x{h}x{w}")
+
+
 def _uses_winograd(archive, m) -> bool:
     with zipfile.ZipFile(archive) as z:
         sources = [z.read(n).decode() for n in z.namelist() if n.endswith(".c") and "/kernels/" in n]

@@ -1,6 +1,7 @@
 """Dynamic shapes on real models (issue 15), each as its own package feeds it: PaddleOCR v4's text
 recogniser (samples/real_models/catalog.py) with the batch of lines and their width dynamic,
-its direction classifier over a batch of lines, Silero VAD with its chunk length dynamic (both
+its direction classifier over a batch of lines, its text detector with the page dynamic (multiples
+of 32, as PaddleOCR resizes pages), Silero VAD with its chunk length dynamic (both
 its forms), and the torch.onnx BERT encoder with its batch and sequence dynamic. One archive
 each, captured once, compared with ONNX Runtime at several sizes in an order that revisits sizes
 and reaches the ranges' edges."""
@@ -13,6 +14,7 @@ import pytest
 from helpers import assert_close, ort_run
 
 import om2gen
+from om2gen.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "samples" / "real_models"))
@@ -39,6 +41,28 @@ def test_ppocr_rec_at_any_line_width_matches_onnxruntime(tmp_path):
             got = m.run({"x": x})[out]
             assert got.shape == (n, -(-w // 8), CLASSES)   # a column of character scores per 8 pixels
             assert_close(got, ort_run(proto, {"x": x})[0], f"ppocr_v4_rec at {n} lines of width {w}")
+
+
+def test_ppocr_det_at_three_page_sizes_matches_onnxruntime(tmp_path):
+    """The detector (its FPN adds 2x-upsampled maps to lateral ones, which holds where H and W
+    divide by 32) with the page dynamic as multiples of 32 up to 960 (PaddleOCR's
+    DetResizeForTest limit_side_len): one archive at three pages of different aspect; a page
+    that is not a multiple of 32 is an InputError naming the dim and the rule."""
+    model = catalog.fetch(catalog.BY_NAME["ppocr_v4_det"])
+    path = tmp_path / "ppocr_v4_det.om2"
+    om2gen.compile(model, path, input_shapes={"x": (1, 3, "32~960%32", "32~960%32")})
+    proto = onnx.load(str(model))
+    rng = np.random.default_rng(3)
+    with om2gen.load(path) as m:
+        assert m.inputs[0].shape == (1, 3, -1, -1) and m.inputs[0].max_shape == (1, 3, 960, 960)
+        for h, w in ((960, 704), (480, 640), (320, 960), (480, 640)):
+            x = rng.uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+            got, = m.run({"x": x}).values()
+            assert got.shape == (1, 1, h, w)   # the text probability map, at the page's size
+            assert_close(got, ort_run(proto, {"x": x})[0], f"ppocr_v4_det at {h}x{w}")
+        with pytest.raises(InputError, match=r"dim 2 \(32\*\w+_div32\) must be 32~960, a multiple of 32.* 500 is "
+                                             "not a multiple of 32"):
+            m.run({"x": np.zeros((1, 3, 500, 640), np.float32)})
 
 
 def test_silero_vad_at_several_chunk_lengths_matches_onnxruntime(tmp_path):

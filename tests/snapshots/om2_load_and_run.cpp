@@ -723,14 +723,24 @@ private:
                 return Fail(ACL_ERROR_PARSE_MODEL, "symbol %s is bound to a dim the model does not have; the model is "
                             "corrupt or was modified", s.name);
             }
-            const int64_t v = run.input_data[s.input]->dims[s.axis];
-            if (v < s.lo || (s.hi >= 0 && v > s.hi)) {
-                char range[48];
-                if (s.hi >= 0) std::snprintf(range, sizeof range, "%lld~%lld", (long long)s.lo, (long long)s.hi);
-                else std::snprintf(range, sizeof range, "%lld or more", (long long)s.lo);
-                return Fail(ACL_ERROR_INVALID_PARAM, "input %u (%s) has dim %u = %lld, outside the range the model was "
-                            "compiled for (%s: %s); recompile with a wider range", s.input,
-                            tables_.inputs[s.input].name, s.axis, (long long)v, s.name, range);
+            const int64_t dim = run.input_data[s.input]->dims[s.axis], m = s.multiple;
+            if (m < 1) {
+                return Fail(ACL_ERROR_PARSE_MODEL, "symbol %s has the multiple %lld; the model is corrupt or was "
+                            "modified", s.name, (long long)m);
+            }
+            const int64_t v = dim / m;
+            if (dim % m != 0 || v < s.lo || (s.hi >= 0 && v > s.hi)) {
+                char range[96];
+                if (s.hi >= 0) std::snprintf(range, sizeof range, "%lld~%lld", (long long)(m * s.lo), (long long)(m * s.hi));
+                else std::snprintf(range, sizeof range, "%lld or more", (long long)(m * s.lo));
+                if (m > 1) {
+                    const size_t n = std::strlen(range);
+                    std::snprintf(range + n, sizeof range - n, ", a multiple of %lld", (long long)m);
+                }
+                return Fail(ACL_ERROR_INVALID_PARAM, "input %u (%s) has dim %u = %lld, %s the model was compiled for "
+                            "(%s: %s); %s", s.input, tables_.inputs[s.input].name, s.axis, (long long)dim,
+                            dim % m != 0 ? "not a size" : "outside the range", s.name, range,
+                            dim % m != 0 ? "resize the input to such a size" : "recompile with a wider range");
             }
             symbols_[k] = v;
         }

@@ -307,11 +307,10 @@ def test_shape_and_size_of_computed_dims_are_constants():
 
 
 def test_a_branch_node_without_dynamic_support_is_named_not_the_if():
-    """An If chosen at run time infers both branches; TopK in one has no dynamic support: it is
+    """An If chosen at run time infers both branches; Einsum in one has no dynamic support: it is
     named, and the If and what reads it are skipped, not blamed."""
-    k = numpy_helper.from_array(np.array([2], np.int64), "k")
-    then = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["tv", "ti"], name="topk")], "then", [],
-                             [helper.make_tensor_value_info("tv", F, None)], [k])
+    then = helper.make_graph([helper.make_node("Einsum", ["x"], ["tv"], name="swap", equation="ij->ji")], "then", [],
+                             [helper.make_tensor_value_info("tv", F, None)])
     other = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s2", "s1"], ["ev"], name="head")], "else", [],
                               [helper.make_tensor_value_info("ev", F, None)],
                               [numpy_helper.from_array(np.array([v], np.int64), f"s{v}") for v in (0, 1, 2)])
@@ -321,7 +320,7 @@ def test_a_branch_node_without_dynamic_support_is_named_not_the_if():
              helper.make_node("Relu", ["picked"], ["y"], name="after")]
     m = _model(nodes, {"x": (F, ["N", 8])}, ["y"], {"zero": np.array(0, np.float32)})
     text = _refused(m, {"x": ("1~8", 8)})
-    assert "topk (TopK)" in text and "branch (If)" not in text and "after" not in text
+    assert "swap (Einsum)" in text and "branch (If)" not in text and "after" not in text
 
 
 # --- graph rewrites on a dynamic graph ----------------------------------------------------------
@@ -401,23 +400,14 @@ def test_ppocr_v4_det_infers_at_any_batch():
 def test_ppocr_v4_det_needs_sizes_that_divide_by_32():
     """The FPN adds the 2x-upsampled 1/32 map to the 1/16 map; their sizes agree only where H
     (and W) divides by 32 (H = 33: 4 rows against 3, in ONNX Runtime too). A lo~hi range cannot
-    say that, so the Add is refused with the question -- the only node refused. Where the dims
-    are 32 * h (what a "multiple of 32" dim would be), every node infers."""
+    say that, so the Add is refused with the question -- the only node refused. A multiple of 32
+    (`32~2048%32`: the dim is 32 * k) says it, and every node infers."""
     text = _refused(onnx.load(str(_path("ppocr_v4_det"))), {"x": (1, 3, "32~2048", "32~2048")})
     assert "and 1 node(s) cannot take them: p2o.Add.248 (Add): it asks" in text
-
-    made = dynamic_dims.Symbols.dim
-
-    def multiple_of_32(self, input_name, axis, d, dim_param):
-        if axis < 2 or (isinstance(d, int) and d >= 0):
-            return made(self, input_name, axis, d, dim_param)
-        return 32 * symbolic.sym("hw"[axis - 2], 1, 64)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(dynamic_dims.Symbols, "dim", multiple_of_32)
-        out = _agrees_with_static(_path("ppocr_v4_det"), {"x": (1, 3, "32~2048", "32~2048")}, {"h": 10, "w": 7},
-                                  {"x": (1, 3, 320, 224)})
-    assert out == {"sigmoid_0.tmp_0": ("1", "1", "32*h", "32*w")}
+    h, w = _sym("p2o.DynamicDimension.1") + "_div32", _sym("p2o.DynamicDimension.2") + "_div32"
+    out = _agrees_with_static(_path("ppocr_v4_det"), {"x": (1, 3, "32~2048%32", "32~2048%32")}, {h: 10, w: 7},
+                              {"x": (1, 3, 320, 224)})
+    assert out == {"sigmoid_0.tmp_0": ("1", "1", f"32*{h}", f"32*{w}")}
 
 
 @pytest.mark.slow

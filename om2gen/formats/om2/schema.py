@@ -101,6 +101,8 @@ META = {
                                              "items": {"type": "integer", "minimum": -1, "maximum": 1 << 48}},
                                    # a data-dependent count (producer: the node writing it) has input and axis -1
                                    "input": _INDEX_OR_NONE, "axis": _INDEX_OR_NONE,
+                                   # the input dim is multiple * the symbol (a lo~hi%m dim); absent: 1
+                                   "multiple": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
                                    "producer": {"type": "string", "maxLength": 4096}}}},
                 "inputs": {"type": "array", "maxItems": 65536, "items": {"type": "array", "maxItems": 64,
                                                                          "items": {"type": "string", "maxLength": 4096}}},

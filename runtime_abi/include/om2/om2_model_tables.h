@@ -85,6 +85,7 @@ struct Om2SymbolDesc {
     int64_t hi;             /* -1: no upper bound */
     uint32_t input;
     uint32_t axis;
+    int64_t multiple;       /* the input dim is multiple * the symbol (a lo~hi%m dim; 1: the dim itself) */
     /* A data-dependent count (NonZero's, docs/dynamic-shapes.md): the node whose kernel writes it
      * into the symbols table during the replay, read back after it; nullptr: bound from input
      * `input`'s dim `axis` before the replay. */
