@@ -156,7 +156,7 @@ def _bound_inputs(node, body, prefix: str, names: list[str], body_inputs: list[s
     iteration the trip count allows (ops/value_bounds.py): what a data-dependent op in the body
     (a Range from a carried counter) is planned at."""
     trips = value_bounds.of(m)
-    trips = None if trips is None else max(int(trips[1]), 0)
+    trips = None if trips is None or trips[1] == float("inf") else max(int(trips[1]), 0)
     n = len(initial)
     fixed = {body_inputs[0]: (0, trips - 1)} if trips else {}
     numeric = [v.dtype.name != "bool" and isinstance(v.size, int) and v.size <= 16 for v in initial]

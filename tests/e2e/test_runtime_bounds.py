@@ -140,3 +140,16 @@ def test_range_from_a_loop_counter_inside_a_loop(tmp_path):
     m.graph.node.insert(0, helper.make_node("Min", ["trips", "trips_most"], ["trips9"]))
     m.graph.node[1].input[0] = "trips9"
     _check(m, tmp_path / "loop.om2", [{"trips": np.array(t, np.int64), "go": np.array(True)} for t in (0, 1, 3, 7, 20)])
+
+
+def test_a_loop_whose_trip_count_is_bounded_only_below(tmp_path):
+    """M = Max(t, 1): its bounds are (1, inf), so the carried counter has none; the loop still runs."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["c", "one"], ["c_out"]), helper.make_node("Identity", ["cond"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("c", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("c_out", TensorProto.INT64, [])], [_const("one", 1)])
+    nodes = [helper.make_node("Max", ["t", "one"], ["m"]), helper.make_node("Loop", ["m", "", "c0"], ["c_end"], body=body)]
+    m = _model(nodes, {"t": (np.int64, [])}, {"c_end": (np.int64, [])}, [_const("one", 1), _const("c0", 0)])
+    _check(m, tmp_path / "loop.om2", [{"t": np.array(t, np.int64)} for t in (-3, 1, 5)])
