@@ -253,7 +253,8 @@ class ScatterElements(_Scatter):
         rank = len(data.shape)
         a = common.axis(node, int(self.attr(node, "axis")), rank)
         red = self.reduction(node, data.dtype)
-        ds, qs, us = contiguous_strides(data.shape), contiguous_strides(indices.shape), contiguous_strides(updates.shape)
+        ds, qs = contiguous_strides(data.shape), contiguous_strides(indices.shape)
+        us = contiguous_strides(updates.shape)
         # indices and updates of dims only the run decides (check): what both cover, each read with its own strides
         own = not symbolic.decided(lambda: all(u == q for u, q in zip(updates.shape, indices.shape)), False)
         sizes = [symbolic.smin(q, u) if own else q for q, u in zip(indices.shape, updates.shape)]

@@ -52,7 +52,8 @@ def _most(node: Node, ins: list) -> int:
     if math.isinf(first) or math.isinf(last):
         ends = ([f"the {'least' if step > 0 else 'most'} start ({start.name!r})"] if math.isinf(first) else []) \
             + ([f"the {'most' if step > 0 else 'least'} limit ({limit.name!r})"] if math.isinf(last) else [])
-        raise ShapeError(f"{where}: its length is a count only the run knows, and {unbounded.format(' or '.join(ends))}")
+        raise ShapeError(f"{where}: its length is a count only the run knows, and "
+                         f"{unbounded.format(' or '.join(ends))}")
     return max(-(-(int(last) - int(first)) // step), 0)
 
 

@@ -145,11 +145,14 @@ def test_range_from_a_loop_counter_inside_a_loop(tmp_path):
 def test_a_loop_whose_trip_count_is_bounded_only_below(tmp_path):
     """M = Max(t, 1): its bounds are (1, inf), so the carried counter has none; the loop still runs."""
     body = helper.make_graph(
-        [helper.make_node("Add", ["c", "one"], ["c_out"]), helper.make_node("Identity", ["cond"], ["cond_out"])], "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        [helper.make_node("Add", ["c", "one"], ["c_out"]), helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
          helper.make_tensor_value_info("c", TensorProto.INT64, [])],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
          helper.make_tensor_value_info("c_out", TensorProto.INT64, [])], [_const("one", 1)])
-    nodes = [helper.make_node("Max", ["t", "one"], ["m"]), helper.make_node("Loop", ["m", "", "c0"], ["c_end"], body=body)]
+    nodes = [helper.make_node("Max", ["t", "one"], ["m"]),
+             helper.make_node("Loop", ["m", "", "c0"], ["c_end"], body=body)]
     m = _model(nodes, {"t": (np.int64, [])}, {"c_end": (np.int64, [])}, [_const("one", 1), _const("c0", 0)])
     _check(m, tmp_path / "loop.om2", [{"t": np.array(t, np.int64)} for t in (-3, 1, 5)])

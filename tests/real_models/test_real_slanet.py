@@ -43,4 +43,5 @@ def test_slanet_decodes_a_rendered_table_as_onnxruntime_does(tmp_path, name, str
             # and not one token repeated)
             end = int(np.argmax(tokens == eos)) if (tokens == eos).any() else len(tokens)
             assert end > rows and len(set(tokens[:end].tolist())) >= 3, tokens[:end + 1]
-            np.testing.assert_array_equal(tokens, want[[o.name for o in proto.graph.output].index(structure)][0].argmax(-1))
+            ref = want[[o.name for o in proto.graph.output].index(structure)]
+            np.testing.assert_array_equal(tokens, ref[0].argmax(-1))
