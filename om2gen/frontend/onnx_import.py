@@ -19,7 +19,7 @@ from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
 from ..ir import dtypes, symbolic
 from ..ir.attributes import attribute_value
 from ..ir.graph import Graph, Node, Value
-from ..ops import registry
+from ..ops import registry, value_bounds
 from ..passes import fold
 from . import dynamic_dims, limits
 from . import pins as pins_mod
@@ -286,6 +286,7 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
                 dynamic.undecided(node, exc.question)
                 continue
         limits.check_outputs(node, ins, outs)
+        value_bounds.propagate(node, ins, outs)   # what a data-dependent op downstream is bounded by
         for name, val in zip(node.outputs, outs):
             if name:
                 reads[name] = node.inputs

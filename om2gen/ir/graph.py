@@ -37,6 +37,7 @@ class Value:
     shape: tuple            # ints; Exprs for a dynamic model's dynamic dims
     const: np.ndarray | None = None
     dims: np.ndarray | None = None      # an int tensor's elements as ints and Exprs (see the module doc)
+    bounds: tuple | None = None         # a run-time number's (least, most), where known (frontend/value_bounds.py)
 
     @property
     def is_const(self) -> bool:

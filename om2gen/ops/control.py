@@ -56,7 +56,11 @@ class If(Op):
         outs = []
         for i, name in enumerate(node.outputs):
             a, b = values[regions["then"][1][i]], values[regions["else"][1][i]]
-            if a.dtype != b.dtype or a.shape != b.shape:
+            if a.dtype == b.dtype and a.shape != b.shape and one_element(a, b):
+                # Paddle's exports mix [] and [1] for one number: the output is the longer shape
+                # (the same bytes; each branch's is copied into it as they are)
+                a = max(a, b, key=lambda v: len(v.shape))
+            if a.dtype != b.dtype or a.shape != b.shape and not one_element(a, b):
                 raise UnsupportedOpError(
                     f"node {node.name!r} (If): output {name!r} is {a.describe()} in the then branch and "
                     f"{b.describe()} in the else branch; om2gen needs one static shape per output")
@@ -83,6 +87,11 @@ class If(Op):
 
 
 SCOPE = "_scope"   # node.attrs key: names of enclosing subgraphs already renamed by inlining
+
+
+def one_element(*vs: Value) -> bool:
+    """Whether each value is one number in a static shape of unit dims ([], [1], [1, 1], ...)."""
+    return all(v.is_static and v.size == 1 for v in vs)
 
 
 def inline_subgraph(g: onnx.GraphProto, prefix: str, outputs: list[str], opset: int,

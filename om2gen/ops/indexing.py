@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import KernelCall
 from . import common
@@ -223,7 +224,8 @@ class _Scatter(Op):
 
     def lower(self, node, ins, outs, ctx):
         copy = copy_call(ins[0], outs[0])
-        return [copy] if ins[2].size == 0 else [copy, self.scatter(node, ins, outs[0])]
+        empty = symbolic.decided(lambda: ins[2].size == 0, False)   # (a count may be 0 or not)
+        return [copy] if empty else [copy, self.scatter(node, ins, outs[0])]
 
 
 @register("ScatterElements", since=11)
@@ -238,7 +240,11 @@ class ScatterElements(_Scatter):
         _check_indices(node, indices)
         a = common.axis(node, int(self.attr(node, "axis")), len(data.shape))
         _check_within(node, data, indices, a)
-        if updates.shape != indices.shape or updates.dtype != data.dtype:
+        # dims only the run decides (two data-dependent counts: SLANet's Range and Slice) may differ
+        # there, which ONNX Runtime reports; the kernel then scatters what both cover
+        same = symbolic.decided(lambda: len(updates.shape) == len(indices.shape)
+                                and all(u == q for u, q in zip(updates.shape, indices.shape)), True)
+        if not same or updates.dtype != data.dtype:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): updates {updates.describe()} must match the "
                              f"indices' shape {list(indices.shape)} and the data's dtype {data.dtype.name}")
 
@@ -248,7 +254,11 @@ class ScatterElements(_Scatter):
         a = common.axis(node, int(self.attr(node, "axis")), rank)
         red = self.reduction(node, data.dtype)
         ds, qs = contiguous_strides(data.shape), contiguous_strides(indices.shape)
-        lines = common.prod([q for d, q in enumerate(indices.shape) if d != a])
+        us = contiguous_strides(updates.shape)
+        # indices and updates of dims only the run decides (check): what both cover, each read with its own strides
+        own = not symbolic.decided(lambda: all(u == q for u, q in zip(updates.shape, indices.shape)), False)
+        sizes = [symbolic.smin(q, u) if own else q for q, u in zip(indices.shape, updates.shape)]
+        lines = common.prod([q for d, q in enumerate(sizes) if d != a])
         tiling = {"lines": lines}   # with a dynamic model's sizes and strides (common.tiling_field)
 
         def field(value, key: str):
@@ -258,15 +268,18 @@ class ScatterElements(_Scatter):
                        f"{updates.describe()} -> {dst.describe()} (in place over a copy of the data)",
             "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type, "reduction": red,
             "update_expr": _REDUCE[red],
-            "dims": [{"size": field(indices.shape[d], f"size{d}"), "index_stride": field(qs[d], f"index_stride{d}"),
-                      "out_stride": field(ds[d], f"out_stride{d}")} for d in range(rank - 1, -1, -1) if d != a],
-            "len": field(indices.shape[a], "len"), "n": field(data.shape[a], "n"),
+            "dims": [{"size": field(sizes[d], f"size{d}"), "index_stride": field(qs[d], f"index_stride{d}"),
+                      "out_stride": field(ds[d], f"out_stride{d}"),
+                      **({"update_stride": field(us[d], f"update_stride{d}")} if own else {})}
+                     for d in range(rank - 1, -1, -1) if d != a],
+            "len": field(sizes[a], "len"), "n": field(data.shape[a], "n"),
             "index_axis_stride": field(qs[a], "index_axis_stride"), "out_axis_stride": field(ds[a], "out_axis_stride"),
+            **({"update_axis_stride": field(us[a], "update_axis_stride")} if own else {}),
         }
         if len(tiling) > 1:
             params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/scatter_elements.c.j2", node.op_type, params, [indices.name, updates.name],
-                          [dst.name], block_dim=common.block_dim_for(lines, indices.shape[a]), tiling=tiling)
+                          [dst.name], block_dim=common.block_dim_for(lines, sizes[a]), tiling=tiling)
 
 
 @register("Scatter", since=9)

@@ -29,8 +29,8 @@ from ..errors import ModelError, NeedsConstantError, ShapeError, UnsupportedOpEr
 from ..ir import dtypes, symbolic
 from ..ir.graph import LOOP_IO, REGIONS, LoopIO, Node, Value
 from ..ir.program import KernelCall
-from . import common
-from .control import SCOPE, inline_subgraph
+from . import common, value_bounds
+from .control import SCOPE, inline_subgraph, one_element
 from .registry import REQUIRED, Expansion, Op, register
 
 # Unrolled at most (only when the body needs a constant iteration number): iterations, and body
@@ -45,11 +45,13 @@ INT64, BOOL = dtypes.INT64, dtypes.BY_NAME["bool"]
 class Loop(Op):
     attrs = {"body": REQUIRED}
 
-    def infer_regions(self, node, ins, infer_nodes, values, inputs_of=None):
+    def infer_regions(self, node, ins, infer_nodes, values, inputs_of=None, carried_shapes=None):
         """The body inferred as region "body" from the values it reads (its inputs get the initial
-        values' dtypes and shapes); afterwards node.inputs is [M, cond, initial values...] + every
-        outer value the body reads. Returns the outputs' values, or an Expansion (the loop
-        unrolled) when the body needs its iteration number at compile time."""
+        values' dtypes and shapes, or carried_shapes); afterwards node.inputs is [M, cond, initial
+        values...] + every outer value the body reads. Returns the outputs' values, or an
+        Expansion (the loop unrolled) when the body needs its iteration number at compile time.
+        A carried number that starts as [] and that the body makes [1] (Paddle's exports mix the
+        two) is [1] throughout: the body is inferred again with it so."""
         body = self.attr(node, "body")
         while len(node.inputs) < 2:
             node.inputs.append("")
@@ -63,11 +65,13 @@ class Loop(Op):
         prefix = f"{node.name}/body/"
         names = [f"{node.name}/body:{i}" for i in range(len(body.output))]
         body_inputs = [prefix + vi.name for vi in body.input]
-        shapes = [_scalar_shape(body.input[0]), _scalar_shape(body.input[1])] + [v.shape for v in initial]
+        shapes = [_scalar_shape(body.input[0]), _scalar_shape(body.input[1])] \
+            + list(carried_shapes or [v.shape for v in initial])
         types = [INT64, BOOL] + [v.dtype for v in initial]
         before = set(values)
         for name, dt, shape in zip(body_inputs, types, shapes):
             values[name] = Value(name, dt, shape)
+        _bound_inputs(node, body, prefix, names, body_inputs, m, initial, values)
         try:
             nodes = infer_nodes(inline_subgraph(body, prefix, names, node.opset, node.attrs.get(SCOPE)))
         except ShapeError as exc:   # NeedsConstantError too: a Slice by the iteration number, say
@@ -78,6 +82,8 @@ class Loop(Op):
             trips = _trip_count(node, m, cond, kind)
             sources = _sources(node, m, cond, kind, inputs_of)
             return _unrolled(node, body, n, k, trips, shapes[:2], exc, m, cond, sources)
+        if any(name not in values for name in names):
+            return None   # a body node could not take a dynamic model's shapes (the frontend names it)
         cond_out = values[names[0]]
         if cond_out.dtype != BOOL or cond_out.size != 1:
             raise ModelError(f"node {node.name!r} (Loop): the body's cond output is {cond_out.describe()}; it must be "
@@ -85,14 +91,32 @@ class Loop(Op):
         if kind is None and cond_out.is_const:
             kind = bool(np.asarray(cond_out.const).reshape(-1)[0])
         trips = _trip_count(node, m, cond, kind)
+        read = {i for x in nodes for i in x.inputs}
+        once = m is not None and m.is_const and int(np.asarray(m.const).reshape(-1)[0]) >= 1 \
+            and (cond is None or cond.is_const and bool(np.asarray(cond.const).reshape(-1)[0]))
+        reshaped = [_carried_shape(v, values[names[1 + j]], shape, once and body_inputs[2 + j] not in read)
+                    for j, (v, shape) in enumerate(zip(initial, shapes[2:]))]
+        if reshaped != shapes[2:] and carried_shapes is None:
+            for name in set(values) - before:
+                del values[name]
+            return self.infer_regions(node, ins, infer_nodes, values, inputs_of, reshaped)
         outs = []
         for j, v in enumerate(initial):
             got = values[names[1 + j]]
-            if got.dtype != v.dtype or got.shape != v.shape:
-                raise UnsupportedOpError(
+            v = Value(v.name, v.dtype, shapes[2 + j])
+            if got.dtype != v.dtype or not symbolic.decided(lambda: got.shape == v.shape, False):
+                exc = UnsupportedOpError(
                     f"node {node.name!r} (Loop): loop-carried value {body.input[2 + j].name!r} starts as "
                     f"{v.describe()} and the body makes it {got.describe()}; a carried value whose shape or dtype "
                     "changes between iterations needs dynamic shapes, and om2gen compiles static ones")
+                if got.dtype != v.dtype or not symbolic.symbols(list(got.shape)):
+                    raise exc
+                # a run-time Slice (ops/slice_runtime.py) by the iteration number, say: unrolled, its
+                # bounds are constants
+                for name in set(values) - before:
+                    del values[name]
+                return _unrolled(node, body, n, k, trips, shapes[:2], exc, m, cond,
+                                 _sources(node, m, cond, kind, inputs_of))
             outs.append(Value("", v.dtype, v.shape))
         used = [s < len(node.outputs) - n and bool(node.outputs[n + s]) for s in range(k)]
         rows = trips
@@ -113,6 +137,37 @@ class Loop(Op):
 
     def infer(self, node, ins):
         raise AssertionError("Loop is inferred through infer_regions")
+
+
+def _carried_shape(initial: Value, got: Value, shape: tuple, unread: bool) -> tuple:
+    """The shape a carried value takes through the loop: its initial one; the body's where that
+    is the same number in other unit dims ([] and [1]); or the body's where the body never reads
+    the value and runs at least once (Paddle's exports start a value the loop defines as a
+    placeholder scalar), so no iteration and no output sees the initial one."""
+    if got.dtype != initial.dtype or not got.is_static:
+        return shape
+    if one_element(initial, got) or unread:
+        return got.shape
+    return shape
+
+
+def _bound_inputs(node, body, prefix: str, names: list[str], body_inputs: list[str], m, initial, values) -> None:
+    """Value.bounds of the body's iteration_num (0 ~ M - 1) and of its carried numbers over every
+    iteration the trip count allows (ops/value_bounds.py): what a data-dependent op in the body
+    (a Range from a carried counter) is planned at."""
+    trips = value_bounds.of(m)
+    trips = None if trips is None or trips[1] == float("inf") else max(int(trips[1]), 0)
+    n = len(initial)
+    fixed = {body_inputs[0]: (0, trips - 1)} if trips else {}
+    numeric = [v.dtype.name != "bool" and isinstance(v.size, int) and v.size <= 16 for v in initial]
+    start = [value_bounds.of(v) if ok else None for v, ok in zip(initial, numeric)]
+    if any(b is not None for b in start):
+        nodes = inline_subgraph(body, prefix, names, node.opset, node.attrs.get(SCOPE))
+        found = value_bounds.carried_bounds(nodes, body_inputs[2:], names[1:1 + n], start, values, fixed, trips)
+        for name, b in zip(body_inputs[2:], found):
+            values[name].bounds = b
+    if fixed:
+        values[body_inputs[0]].bounds = fixed[body_inputs[0]]
 
 
 def _check_signature(node, body: onnx.GraphProto, n: int, k: int, m, cond, initial) -> None:

@@ -16,7 +16,7 @@ from ..ir import symbolic
 from ..ir.dtypes import DType
 from ..ir.graph import Node, Value
 from ..ir.program import Alias, KernelCall
-from . import common
+from . import common, slice_runtime
 from .registry import REQUIRED, Op, register
 
 
@@ -209,6 +209,16 @@ class Slice10(Slice):
     def spec(self, node, ins):
         return (common.const_ints(node, ins[1], "starts"), common.const_ints(node, ins[2], "ends"),
                 common.const_ints(node, optional(ins, 3), "axes"), common.const_ints(node, optional(ins, 4), "steps"))
+
+    def infer(self, node, ins):
+        if slice_runtime.is_run_time(ins[1]) or slice_runtime.is_run_time(ins[2]):   # a data-dependent length
+            return slice_runtime.infer(node, ins)
+        return super().infer(node, ins)
+
+    def lower(self, node, ins, outs, ctx):
+        if slice_runtime.is_run_time(ins[1]) or slice_runtime.is_run_time(ins[2]):
+            return slice_runtime.lower(node, ins, outs)
+        return super().lower(node, ins, outs, ctx)
 
 
 # ---------------------------------------------------------------------------------------------

