@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..advice import value_option
-from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
+from ..errors import NeedsConstantError, ShapeError
 from ..ir import symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import KernelCall
@@ -31,8 +31,11 @@ def _most(node: Node, ins: list) -> int:
     start, limit, delta = ins[:3]
     where = f"node {node.name!r} (Range)"
     if start.dtype.name not in _TYPES:
-        raise UnsupportedOpError(f"{where}: a {start.dtype.name} Range with run-time bounds is not supported "
-                                 f"({', '.join(_TYPES)})")
+        name = next(v.name for v in ins[:3] if is_run_time(v))
+        raise NeedsConstantError(f"{where}: a {start.dtype.name} Range with run-time bounds is not supported (its "
+                                 f"length is a count only the run knows, for {', '.join(_TYPES)}); make its bounds "
+                                 f"known at compile time (if {name!r} is a model input, freeze it with "
+                                 f"{value_option(name)})", name)
     unbounded = "nothing bounds {} (ops/value_bounds.py follows constants, input shapes, casts, + - *, Min/Max " \
         "and a Loop's counters), so there is no size to plan its output at: clamp the bounds with Min/Max " \
         "against constants, or make them known at compile time"

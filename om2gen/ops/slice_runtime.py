@@ -11,7 +11,8 @@ one count per kernel.
 """
 from __future__ import annotations
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..advice import value_option
+from ..errors import NeedsConstantError, ShapeError
 from ..ir import symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import KernelCall
@@ -55,10 +56,12 @@ def plan(node: Node, ins: list) -> tuple[int, int, object]:
         if v.dtype.name not in _INDEX_TYPES:
             raise ShapeError(f"{where}: {what} is {v.dtype.name}; ONNX gives Slice's bounds as int32 or int64")
     if starts.size != 1 or ends.size != 1:
-        raise UnsupportedOpError(
+        name = next(v.name for v in (starts, ends) if is_run_time(v))
+        raise NeedsConstantError(
             f"{where}: its starts or ends are run-time values over {starts.size} axes; om2gen slices one axis by "
             "run-time bounds per node (its length is a count the kernel writes at run time). Write one Slice per "
-            "axis, or make the bounds known at compile time")
+            f"axis, or make the bounds known at compile time (if {name!r} is a model input, freeze it with "
+            f"{value_option(name)})", name)
     axes = common.const_ints(node, ins[3] if len(ins) > 3 else None, "axes") or [0]
     steps = common.const_ints(node, ins[4] if len(ins) > 4 else None, "steps") or [1]
     if len(axes) != 1 or len(steps) != 1:
