@@ -1,0 +1,74 @@
+"""Data-dependent counts in a classic .om, run the RT2 way (docs/dynamic-shapes.md, "The classic
+.om: the RT2 path"): the executor launches up to the op that writes a count (NonZero,
+NonMaxSuppression), waits, reads the count back, and runs InferShape and Tiling of the ops after
+it at the count. Each .om is compiled once (the models of tests/ops/test_data_dependent.py) and
+run at several inputs, each run against ONNX Runtime, the counts 0 and the largest included."""
+import numpy as np
+from onnx import helper
+from tests.ops.test_data_dependent import NMS_BATCH_SHAPES, _boxes
+from tests.ops.test_data_dependent import _check as check_against_ort
+from tests.ops.test_data_dependent import (_model, _nms, _scores, _sparse, nms_dynamic_batch, nms_then_gathers,
+                                           nonzero_downstream)
+
+import om2gen
+
+
+def _check(model, path, feeds_list, **compile_opts):
+    """One .om, run at every feed against ONNX Runtime (tests/ops/test_data_dependent.py); it is
+    run the RT2 way. Its RT2 counters after one more run of every feed: the arena is planned at
+    the counts' bounds, so for one input shape it is allocated once."""
+    check_against_ort(model, path, feeds_list, **compile_opts)
+    with om2gen.load(path) as m:
+        assert m.rt2_stats is not None, "not run the RT2 way"
+        for feeds in feeds_list:
+            m.run(feeds)
+        return m.rt2_stats
+
+
+def test_nonzero_alone_at_every_count(tmp_path):
+    """All zeros (count 0), all non-zero (the bound) and counts between; large enough for several blocks."""
+    shape = (4, 3, 2900)
+    m = _model([helper.make_node("NonZero", ["x"], ["y"])], {"x": (np.float32, shape)}, {"y": (np.int64, [3, "n"])})
+    feeds = [{"x": np.zeros(shape, np.float32)}, {"x": np.ones(shape, np.float32)}]
+    feeds += [{"x": _sparse(shape, d, seed)} for seed, d in enumerate((0.001, 0.5, 0.97))]
+    stats = _check(m, tmp_path / "nz.om", feeds)
+    assert stats["runs"] == len(feeds) and stats["arena_grows"] == 1
+
+
+def test_nonzero_transpose_gathernd(tmp_path):
+    """x[x != 0]: the Transpose, GatherND, Gather and Add after the count tile at the count."""
+    m, feeds = nonzero_downstream()
+    _check(m, tmp_path / "nz.om", feeds)
+
+
+def test_nms_score_thresholds(tmp_path):
+    """Thresholds from none selected to the most each class keeps, one .om."""
+    b, c, n = 3, 4, 120
+    m = _nms({"boxes": (np.float32, [b, n, 4]), "scores": (np.float32, [b, c, n]), "score_thr": (np.float32, [1])},
+             {"selected": (np.int64, ["k", 3])},
+             {"max_out": np.array([7], np.int64), "iou": np.array([0.45], np.float32)}, {"center_point_box": 0})
+    rng = np.random.default_rng(0)
+    feeds = [{"boxes": _boxes(rng, b, n, 0), "scores": _scores(rng, b, c, n, ties=thr == 0.5),
+              "score_thr": np.array([thr], np.float32)} for thr in (0.0, 0.5, 0.97, 1.0, -1.0)]
+    _check(m, tmp_path / "nms.om", feeds)
+
+
+def test_nms_then_gather_of_the_selected_scores(tmp_path):
+    """The selected rows gather their scores and their boxes, and a Mul after; counts 0 too."""
+    m, feeds = nms_then_gathers()
+    _check(m, tmp_path / "nms.om", feeds)
+
+
+def test_a_dynamic_batch_meets_a_count(tmp_path):
+    """NonZero over [N, 5], N in 1~8: the count's bound (40) is the batch's most, the GatherND
+    after reads both; batches up and down, counts 0 to all."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+             helper.make_node("GatherND", ["x", "idx"], ["vals"])]
+    m = _model(nodes, {"x": (np.float32, ["N", 5])}, {"idx": (np.int64, ["n", 2]), "vals": (np.float32, ["n"])})
+    feeds = [{"x": _sparse((n, 5), d, n)} for n, d in ((1, 0.5), (8, 1.0), (3, 0.0), (8, 0.3), (5, 0.7))]
+    _check(m, tmp_path / "nz.om", feeds, input_shapes={"x": ("1~8", 5)})
+
+
+def test_nms_with_a_dynamic_batch(tmp_path):
+    m, feeds = nms_dynamic_batch()
+    _check(m, tmp_path / "nms.om", feeds, input_shapes=NMS_BATCH_SHAPES)
