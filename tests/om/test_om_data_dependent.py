@@ -4,7 +4,7 @@ NonMaxSuppression), waits, reads the count back, and runs InferShape and Tiling 
 it at the count. Each .om is compiled once (the models of tests/ops/test_data_dependent.py) and
 run at several inputs, each run against ONNX Runtime, the counts 0 and the largest included."""
 import numpy as np
-from onnx import helper
+from onnx import helper, numpy_helper
 from tests.ops.test_data_dependent import NMS_BATCH_SHAPES, _boxes
 from tests.ops.test_data_dependent import _check as check_against_ort
 from tests.ops.test_data_dependent import (_model, _nms, _scores, _sparse, nms_dynamic_batch, nms_then_gathers,
@@ -72,3 +72,19 @@ def test_a_dynamic_batch_meets_a_count(tmp_path):
 def test_nms_with_a_dynamic_batch(tmp_path):
     m, feeds = nms_dynamic_batch()
     _check(m, tmp_path / "nms.om", feeds, input_shapes=NMS_BATCH_SHAPES)
+
+
+def test_a_count_after_a_count(tmp_path):
+    """Two syncs in one run: the positive ones among x's non-zero values (a NonZero over the
+    GatherND the first count sizes), then a Gather of them; the second count's bound is the first's."""
+    zero = numpy_helper.from_array(np.array(0, np.float32), "zero")
+    flat = numpy_helper.from_array(np.array([-1], np.int64), "flat")
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+             helper.make_node("GatherND", ["x", "idx"], ["vals"]), helper.make_node("Greater", ["vals", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["pnz"]), helper.make_node("Reshape", ["pnz", "flat"], ["which"]),
+             helper.make_node("Gather", ["vals", "which"], ["positive"], axis=0)]
+    m = _model(nodes, {"x": (np.float32, [7, 9])}, {"vals": (np.float32, ["n"]), "positive": (np.float32, ["p"])},
+               [zero, flat])
+    x = _sparse((7, 9), 0.6, 3)
+    _check(m, tmp_path / "two.om", [{"x": x}, {"x": np.zeros((7, 9), np.float32)}, {"x": -np.abs(x)},
+                                    {"x": np.abs(x) + 1}, {"x": _sparse((7, 9), 0.2, 4)}])
