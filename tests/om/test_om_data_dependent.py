@@ -5,12 +5,15 @@ it at the count. Each .om is compiled once (the models of tests/ops/test_data_de
 run at several inputs, each run against ONNX Runtime, the counts 0 and the largest included."""
 import numpy as np
 from onnx import helper, numpy_helper
+from tests.helpers import ort_run
 from tests.ops.test_data_dependent import NMS_BATCH_SHAPES, _boxes
 from tests.ops.test_data_dependent import _check as check_against_ort
 from tests.ops.test_data_dependent import (_model, _nms, _scores, _sparse, nms_dynamic_batch, nms_then_gathers,
                                            nonzero_downstream)
 
 import om2gen
+import om2gen.acl as acl
+from om2gen.acl import constants as C
 
 
 def _check(model, path, feeds_list, **compile_opts):
@@ -88,3 +91,39 @@ def test_a_count_after_a_count(tmp_path):
     x = _sparse((7, 9), 0.6, 3)
     _check(m, tmp_path / "two.om", [{"x": x}, {"x": np.zeros((7, 9), np.float32)}, {"x": -np.abs(x)},
                                     {"x": np.abs(x) + 1}, {"x": _sparse((7, 9), 0.2, 4)}])
+
+
+def test_acl_reads_the_counts_dims_back(tmp_path):
+    """Through ACL: output buffers at the count's bound (NonZero over [N, 5], N in 1~8: 40 rows),
+    aclmdlGetDatasetTensorDesc gives each run's count, the first bytes hold the rows."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0])]
+    m = _model(nodes, {"x": (np.float32, ["N", 5])}, {"idx": (np.int64, ["n", 2])})
+    path = tmp_path / "nz.om"
+    om2gen.compile(m, path, input_shapes={"x": ("1~8", 5)})
+    assert acl.init() in (C.ACL_SUCCESS, C.ACL_ERROR_REPEAT_INITIALIZE)
+    model_id, ret = acl.mdl.load_from_file(str(path))
+    assert ret == C.ACL_SUCCESS, acl.get_recent_err_msg()
+    out_np = np.empty((40, 2), np.int64)
+    handles = [acl.create_data_buffer(acl.util.numpy_to_ptr(out_np), out_np.nbytes)]
+    try:
+        outs = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(outs, handles[0])
+        for n, density in ((8, 1.0), (3, 0.4), (5, 0.0), (8, 0.5)):
+            x = _sparse((n, 5), density, n)
+            ins = acl.mdl.create_dataset()
+            handles.append(acl.create_data_buffer(acl.util.numpy_to_ptr(x), x.nbytes))
+            acl.mdl.add_dataset_buffer(ins, handles[-1])
+            desc = acl.create_tensor_desc(0, list(x.shape), C.ACL_FORMAT_ND)   # 0: ACL_FLOAT
+            assert acl.mdl.set_dataset_tensor_desc(ins, desc, 0) == C.ACL_SUCCESS
+            acl.destroy_tensor_desc(desc)
+            assert acl.mdl.execute(model_id, ins, outs) == C.ACL_SUCCESS, acl.get_recent_err_msg()
+            want, = ort_run(m, {"x": x})
+            desc = acl.mdl.get_dataset_tensor_desc(outs, 0)
+            dims = [acl.get_tensor_desc_dim_v2(desc, k)[0] for k in range(acl.get_tensor_desc_num_dims(desc))]
+            assert dims == list(want.shape)
+            np.testing.assert_array_equal(out_np.reshape(-1)[:want.size].reshape(dims), want)
+            acl.mdl.destroy_dataset(ins)
+    finally:
+        for h in handles:
+            acl.destroy_data_buffer(h)
+        acl.mdl.unload(model_id)
