@@ -182,12 +182,6 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             symbolic.UNBOUNDED_PLANNED.reset(token)
         report.stage(f"imported {len(graph.nodes)} nodes")
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
-    counts = [s for s in program.dynamic.symbols if s.producer] if program.dynamic is not None else []
-    if counts and format == "om":
-        raise Om2Error(f"node {counts[0].producer!r} has an output whose size its data decides (a data-dependent "
-                       "count: NonZero, NonMaxSuppression, a Loop's scan rows); such a model runs from the captured "
-                       "replay of an .om2 archive, which reads the count back after the run: compile it to .om2 "
-                       "(-o model.om2)")
     if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
         program = rt2_program.for_om(program)
         program.dynamic.host_plan.check()

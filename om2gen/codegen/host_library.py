@@ -36,7 +36,9 @@ def source(plan, model_name: str, input_names: list[str]) -> str:
     for i, s in enumerate(plan.symbols):
         rng = f"{s.lo}~{s.hi}" if s.hi is not None else f">= {s.lo}"
         per = f" / {s.multiple}" if s.multiple > 1 else ""
-        lines.append(f" *   symbols[{i}] = {s.name}: dim {s.axis} of input {c_comment(input_names[s.input])}{per} ({rng})")
+        source = (f"the count node {c_comment(s.producer)} writes" if s.producer else
+                  f"dim {s.axis} of input {c_comment(input_names[s.input])}{per}")
+        lines.append(f" *   symbols[{i}] = {s.name}: {source} ({rng})")
     lines += [" */", "#include <stdint.h>", "#include <stdio.h>", "", '#include "om2/om2_dims.h"',
               '#include "om2/om2_op_host.h"', "", _BAD_DIM, ""]
     for k, op in enumerate(plan.ops):
@@ -92,8 +94,8 @@ def _tables(plan) -> list[str]:
         return [f"static const {ctype} {name}[] = {{"] + [f"    {r}," for r in rows or ["{0}"]] + ["};"]
 
     out = array("Om2OpHostSymbol", "kSymbols",
-                [f"{{{c_string(s.name)}, {s.input}, {s.axis}, {s.multiple}, {s.lo}, {-1 if s.hi is None else s.hi}}}"
-                 for s in plan.symbols])
+                [f"{{{c_string(s.name)}, {NONE if s.producer else s.input}, {NONE if s.producer else s.axis}, "
+                 f"{s.multiple}, {s.lo}, {-1 if s.hi is None else s.hi}}}" for s in plan.symbols])
     out += array("Om2OpHostTensor", "kTensors",
                  [f"{{{c_string(t.name)}, {_KINDS[t.kind]}, {t.index}, {t.offset}u, {len(t.dims)}, {t.dtype_size}}}"
                   for t in plan.tensors])
@@ -104,7 +106,8 @@ def _tables(plan) -> list[str]:
     out += array("Om2OpHostOp", "kOps", [
         f"{{{c_string(op.name)}, {c_string(op.op_type)}, {op.task}, {len(op.slots)}, kSlots{k}, "
         f"{NONE if op.scratch_buffer < 0 else op.scratch_buffer}, {int(op.sink)}, "
-        f"{len(op.tiling)}, {op.max_block_dim}, infer_shape_{k}, tiling_{k}}}" for k, op in enumerate(plan.ops)])
+        f"{len(op.tiling)}, {op.max_block_dim}, infer_shape_{k}, tiling_{k}, "
+        f"{NONE if op.count_symbol < 0 else op.count_symbol}}}" for k, op in enumerate(plan.ops)])
     out += array("uint32_t", "kOutputTensors", [str(t) for t in plan.output_tensors])
     out += array("uint32_t", "kInputTensors", [str(t) if t >= 0 else NONE for t in plan.input_tensors])
     out += ["", "static const Om2OpHostTable kTable = {",

@@ -56,6 +56,7 @@ class HostOp:
     sink: bool
     max_block_dim: int
     scratch_buffer: int = -1
+    count_symbol: int = -1      # the data-dependent count (a symbol) its kernel writes, -1 none
 
 
 @dataclass
@@ -129,6 +130,8 @@ def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
                     tiling_step.block_dim if sink else call.block_dim,
                     dict(tiling_step.fields) if sink else dict(call.tiling),
                     tiling_step.workspace if sink else call.workspace, sink, max(1, int(call.block_dim)))
+        if call.count_symbol:   # (its address slot follows the outputs, as in its task)
+            op.count_symbol = next(i for i, s in enumerate(plan.symbols) if s.name == call.count_symbol)
         if call.workspace:
             op.scratch_buffer = len(plan.buffers)
             plan.buffers.append(HostBuffer(SCRATCH, k, k, k))

@@ -519,7 +519,7 @@ class Model:
         model's thread count for the launches. Returns the arrays, or the outputs' dims."""
         if self._rt2 is None:
             raise ModelClosedError(f"{self.path}: the model is closed; load it again to run it")
-        prepared = self._rt2.prepare(shapes)
+        prepared = self._rt2.prepare(shapes)   # (a data-dependent count at its bound)
         made = []
         if outputs_for is None:
             made = [np.empty(dims, t.dtype) for t, (dims, _) in zip(self.outputs, prepared)]
@@ -529,10 +529,13 @@ class Model:
         previous = lib.om2rtGetIssueThreadCount()
         lib.om2rtSetIssueThreadCount(self.threads or 0)
         try:
-            self._rt2.execute(inputs, outputs, capacities)
+            got = self._rt2.execute(inputs, outputs, capacities)
         finally:
             lib.om2rtSetIssueThreadCount(previous)
-        return made or [dims for dims, _ in prepared]
+        if not made:
+            return got
+        return [a if a.shape == dims else a.reshape(-1)[:dynamic_mod.elements(dims)].reshape(dims)
+                for a, dims in zip(made, got)]
 
     def execute_raw_shapes(self, input_ptrs, input_shapes, outputs_for) -> list[tuple[int, ...]]:
         """A dynamic-shape classic OM on caller buffers: each input's address and shape (ACL's

@@ -37,9 +37,12 @@ def host_table(so, where: str):
 
 def dynamic_of(table, inputs: list[dict]) -> Dynamic:
     """What runtime/dynamic.py checks a run's shapes by, from the table's symbols."""
-    symbols = tuple(SymbolDim(ffi.string(s.name).decode(), int(s.lo), None if s.hi < 0 else int(s.hi), int(s.input),
-                              int(s.axis), multiple=int(s.multiple))
-                    for s in (table.symbols[k] for k in range(table.symbol_num)))
+    writers = {int(op.count_symbol): ffi.string(op.name).decode() for op in (table.ops[k] for k in range(table.op_num))
+               if op.count_symbol != lib.OM2_OP_HOST_NONE}   # a count: the node that writes it, input and axis -1
+    symbols = tuple(SymbolDim(ffi.string(s.name).decode(), int(s.lo), None if s.hi < 0 else int(s.hi),
+                              -1 if k in writers else int(s.input), -1 if k in writers else int(s.axis),
+                              multiple=int(s.multiple), producer=writers.get(k, ""))
+                    for k, s in ((k, table.symbols[k]) for k in range(table.symbol_num)))
     # (a lo~hi%m dim reads m*symbol, as an .om2's model_meta writes it)
     named = {(s.input, s.axis): s.name if s.multiple == 1 else f"{s.multiple}*{s.name}" for s in symbols}
     dims = tuple(tuple(named.get((i, a), str(d) if d >= 0 else "?") for a, d in enumerate(io["shape"]))
@@ -66,6 +69,8 @@ def check_tasks(table, program, where: str) -> None:
     ranks = [len(d.shape) for d in program.inputs]
     for k in range(table.symbol_num):
         s = table.symbols[k]
+        if s.input == lib.OM2_OP_HOST_NONE and s.axis == lib.OM2_OP_HOST_NONE:   # a count (the executor checks it)
+            continue
         if s.input >= len(ranks) or s.axis >= ranks[s.input] or s.multiple < 1:
             raise ArchiveError(f"{where}: symbol {ffi.string(s.name).decode('utf-8', 'replace')} of its host op library "
                                "is bound to a dim the model does not have; the OM is inconsistent: recompile it")
@@ -86,7 +91,7 @@ def check_tasks(table, program, where: str) -> None:
     for k, task in enumerate(tasks):
         op = table.ops[k]
         name = ffi.string(op.name).decode("utf-8", "replace")
-        extra = int(op.scratch_buffer != lib.OM2_OP_HOST_NONE) + int(op.sink)
+        extra = int(op.count_symbol != lib.OM2_OP_HOST_NONE) + int(op.scratch_buffer != lib.OM2_OP_HOST_NONE) + int(op.sink)
         if op.task != k or op.slot_num + extra != len(task.args) or name != task.op_name:
             raise ArchiveError(f"{where}: op {k} of its host op library ({name}, {op.slot_num + extra} slots) is not "
                                f"task {k} of TASK_INFO ({task.op_name}, {len(task.args)} slots); the OM is "
@@ -144,15 +149,18 @@ class Rt2Runner:
             raise InputError(f"{self.where}: {string(self._err)}")
         return [(tuple(self._out_rows[j][0:r]), int(self._out_bytes[j])) for j, r in enumerate(self.output_ranks)]
 
-    def execute(self, inputs, outputs, capacities) -> None:
-        """Launches the prepared run over buffer addresses (ints or cffi pointers)."""
+    def execute(self, inputs, outputs, capacities) -> list[tuple[int, ...]]:
+        """Launches the prepared run over buffer addresses (ints or cffi pointers); the dims the
+        outputs got (a data-dependent count's, where prepare gave its bound)."""
         for i, p in enumerate(inputs):
             self._in_ptrs[i] = ffi.cast("void *", p) if isinstance(p, int) else p
         for j, (p, c) in enumerate(zip(outputs, capacities)):
             self._out_ptrs[j] = ffi.cast("void *", p) if isinstance(p, int) else p
             self._capacity[j] = c
-        if lib.om2x_rt2_execute(self.handle, self._in_ptrs, self._out_ptrs, self._capacity, self._err, _ERR_LEN) != 0:
+        if lib.om2x_rt2_execute(self.handle, self._in_ptrs, self._out_ptrs, self._capacity, self._out_dims, self._err,
+                                _ERR_LEN) != 0:
             raise RuntimeFailure(f"{self.where}: {string(self._err)}")
+        return [tuple(self._out_rows[j][0:r]) for j, r in enumerate(self.output_ranks)]
 
     def stats(self) -> dict:
         s = ffi.new("Om2xRt2Stats *")

@@ -7,6 +7,13 @@
  * the lifetimes the compiler recorded ([first_op, last_op]), in the order of their first op. The
  * arena is one aclrtMalloc that is replaced only when a run needs more than it holds (a new
  * maximum); the plan's scratch vectors are reserved at load, so a run allocates nothing.
+ *
+ * Data-dependent counts (GE's third-class ops): prepare takes each count at its bound, so the
+ * arena and the outputs are placed once per run, for the most the count can be. Execute launches
+ * in order up to the op that writes a count, waits for the stream, reads the count back from the
+ * device symbols, runs InferShape of every op and Tiling of the ops after it again at the count,
+ * rewrites their args and goes on. A count only shrinks what its bound planned; a tensor or
+ * scratch that would outgrow its placed buffer is an error, never an overrun.
  */
 #include <algorithm>
 #include <chrono>
@@ -72,6 +79,9 @@ public:
             /* the slots, then the tiling: inline, or (a sink kernel) its block count and words, addressed */
             args += 8ull * Slots(t_.ops[k]) + 8ull * t_.ops[k].tiling_num + (t_.ops[k].sink ? 8 : 0);
         }
+        if (aclrtMalloc(&dev_symbols_, 8ull * t_.symbol_num + 8, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
+            return Error(err, err_len, "allocating the symbols table failed: %s", aclGetRecentErrMsg());
+        }
         args_.assign(args / 8 + 1, 0);
         if (aclrtMalloc(&dev_args_, 8 * args_.size(), ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
             return Error(err, err_len, "allocating the args table failed: %s", aclGetRecentErrMsg());
@@ -104,6 +114,10 @@ public:
         prepared_ = false;
         for (uint32_t k = 0; k < t_.symbol_num; ++k) {
             const Om2OpHostSymbol &s = t_.symbols[k];
+            if (s.input == OM2_OP_HOST_NONE) {  /* a count: its bound, until its op writes it (Execute) */
+                symbols_[k] = s.hi;
+                continue;
+            }
             const int64_t dim = input_dims[s.input][s.axis], v = dim / s.multiple;
             if (dim % s.multiple != 0 || v < s.lo || (s.hi >= 0 && v > s.hi)) {
                 char range[96];
@@ -122,19 +136,7 @@ public:
             std::memcpy(dims_[tensor], input_dims[i], 8ull * t_.tensors[tensor].rank);
         }
         const uint64_t start = Now();
-        for (uint32_t k = 0; k < t_.op_num; ++k) {
-            if (t_.ops[k].infer_shape(symbols_.data(), dims_.data(), err, err_len) != 0) return -1;
-        }
-        if (t_.infer_outputs(symbols_.data(), dims_.data(), err, err_len) != 0) return -1;
-        for (uint32_t k = 0; k < t_.op_num; ++k) {
-            const Om2OpHostOp &op = t_.ops[k];
-            Om2OpHostTiling &tiling = tilings_[k];
-            if (op.tiling(symbols_.data(), dims_.data(), &tiling, err, err_len) != 0) return -1;
-            if (tiling.block_dim < 1 || tiling.block_dim > (int64_t)op.max_block_dim) {
-                return Error(err, err_len, "op %u (%s, %s): its Tiling chose %lld blocks, its kernel launches 1 to "
-                             "%u", k, op.name, op.type, (long long)tiling.block_dim, op.max_block_dim);
-            }
-        }
+        if (InferAndTile(0, err, err_len) != 0) return -1;
         const uint64_t planned = Now();
         host_ns_ = planned - start;
         for (uint32_t b = 0; b < t_.buffer_num; ++b) sizes_[b] = BufferBytes(t_.buffers[b]);
@@ -161,9 +163,13 @@ public:
         return 0;
     }
 
-    int32_t Execute(void *const *inputs, void *const *outputs, const uint64_t *capacity, char *err, size_t err_len) {
+    int32_t Execute(void *const *inputs, void *const *outputs, const uint64_t *capacity, int64_t *const *output_dims,
+                    char *err, size_t err_len) {
         if (!prepared_) return Error(err, err_len, "the run was not prepared (om2x_rt2_prepare) or its prepare failed");
         prepared_ = false;
+        inputs_ = inputs;
+        outputs_ = outputs;
+        capacity_ = capacity;
         for (uint32_t j = 0; j < t_.output_num; ++j) {
             const uint64_t bytes = TensorBytes(t_.output_tensors[j]);
             if (capacity[j] < bytes) {
@@ -171,26 +177,7 @@ public:
                              (unsigned long long)bytes, (unsigned long long)capacity[j]);
             }
         }
-        uint8_t *arena = static_cast<uint8_t *>(arena_);
-        for (uint32_t k = 0; k < t_.op_num; ++k) {  /* the args table: written on the host, copied once */
-            const Om2OpHostOp &op = t_.ops[k];
-            const Om2OpHostTiling &tiling = tilings_[k];
-            uint64_t *args = &args_[args_at_[k] / 8];
-            uint32_t n = 0;
-            for (uint32_t s = 0; s < op.slot_num; ++s) args[n++] = Address(op.slots[s], inputs, outputs);
-            if (op.scratch_buffer != OM2_OP_HOST_NONE) args[n++] = (uint64_t)(arena + offsets_[op.scratch_buffer]);
-            if (op.sink) {  /* the tiling beside the args, where the launches cannot overwrite it */
-                args[n] = (uint64_t)(static_cast<uint8_t *>(dev_args_) + args_at_[k] + 8ull * (n + 1));
-                args[n + 1] = (uint64_t)tiling.block_dim;
-                std::memcpy(&args[n + 2], tiling.words, 8ull * op.tiling_num);
-            } else {
-                std::memcpy(&args[n], tiling.words, 8ull * op.tiling_num);
-            }
-        }
-        if (aclrtMemcpy(dev_args_, 8 * args_.size(), args_.data(), 8 * args_.size(), ACL_MEMCPY_HOST_TO_DEVICE) !=
-            ACL_SUCCESS) {
-            return Error(err, err_len, "copying the args table failed: %s", aclGetRecentErrMsg());
-        }
+        if (WriteArgs(0, err, err_len) != 0) return -1;  /* the args table: written on the host, copied once */
         for (uint32_t k = 0; k < t_.op_num; ++k) {
             const Om2OpHostOp &op = t_.ops[k];
             const uint64_t bytes = 8ull * Slots(op) + (op.sink ? 0 : 8ull * op.tiling_num);
@@ -200,9 +187,13 @@ public:
                 return Error(err, err_len, "op %u (%s, %s): launch failed: %s", k, op.name, op.type,
                              aclGetRecentErrMsg());
             }
+            if (op.count_symbol != OM2_OP_HOST_NONE && ReadCount(k, err, err_len) != 0) return -1;
         }
         if (aclrtSynchronizeStream(stream_) != ACL_SUCCESS) {
             return Error(err, err_len, "running the kernels failed: %s", aclGetRecentErrMsg());
+        }
+        for (uint32_t j = 0; j < t_.output_num; ++j) {
+            std::memcpy(output_dims[j], dims_[t_.output_tensors[j]], 8ull * t_.tensors[t_.output_tensors[j]].rank);
         }
         ++runs_;
         return 0;
@@ -220,21 +211,118 @@ public:
         }
         if (arena_ != nullptr && aclrtFree(arena_) != ACL_SUCCESS) rc = -1;
         if (dev_args_ != nullptr && aclrtFree(dev_args_) != ACL_SUCCESS) rc = -1;
+        if (dev_symbols_ != nullptr && aclrtFree(dev_symbols_) != ACL_SUCCESS) rc = -1;
         stream_ = nullptr;
-        arena_ = dev_args_ = nullptr;
+        arena_ = dev_args_ = dev_symbols_ = nullptr;
         bins_.clear();
         return rc;
     }
 
 private:
     static uint32_t Slots(const Om2OpHostOp &op) {
-        return op.slot_num + (op.scratch_buffer != OM2_OP_HOST_NONE) + (op.sink != 0);
+        return op.slot_num + (op.count_symbol != OM2_OP_HOST_NONE) + (op.scratch_buffer != OM2_OP_HOST_NONE) +
+               (op.sink != 0);
+    }
+
+    /* InferShape of every op (and the outputs'), then Tiling of ops `first`.. at this run's symbols. */
+    int32_t InferAndTile(uint32_t first, char *err, size_t err_len) {
+        for (uint32_t k = 0; k < t_.op_num; ++k) {
+            if (t_.ops[k].infer_shape(symbols_.data(), dims_.data(), err, err_len) != 0) return -1;
+        }
+        if (t_.infer_outputs(symbols_.data(), dims_.data(), err, err_len) != 0) return -1;
+        for (uint32_t k = first; k < t_.op_num; ++k) {
+            const Om2OpHostOp &op = t_.ops[k];
+            Om2OpHostTiling &tiling = tilings_[k];
+            if (op.tiling(symbols_.data(), dims_.data(), &tiling, err, err_len) != 0) return -1;
+            if (tiling.block_dim < 1 || tiling.block_dim > (int64_t)op.max_block_dim) {
+                return Error(err, err_len, "op %u (%s, %s): its Tiling chose %lld blocks, its kernel launches 1 to "
+                             "%u", k, op.name, op.type, (long long)tiling.block_dim, op.max_block_dim);
+            }
+        }
+        return 0;
+    }
+
+    /* The args of ops `first`.. on the host, then copied to the device's table. */
+    int32_t WriteArgs(uint32_t first, char *err, size_t err_len) {
+        uint8_t *arena = static_cast<uint8_t *>(arena_);
+        for (uint32_t k = first; k < t_.op_num; ++k) {
+            const Om2OpHostOp &op = t_.ops[k];
+            const Om2OpHostTiling &tiling = tilings_[k];
+            uint64_t *args = &args_[args_at_[k] / 8];
+            uint32_t n = 0;
+            for (uint32_t s = 0; s < op.slot_num; ++s) args[n++] = Address(op.slots[s], inputs_, outputs_);
+            if (op.count_symbol != OM2_OP_HOST_NONE) {
+                args[n++] = (uint64_t)(static_cast<uint8_t *>(dev_symbols_) + 8ull * op.count_symbol);
+            }
+            if (op.scratch_buffer != OM2_OP_HOST_NONE) args[n++] = (uint64_t)(arena + offsets_[op.scratch_buffer]);
+            if (op.sink) {  /* the tiling beside the args, where the launches cannot overwrite it */
+                args[n] = (uint64_t)(static_cast<uint8_t *>(dev_args_) + args_at_[k] + 8ull * (n + 1));
+                args[n + 1] = (uint64_t)tiling.block_dim;
+                std::memcpy(&args[n + 2], tiling.words, 8ull * op.tiling_num);
+            } else {
+                std::memcpy(&args[n], tiling.words, 8ull * op.tiling_num);
+            }
+        }
+        const uint64_t at = first < t_.op_num ? args_at_[first] : 8 * (args_.size() - 1);
+        if (aclrtMemcpy(static_cast<uint8_t *>(dev_args_) + at, 8 * args_.size() - at, &args_[at / 8],
+                        8 * args_.size() - at, ACL_MEMCPY_HOST_TO_DEVICE) != ACL_SUCCESS) {
+            return Error(err, err_len, "copying the args table failed: %s", aclGetRecentErrMsg());
+        }
+        return 0;
+    }
+
+    /* After op k, which writes a count: wait for it, read the count, and take InferShape, Tiling
+     * and the args of the ops after it again at the count. The buffers stay where the bound put
+     * them; one that would need more than that is refused. */
+    int32_t ReadCount(uint32_t k, char *err, size_t err_len) {
+        const Om2OpHostOp &op = t_.ops[k];
+        const Om2OpHostSymbol &s = t_.symbols[op.count_symbol];
+        if (aclrtSynchronizeStream(stream_) != ACL_SUCCESS) {
+            return Error(err, err_len, "running the kernels up to op %u (%s, %s) failed: %s", k, op.name, op.type,
+                         aclGetRecentErrMsg());
+        }
+        int64_t count = -1;
+        if (aclrtMemcpy(&count, 8, static_cast<uint8_t *>(dev_symbols_) + 8ull * op.count_symbol, 8,
+                        ACL_MEMCPY_DEVICE_TO_HOST) != ACL_SUCCESS) {
+            return Error(err, err_len, "reading the count %s back failed: %s", s.name, aclGetRecentErrMsg());
+        }
+        if (count < s.lo || count > s.hi) {
+            return Error(err, err_len, "node %s (%s) wrote the count %s = %lld, outside its range %lld~%lld", op.name,
+                         op.type, s.name, (long long)count, (long long)s.lo, (long long)s.hi);
+        }
+        symbols_[op.count_symbol] = count;
+        if (InferAndTile(k + 1, err, err_len) != 0) return -1;
+        for (uint32_t b = 0; b < t_.buffer_num; ++b) {
+            const Om2OpHostBuffer &buf = t_.buffers[b];
+            if (buf.last_op > k && BufferBytes(buf) > sizes_[b]) {
+                return Error(err, err_len, "buffer %u needs %llu bytes at the count %s = %lld, more than the %llu "
+                             "its bound placed", b, (unsigned long long)BufferBytes(buf), s.name, (long long)count,
+                             (unsigned long long)sizes_[b]);
+            }
+        }
+        for (uint32_t j = 0; j < t_.output_num; ++j) {
+            if (TensorBytes(t_.output_tensors[j]) > capacity_[j]) {
+                return Error(err, err_len, "output %u needs %llu bytes at the count %s = %lld, more than its buffer "
+                             "holds", j, (unsigned long long)TensorBytes(t_.output_tensors[j]), s.name,
+                             (long long)count);
+            }
+        }
+        return WriteArgs(k + 1, err, err_len);
     }
 
     /* Every index of the table in range, before anything runs. */
     int32_t Check(uint64_t bin_num, const uint32_t *op_bins, char *err, size_t err_len) const {
         for (uint32_t k = 0; k < t_.symbol_num; ++k) {
             const Om2OpHostSymbol &s = t_.symbols[k];
+            if (s.input == OM2_OP_HOST_NONE) {  /* a count: bounded, and written by one op */
+                uint32_t writers = 0;
+                for (uint32_t o = 0; o < t_.op_num; ++o) writers += t_.ops[o].count_symbol == k;
+                if (s.hi < 0 || s.lo < 0 || writers != 1) {
+                    return Error(err, err_len, "count %s has the range %lld~%lld and %u ops writing it", s.name,
+                                 (long long)s.lo, (long long)s.hi, writers);
+                }
+                continue;
+            }
             if (s.input >= t_.input_num) return Error(err, err_len, "symbol %s is bound to input %u of %u", s.name, s.input, t_.input_num);
             if (s.multiple < 1) return Error(err, err_len, "symbol %s has the multiple %lld", s.name, (long long)s.multiple);
         }
@@ -256,7 +344,9 @@ private:
         for (uint32_t k = 0; k < t_.op_num; ++k) {
             const Om2OpHostOp &op = t_.ops[k];
             if (op_bins[k] >= bin_num || op.tiling_num > OM2_OP_HOST_MAX_TILING || op.infer_shape == nullptr ||
-                op.tiling == nullptr || (op.scratch_buffer != OM2_OP_HOST_NONE && op.scratch_buffer >= t_.buffer_num)) {
+                op.tiling == nullptr || (op.scratch_buffer != OM2_OP_HOST_NONE && op.scratch_buffer >= t_.buffer_num) ||
+                (op.count_symbol != OM2_OP_HOST_NONE && (op.count_symbol >= t_.symbol_num ||
+                                                         t_.symbols[op.count_symbol].input != OM2_OP_HOST_NONE))) {
                 return Error(err, err_len, "op %u (%s) lies outside the model", k, op.name);
             }
             for (uint32_t s = 0; s < op.slot_num; ++s) {
@@ -360,6 +450,9 @@ private:
     aclrtStream stream_ = nullptr;
     void *arena_ = nullptr;
     void *dev_args_ = nullptr;   /* the args table every launch reads (device memory) */
+    void *dev_symbols_ = nullptr;   /* the int64 per symbol the counts' kernels write (device memory) */
+    void *const *inputs_ = nullptr, *const *outputs_ = nullptr;   /* this run's, while it executes */
+    const uint64_t *capacity_ = nullptr;
     uint64_t arena_bytes_ = 0, grows_ = 0, plan_bytes_ = 0, host_ns_ = 0, plan_ns_ = 0, runs_ = 0;
     bool prepared_ = false;
     std::vector<int64_t> dims_store_;
@@ -403,9 +496,10 @@ extern "C" int32_t om2x_rt2_prepare(void *handle, const int64_t *const *input_di
 }
 
 extern "C" int32_t om2x_rt2_execute(void *handle, void *const *inputs, void *const *outputs,
-                                    const uint64_t *output_capacity, char *err, size_t err_len) {
+                                    const uint64_t *output_capacity, int64_t *const *output_dims, char *err,
+                                    size_t err_len) {
     if (handle == nullptr) return Error(err, err_len, "null model");
-    return static_cast<Rt2Model *>(handle)->Execute(inputs, outputs, output_capacity, err, err_len);
+    return static_cast<Rt2Model *>(handle)->Execute(inputs, outputs, output_capacity, output_dims, err, err_len);
 }
 
 extern "C" void om2x_rt2_stats(void *handle, Om2xRt2Stats *stats) {

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import om2gen
 from om2gen.cli.inspect import inspect_archive, render_text
-from om2gen.errors import Om2Error, UnsupportedOpError
+from om2gen.errors import UnsupportedOpError
 from om2gen.formats.om2 import layout
 
 COVERS = {"NonZero", "NonMaxSuppression"}
@@ -70,11 +70,11 @@ def test_nonzero_of_a_scalar_and_of_one_dim(tmp_path):
     _check(m, tmp_path / "nz.om2", [{"s": np.array(s, np.float32), "v": v} for s, v in cases])
 
 
-def test_nonzero_count_used_downstream(tmp_path):
+def nonzero_downstream():
     """x[x != 0] as exported models write it: NonZero -> Transpose -> GatherND (the count is the
     rows of the transpose and the length of the gather), and a Gather of a row of NonZero's output
     (the column indices of the non-zero elements), with an Add after it: kernels whose tiling is
-    the run's count."""
+    the run's count. The model and its feeds."""
     shape = (6, 50)
     nodes = [helper.make_node("NonZero", ["x"], ["nz"]),
              helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
@@ -85,7 +85,11 @@ def test_nonzero_count_used_downstream(tmp_path):
     m = _model(nodes, {"x": (np.float32, shape)},
                {"idx": (np.int64, ["n", 2]), "vals": (np.float32, ["n"]), "cols": (np.int64, ["n"]),
                 "twice": (np.float32, ["n"])}, [one])
-    feeds = [{"x": _sparse(shape, d, seed)} for seed, d in enumerate((0.0, 0.1, 1.0, 0.6))]
+    return m, [{"x": _sparse(shape, d, seed)} for seed, d in enumerate((0.0, 0.1, 1.0, 0.6))]
+
+
+def test_nonzero_count_used_downstream(tmp_path):
+    m, feeds = nonzero_downstream()
     _check(m, tmp_path / "nz.om2", feeds)
 
 
@@ -119,12 +123,6 @@ def test_a_dynamic_batch_meets_a_data_dependent_count(tmp_path):
     assert d["outputs"][1] == [count["name"]]
     text = render_text(inspect_archive(path))
     assert f"dynamic dim {count['name']}: 0~40 (the count node {count['producer']} writes)" in text, text
-
-
-def test_a_data_dependent_model_is_refused_for_an_om(tmp_path):
-    m = _model([helper.make_node("NonZero", ["x"], ["y"])], {"x": (np.float32, [4])}, {"y": (np.int64, [1, "n"])})
-    with pytest.raises(Om2Error, match=r"data-dependent count.*compile it to \.om2"):
-        om2gen.compile(m, tmp_path / "nz.om")
 
 
 def _boxes(rng, batches, n, center_point_box):
@@ -204,9 +202,10 @@ def test_nms_without_max_output_selects_nothing(tmp_path):
     _check(m, tmp_path / "nms.om2", [{"boxes": _boxes(rng, 1, 5, 0), "scores": _scores(rng, 1, 1, 5)}])
 
 
-def test_nms_then_the_scores_of_the_selected_boxes(tmp_path):
+def nms_then_gathers():
     """A detector's postprocess: the selected (batch, class, box) rows gather their scores
-    (GatherND) and their boxes' coordinates (Gather of the box column, then of the boxes)."""
+    (GatherND) and their boxes' coordinates (Gather of the box column, then of the boxes). The
+    model and its feeds."""
     b, c, n = 2, 3, 60
     two = numpy_helper.from_array(np.array(2, np.int64), "two")
     extra = [helper.make_node("GatherND", ["scores", "selected"], ["picked"]),
@@ -221,22 +220,35 @@ def test_nms_then_the_scores_of_the_selected_boxes(tmp_path):
     m.graph.initializer.append(two)
     rng = np.random.default_rng(6)
     feeds = []
-    for thr in (0.1, 0.8, 1.0):
+    for thr in (0.1, 0.8, 1.0, 0.5):
         boxes = _boxes(rng, b, n, 0)
         feeds.append({"boxes": boxes, "scores": _scores(rng, b, c, n), "score_thr": np.array([thr], np.float32),
                       "flat_boxes": boxes[0]})
+    return m, feeds
+
+
+def test_nms_then_the_scores_of_the_selected_boxes(tmp_path):
+    m, feeds = nms_then_gathers()
     _check(m, tmp_path / "nms.om2", feeds)
 
 
-def test_nms_with_a_dynamic_batch(tmp_path):
-    """The batch a symbol in 1~4, the count one in 0~4*3*6: one archive at every batch."""
+NMS_BATCH_SHAPES = {"boxes": ("1~4", 25, 4), "scores": ("1~4", 3, 25)}
+
+
+def nms_dynamic_batch():
+    """The batch a symbol in 1~4 (NMS_BATCH_SHAPES), the count one in 0~4*3*6: the model and
+    feeds at every batch."""
     m = _nms({"boxes": (np.float32, ["N", 25, 4]), "scores": (np.float32, ["N", 3, 25]),
               "score_thr": (np.float32, [1])}, {"selected": (np.int64, ["k", 3])},
              {"max_out": np.array([6], np.int64), "iou": np.array([0.4], np.float32)}, {"center_point_box": 1})
     rng = np.random.default_rng(7)
-    feeds = [{"boxes": _boxes(rng, nb, 25, 1), "scores": _scores(rng, nb, 3, 25), "score_thr": np.array([t], np.float32)}
-             for nb, t in ((1, 0.2), (4, 0.0), (2, 1.0), (4, 0.6), (3, 0.3))]
-    _check(m, tmp_path / "nms.om2", feeds, input_shapes={"boxes": ("1~4", 25, 4), "scores": ("1~4", 3, 25)})
+    return m, [{"boxes": _boxes(rng, nb, 25, 1), "scores": _scores(rng, nb, 3, 25),
+                "score_thr": np.array([t], np.float32)} for nb, t in ((1, 0.2), (4, 0.0), (2, 1.0), (4, 0.6), (3, 0.3))]
+
+
+def test_nms_with_a_dynamic_batch(tmp_path):
+    m, feeds = nms_dynamic_batch()
+    _check(m, tmp_path / "nms.om2", feeds, input_shapes=NMS_BATCH_SHAPES)
 
 
 def test_an_op_without_dynamic_support_after_a_count_is_refused_by_name(tmp_path):

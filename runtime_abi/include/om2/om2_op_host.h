@@ -20,6 +20,12 @@
  * them (a mismatch is an error naming the op, the input and the dims), and writes the dims of an
  * input that no op writes (a view, e.g. a Reshape's output, or a constant).
  *
+ * A data-dependent count (NonZero's, NonMaxSuppression's: GE's third-class ops) is a symbol too,
+ * bound from no input: the op whose count_symbol it is writes it on the device. Prepare takes it
+ * at its bound (`hi`), so the arena and the outputs are planned for the most it can be; execute
+ * waits after that op, reads the count back, and runs InferShape of every op and Tiling of the
+ * ops after it again at the count before launching them.
+ *
  * Tensors live in one of four places (Om2OpHostTensor.kind): a model input or output (the
  * caller's buffer), the constants (WEIGHTS_DATA at `offset`), or a buffer of the arena. Buffers
  * are placed per run: the executor sizes each from this run's dims (a tensor's elements times
@@ -36,7 +42,7 @@ extern "C" {
 #endif
 
 /* The table layout below; a loader refuses a library whose table reports another one. */
-#define OM2_OP_HOST_VERSION 1u
+#define OM2_OP_HOST_VERSION 2u
 /* The one symbol a loader dlsyms: an Om2OpHostGetTableFunc. */
 #define OM2_OP_HOST_ENTRY "Om2OpHostGetTable"
 /* Most dims of one tensor, most tiling words of one op. */
@@ -57,11 +63,12 @@ extern "C" {
 
 typedef struct Om2OpHostSymbol {
     const char *name;    /* "N", "S", "x_2" */
-    uint32_t input;      /* the model input whose dim gives it: */
+    uint32_t input;      /* the model input whose dim gives it (OM2_OP_HOST_NONE, and axis too: a */
+                         /* data-dependent count, which the op naming it in count_symbol writes): */
     uint32_t axis;       /* that dim is `multiple` times the symbol (lo~hi%m: the symbol counts */
     int64_t multiple;    /* the m's; a dim m does not divide is refused), else 1 */
     int64_t lo;          /* the symbol's range */
-    int64_t hi;          /* -1: unbounded (an .om's -1 dim; the arena grows) */
+    int64_t hi;          /* -1: unbounded (an .om's -1 dim; the arena grows); a count's bound */
 } Om2OpHostSymbol;
 
 typedef struct Om2OpHostTensor {
@@ -99,7 +106,8 @@ typedef int32_t (*Om2OpHostTilingFunc)(const int64_t *symbols, int64_t *const *d
                                        char *err, uint64_t err_len);
 
 /* One kernel task of TASK_INFO, in launch order. Its address slots are tensors (slots[]), then,
- * if scratch_buffer is set, that buffer, then, for a tiling-sink kernel (sink), the address of
+ * if count_symbol is set, the int64 the kernel writes that count into, then, if scratch_buffer is
+ * set, that buffer, then, for a tiling-sink kernel (sink), the address of
  * its tiling (the block count, then the words: the executor keeps it beside the op's args); other
  * kernels take their tiling words inline after the slots. */
 typedef struct Om2OpHostOp {
@@ -114,6 +122,7 @@ typedef struct Om2OpHostOp {
     uint32_t max_block_dim;     /* the most blocks the kernel's launch note declares */
     Om2OpHostInferShapeFunc infer_shape;
     Om2OpHostTilingFunc tiling;
+    uint32_t count_symbol;      /* OM2_OP_HOST_NONE or the data-dependent count (a symbol) it writes */
 } Om2OpHostOp;
 
 typedef struct Om2OpHostTable {

@@ -32,13 +32,17 @@ int32_t om2x_rt2_load(const void *table, const void *const *bin_data, const uint
                       const uint32_t *op_bins, const char *const *op_entries, void *constants, void **handle,
                       char *err, size_t err_len);
 /* One run's host half: input_dims[i] the dims of model input i (its rank as the model's); writes
- * output_dims[j] (the model's rank) and output_bytes[j]. 0, or -1 with a message in err. */
+ * output_dims[j] (the model's rank) and output_bytes[j]. A data-dependent count is taken at its
+ * bound here (the arena and the outputs are sized for it). 0, or -1 with a message in err. */
 int32_t om2x_rt2_prepare(void *handle, const int64_t *const *input_dims, int64_t *const *output_dims,
                          uint64_t *output_bytes, char *err, size_t err_len);
 /* Launches the prepared run's kernels over the inputs and outputs (output_capacity[j]: the bytes
- * behind outputs[j]) and waits for them. 0, or -1 with a message in err. */
+ * behind outputs[j]) and waits for them; after each op that writes a data-dependent count it
+ * waits, reads the count back, and runs InferShape and Tiling again for the ops after it (GE's
+ * third-class ops). Writes output_dims[j], the dims the outputs got (the counts'). 0, or -1 with
+ * a message in err. */
 int32_t om2x_rt2_execute(void *handle, void *const *inputs, void *const *outputs, const uint64_t *output_capacity,
-                         char *err, size_t err_len);
+                         int64_t *const *output_dims, char *err, size_t err_len);
 void om2x_rt2_stats(void *handle, Om2xRt2Stats *stats);
 int32_t om2x_rt2_unload(void *handle);
 
