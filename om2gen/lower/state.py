@@ -14,6 +14,7 @@ import numpy as np
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, Node, Value
 from ..ir.program import Control, CustomCall, GearTable, KernelCall, LowerContext, TilingCall
+from ..ops import shape_values
 
 
 @dataclass
@@ -55,6 +56,14 @@ class Lowering:
         self.input_index = {n: i for i, n in enumerate(self.graph.inputs)}
 
     def add(self, node: Node | OutputCopy, call: KernelCall | Control | CustomCall) -> None:
+        """Appends the step; a value computed from the input shapes that it reads as data (not
+        folded to a constant) is written just before it (ops/shape_values.dims_call), so that each
+        reader has it wherever the control flow went."""
+        reads = [call.index] if isinstance(call, Control) else getattr(call, "inputs", [])
+        for name in reads:
+            v = self.graph.values.get(name) if isinstance(name, str) and name else None
+            if v is not None and not v.is_const and v.dims is not None and not isinstance(call, Control):
+                self.steps.append(Step(node, shape_values.dims_call(node, v)))
         self.steps.append(Step(node, call))
 
     def new_value(self, name: str, dtype: DType, shape: tuple[int, ...], const: np.ndarray | None = None) -> Value:

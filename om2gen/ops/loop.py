@@ -44,6 +44,7 @@ INT64, BOOL = dtypes.INT64, dtypes.BY_NAME["bool"]
 @register("Loop", since=1)
 class Loop(Op):
     attrs = {"body": REQUIRED}
+    dynamic_shapes = True   # (its body's nodes are each inferred over the shapes, and refused by name)
 
     def infer_regions(self, node, ins, infer_nodes, values, inputs_of=None, carried_shapes=None):
         """The body inferred as region "body" from the values it reads (its inputs get the initial

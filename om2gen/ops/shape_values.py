@@ -28,6 +28,25 @@ def _generate(node, dst: Value, expr: str, detail: str) -> KernelCall:
                       block_dim=common.block_dim_for(dst.size), tiling={"count": dst.size})
 
 
+MAX_DIMS_VALUES = 48   # the elements a dims value's kernel takes as tiling words (OM2_OP_HOST_MAX_TILING: 64)
+
+
+def dims_call(node, v: Value) -> KernelCall:
+    """The kernel that writes value `v`, computed from a dynamic model's input shapes (its `dims`,
+    frontend/shape_dims.py), into its tensor for a kernel that reads it as data (a Loop's trip
+    count from Shape(x)[0], say): each element a tiling word, which the run computes from its
+    symbols (templates/kernels/dims_values.c.j2)."""
+    elements = list(v.dims.reshape(-1))
+    if len(elements) > MAX_DIMS_VALUES:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}) reads {v.name!r} as data, a tensor of "
+                                 f"{len(elements)} elements computed from the input shapes; om2gen writes at most "
+                                 f"{MAX_DIMS_VALUES} such elements at run time: pin the shapes it is computed from")
+    fields = {f"v{i}": d if isinstance(d, symbolic.Expr) else int(d) for i, d in enumerate(elements)}
+    params = {"summary": f"{v.name!r} from the input shapes -> {v.describe()}", "ctype": v.dtype.c_type,
+              "fields": list(fields), "elements": ", ".join(symbolic.text(d) for d in elements)}
+    return KernelCall("kernels/dims_values.c.j2", "DimsValues", params, [], [v.name], tiling=fields)
+
+
 @register("Shape", since=1)
 class Shape(Op):
     """The output is a constant: the frontend drops the node and keeps the value."""
