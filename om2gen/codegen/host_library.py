@@ -17,6 +17,7 @@ from .tiling_library import sym_name, symbol_reads, tiling_lines
 NONE = "OM2_OP_HOST_NONE"
 _KINDS = ("OM2_OP_HOST_INPUT", "OM2_OP_HOST_OUTPUT", "OM2_OP_HOST_CONSTANT", "OM2_OP_HOST_BUFFER")
 _BUFFER_KINDS = ("OM2_OP_HOST_TENSOR_BYTES", "OM2_OP_HOST_SCRATCH")
+_STEP_KINDS = ("OM2_OP_HOST_LAUNCH", "OM2_OP_HOST_SWITCH", "OM2_OP_HOST_GOTO")
 MAX_RANK = 16      # OM2_OP_HOST_MAX_RANK
 MAX_TILING = 64    # OM2_OP_HOST_MAX_TILING
 
@@ -44,7 +45,7 @@ def source(plan, model_name: str, input_names: list[str]) -> str:
     for k, op in enumerate(plan.ops):
         lines += _infer_shape(plan, k, op, reads) + _tiling(k, op, reads)
     lines += _infer_shape(plan, -1, None, reads)
-    lines += _tables(plan)
+    lines += _tables(plan, [_symbol_mask(plan, op, index) for op in plan.ops])
     return "\n".join(lines) + "\n"
 
 
@@ -89,7 +90,17 @@ def _tiling(k: int, op, reads) -> list[str]:
     return lines + ["    return 0;", "}", ""]
 
 
-def _tables(plan) -> list[str]:
+def _symbol_mask(plan, op, index: dict[str, int]) -> int:
+    """Om2OpHostOp.symbol_mask: the symbols op's InferShape and Tiling read (bit 63: any from 63 on)."""
+    dims = [d for t in op.writes + op.checks for d in plan.tensors[t].dims]
+    used = symbolic.symbols([*dims, op.block_dim, op.workspace, *op.tiling.values()])
+    mask = 0
+    for s in used:
+        mask |= 1 << min(index[s.name], 63)
+    return mask
+
+
+def _tables(plan, masks: list[int]) -> list[str]:
     def array(ctype: str, name: str, rows: list[str]) -> list[str]:
         return [f"static const {ctype} {name}[] = {{"] + [f"    {r}," for r in rows or ["{0}"]] + ["};"]
 
@@ -107,14 +118,20 @@ def _tables(plan) -> list[str]:
         f"{{{c_string(op.name)}, {c_string(op.op_type)}, {op.task}, {len(op.slots)}, kSlots{k}, "
         f"{NONE if op.scratch_buffer < 0 else op.scratch_buffer}, {int(op.sink)}, "
         f"{len(op.tiling)}, {op.max_block_dim}, infer_shape_{k}, tiling_{k}, "
-        f"{NONE if op.count_symbol < 0 else op.count_symbol}}}" for k, op in enumerate(plan.ops)])
+        f"{NONE if op.count_symbol < 0 else op.count_symbol}, 0x{masks[k]:x}ull}}" for k, op in enumerate(plan.ops)])
+    for j, step in enumerate(plan.steps):
+        if step.targets:
+            out += array("uint32_t", f"kTargets{j}", [str(x) for x in step.targets])
+    out += array("Om2OpHostStep", "kSteps", [
+        f"{{{_STEP_KINDS[s.kind]}, {s.task}, {NONE if s.op < 0 else s.op}, {NONE if s.index < 0 else s.index}, "
+        f"{len(s.targets)}, {f'kTargets{j}' if s.targets else 'NULL'}}}" for j, s in enumerate(plan.steps)])
     out += array("uint32_t", "kOutputTensors", [str(t) for t in plan.output_tensors])
     out += array("uint32_t", "kInputTensors", [str(t) if t >= 0 else NONE for t in plan.input_tensors])
     out += ["", "static const Om2OpHostTable kTable = {",
             f"    OM2_OP_HOST_VERSION, {len(plan.symbols)}, kSymbols, {len(plan.tensors)}, kTensors, "
             f"{len(plan.buffers)}, kBuffers, {len(plan.ops)}, kOps, {len(plan.input_tensors)}, kInputTensors, "
             f"{len(plan.output_tensors)}, "
-            "kOutputTensors, infer_outputs,", "};", "",
+            f"kOutputTensors, infer_outputs, {len(plan.steps)}, kSteps,", "};", "",
             '__attribute__((visibility("default"))) const Om2OpHostTable *Om2OpHostGetTable(void) { return &kTable; }']
     return out
 

@@ -6,13 +6,15 @@ host op library's C.
 
 Op indices count the kernel tasks only: the .om has no PREPROCESS_KERNEL tasks, since the host
 op library computes each sink kernel's tiling on the host (RT2), not the device tiling library.
+The run is the plan's steps: a launch per op, and the switches and gotos of an If or a Loop
+(their labels resolved to the step after them).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOpError
-from ..ir.program import KernelCall, TilingCall
+from ..ir.program import Control, KernelCall, TilingCall
 from ..ir.tasks import ArgKind
 from . import dynamic
 from .args import Places
@@ -22,6 +24,8 @@ from .workspace import Workspace, scratch_key
 # Om2OpHostTensor.kind, Om2OpHostBuffer.kind (om2/om2_op_host.h)
 INPUT, OUTPUT, CONSTANT, BUFFER = range(4)
 TENSOR_BYTES, SCRATCH = range(2)
+# Om2OpHostStep.kind
+LAUNCH, SWITCH, GOTO = range(3)
 
 
 @dataclass
@@ -60,6 +64,15 @@ class HostOp:
 
 
 @dataclass
+class HostStep:
+    kind: int
+    task: int                   # its step (the task index of the .om2's task list)
+    op: int = -1                # LAUNCH: the op
+    index: int = -1             # SWITCH: the tensor of its uint32 branch index
+    targets: list[int] = field(default_factory=list)   # steps (labels, until describe resolves them)
+
+
+@dataclass
 class HostPlan:
     symbols: list               # ir.program.Symbol
     tensors: list[HostTensor] = field(default_factory=list)
@@ -69,22 +82,24 @@ class HostPlan:
     output_tensors: list[int] = field(default_factory=list)
     output_writes: list[int] = field(default_factory=list)   # output tensors no op writes
     unsupported: list[str] = field(default_factory=list)     # nodes the RT2 path cannot run yet
+    steps: list[HostStep] = field(default_factory=list)
 
     def check(self) -> None:
         """UnsupportedOpError naming the nodes an .om's RT2 path cannot run yet."""
         if self.unsupported:
             raise UnsupportedOpError(f"a dynamic model compiled to a classic .om runs each op the RT2 way, which takes "
-                                     f"no custom operators or control flow yet: {', '.join(self.unsupported)}; compile "
+                                     f"no custom operators yet: {', '.join(self.unsupported)}; compile "
                                      "it to an .om2 archive")
 
 
 def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
-    """The RT2 plan of a dynamic model's steps. Only kernel steps take part: a model with a
-    custom operator or control flow (If, Loop) has no RT2 path yet; its plan names those nodes
-    (`unsupported`), and compiling it to an .om is refused (check)."""
+    """The RT2 plan of a dynamic model's steps: kernels, and the control of If and Loop. A model
+    with a custom operator has no RT2 path yet; its plan names those nodes (`unsupported`), and
+    compiling it to an .om is refused (check)."""
     values = state.graph.values
     plan = HostPlan(dynamic.symbols(state))
-    plan.unsupported = sorted({s.node.name for s in state.steps if not isinstance(s.call, (KernelCall, TilingCall))})
+    plan.unsupported = sorted({s.node.name for s in state.steps
+                               if not isinstance(s.call, (KernelCall, TilingCall, Control))})
     if plan.unsupported:
         return plan
     kernel_steps = [t for t, s in enumerate(state.steps) if isinstance(s.call, KernelCall)]
@@ -137,6 +152,7 @@ def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
             plan.buffers.append(HostBuffer(SCRATCH, k, k, k))
             assert scratch_key(t) in work.offsets
         plan.ops.append(op)
+    plan.steps = _steps(state, kernel_steps, tensor)
     plan.input_tensors = [tensor_of.get(name, -1) for name in state.graph.inputs]
     for name in state.graph.outputs:
         t = tensor(name)
@@ -145,6 +161,25 @@ def describe(state: Lowering, work: Workspace, places: Places) -> HostPlan:
             plan.output_writes.append(t)
             written.add(t)
     return plan
+
+
+def _steps(state: Lowering, kernel_steps: list[int], tensor) -> list[HostStep]:
+    """The run's steps in task order: a launch per kernel step, a switch or goto per jump, each
+    label the step after it."""
+    op_of = {t: k for k, t in enumerate(kernel_steps)}
+    steps, at = [], {}
+    for t, step in enumerate(state.steps):
+        call = step.call
+        if t in op_of:
+            steps.append(HostStep(LAUNCH, t, op=op_of[t]))
+        elif isinstance(call, Control) and call.kind == "label":
+            at[call.labels[0]] = len(steps)
+        elif isinstance(call, Control):
+            steps.append(HostStep(SWITCH if call.kind == "switch" else GOTO, t,
+                                  index=tensor(call.index) if call.kind == "switch" else -1, targets=list(call.labels)))
+    for s in steps:
+        s.targets = [at[label] for label in s.targets]
+    return steps
 
 
 def _first_op(step: int, kernel_steps: list[int]) -> int:

@@ -23,7 +23,7 @@ def for_om(program: Program) -> Program:
         kernel = index[id(program.kernels[t.kernel])] if t.kernel >= 0 else t.kernel
         tasks.append(dataclasses.replace(t, kernel=kernel))
     plan = program.dynamic.host_plan
-    for op in plan.ops:
+    for op in [*plan.ops, *plan.steps]:
         op.task = renumbered[op.task]
     out = dataclasses.replace(program, tasks=tasks, kernels=kernels,
                               dynamic=dataclasses.replace(program.dynamic, tilings=[]))

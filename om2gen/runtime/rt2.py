@@ -81,20 +81,24 @@ def check_tasks(table, program, where: str) -> None:
             raise ArchiveError(f"{where}: its host op library's inputs and outputs do not have MODEL_DEF's ranks; "
                                "the OM is inconsistent: recompile it")
     tasks = program.tasks
-    bad = [t for t in tasks if t.task_type != ModelTaskType.MODEL_TASK_KERNEL]
+    kernels = [i for i, t in enumerate(tasks) if t.task_type == ModelTaskType.MODEL_TASK_KERNEL]
+    bad = [t for t in tasks if t.task_type not in _RUNS]
     if bad:
         raise ArchiveError(f"{where}: task {tasks.index(bad[0])} ({bad[0].op_name}) is a {bad[0].task_type.name}; a "
-                           "dynamic-shape OM runs kernel tasks only: the OM is corrupt or not om2gen's")
-    if table.op_num != len(tasks):
-        raise ArchiveError(f"{where}: its host op library has {table.op_num} ops, TASK_INFO {len(tasks)} kernel "
+                           "dynamic-shape OM runs kernel and label tasks only: the OM is corrupt or not om2gen's")
+    if table.op_num != len(kernels):
+        raise ArchiveError(f"{where}: its host op library has {table.op_num} ops, TASK_INFO {len(kernels)} kernel "
                            "tasks; the OM is inconsistent: recompile it")
-    for k, task in enumerate(tasks):
-        op = table.ops[k]
+    _check_steps(table, tasks, program.label_lists, where)
+    for k, at in enumerate(kernels):
+        task, op = tasks[at], table.ops[k]
         name = ffi.string(op.name).decode("utf-8", "replace")
         extra = int(op.count_symbol != lib.OM2_OP_HOST_NONE) + int(op.scratch_buffer != lib.OM2_OP_HOST_NONE) + int(op.sink)
-        if op.task != k or op.slot_num + extra != len(task.args) or name != task.op_name:
+        # (a task of a Loop node itself is op "<node>/<task label>" in the OM's graph)
+        if op.task != at or op.slot_num + extra != len(task.args) or not (
+                name == task.op_name or task.op_name.startswith(name + "/")):
             raise ArchiveError(f"{where}: op {k} of its host op library ({name}, {op.slot_num + extra} slots) is not "
-                               f"task {k} of TASK_INFO ({task.op_name}, {len(task.args)} slots); the OM is "
+                               f"task {at} of TASK_INFO ({task.op_name}, {len(task.args)} slots); the OM is "
                                "inconsistent: recompile it")
         for s in range(op.slot_num):
             ref, tensor = task.args[s], table.tensors[op.slots[s]]
@@ -104,6 +108,35 @@ def check_tasks(table, program, where: str) -> None:
             if not same:
                 raise ArchiveError(f"{where}: op {k} ({name}) slot {s} points at another tensor than its task's "
                                    f"({ref.kind.name} {ref.index}+{ref.offset}); the OM is inconsistent: recompile it")
+
+
+_RUNS = {ModelTaskType.MODEL_TASK_KERNEL, ModelTaskType.MODEL_TASK_LABEL_SET,
+         ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX, ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO}
+_JUMPS = {lib.OM2_OP_HOST_SWITCH: ModelTaskType.MODEL_TASK_STREAM_LABEL_SWITCH_BY_INDEX,
+          lib.OM2_OP_HOST_GOTO: ModelTaskType.MODEL_TASK_STREAM_LABEL_GOTO}
+
+
+def _check_steps(table, tasks, label_lists, where: str) -> None:
+    """The table's steps are TASK_INFO's kernel, switch and goto tasks, in order; each jump goes
+    where its task's labels do (the executor checks the indices themselves)."""
+    runs = [i for i, t in enumerate(tasks) if t.task_type != ModelTaskType.MODEL_TASK_LABEL_SET]
+    at, steps = {}, 0   # label -> the step after it
+    for t in tasks:
+        if t.task_type == ModelTaskType.MODEL_TASK_LABEL_SET:
+            at[t.label_ref] = steps
+        else:
+            steps += 1
+    if table.step_num != len(runs):
+        raise ArchiveError(f"{where}: its host op library has {table.step_num} steps, TASK_INFO {len(runs)} kernel, "
+                           "switch and goto tasks; the OM is inconsistent: recompile it")
+    for j, i in enumerate(runs):
+        step, task = table.steps[j], tasks[i]
+        want = _JUMPS.get(step.kind, ModelTaskType.MODEL_TASK_KERNEL)
+        targets = [int(step.targets[x]) for x in range(step.target_num)] if step.kind in _JUMPS else []
+        labels = label_lists[task.label_ref] if step.kind in _JUMPS and 0 <= task.label_ref < len(label_lists) else []
+        if step.task != i or task.task_type != want or targets != [at.get(label, -1) for label in labels]:
+            raise ArchiveError(f"{where}: step {j} of its host op library is not task {i} of TASK_INFO "
+                               f"({task.op_name}, {task.task_type.name}); the OM is inconsistent: recompile it")
 
 
 class Rt2Runner:
@@ -116,10 +149,11 @@ class Rt2Runner:
         self.input_ranks = [len(d.shape) for d in program.inputs]
         self.output_ranks = [int(table.tensors[table.output_tensors[j]].rank) for j in range(table.output_num)]
         bins = [ffi.from_buffer(k.binary) for k in program.kernels]
-        entries = [ffi.new("char[]", program.kernels[t.kernel].entry.encode()) for t in program.tasks]
+        launches = [t for t in program.tasks if t.task_type == ModelTaskType.MODEL_TASK_KERNEL]
+        entries = [ffi.new("char[]", program.kernels[t.kernel].entry.encode()) for t in launches]
         bin_data = ffi.new("const void *[]", bins or [ffi.NULL])
         bin_size = ffi.new("uint64_t[]", [len(k.binary) for k in program.kernels] or [0])
-        op_bins = ffi.new("uint32_t[]", [t.kernel for t in program.tasks] or [0])
+        op_bins = ffi.new("uint32_t[]", [t.kernel for t in launches] or [0])
         op_entries = ffi.new("const char *[]", entries or [ffi.NULL])
         handle = ffi.new("void **")
         self._err = ffi.new("char[]", _ERR_LEN)

@@ -31,6 +31,7 @@
 namespace {
 
 constexpr uint64_t kAlign = 64;
+constexpr uint64_t kAll = ~0ull;   /* every op, whatever symbols it reads */
 
 int32_t Error(char *err, size_t err_len, const char *format, ...) __attribute__((format(printf, 3, 4)));
 int32_t Error(char *err, size_t err_len, const char *format, ...) {
@@ -136,7 +137,7 @@ public:
             std::memcpy(dims_[tensor], input_dims[i], 8ull * t_.tensors[tensor].rank);
         }
         const uint64_t start = Now();
-        if (InferAndTile(0, err, err_len) != 0) return -1;
+        if (InferAndTile(kAll, err, err_len) != 0) return -1;
         const uint64_t planned = Now();
         host_ns_ = planned - start;
         for (uint32_t b = 0; b < t_.buffer_num; ++b) sizes_[b] = BufferBytes(t_.buffers[b]);
@@ -177,17 +178,20 @@ public:
                              (unsigned long long)bytes, (unsigned long long)capacity[j]);
             }
         }
-        if (WriteArgs(0, err, err_len) != 0) return -1;  /* the args table: written on the host, copied once */
-        for (uint32_t k = 0; k < t_.op_num; ++k) {
-            const Om2OpHostOp &op = t_.ops[k];
-            const uint64_t bytes = 8ull * Slots(op) + (op.sink ? 0 : 8ull * op.tiling_num);
-            uint8_t *args = static_cast<uint8_t *>(dev_args_) + args_at_[k];
-            if (aclrtLaunchKernelV2(funcs_[k], (uint32_t)tilings_[k].block_dim, args, bytes, nullptr, stream_) !=
-                ACL_SUCCESS) {
-                return Error(err, err_len, "op %u (%s, %s): launch failed: %s", k, op.name, op.type,
-                             aclGetRecentErrMsg());
+        if (WriteArgs(0, t_.op_num, err, err_len) != 0) return -1;  /* the args table: written on the host, copied once */
+        for (uint32_t at = 0; at < t_.step_num;) {
+            const Om2OpHostStep &step = t_.steps[at];
+            if (step.kind == OM2_OP_HOST_LAUNCH) {
+                if (Launch(step.op, err, err_len) != 0) return -1;
+                if (t_.ops[step.op].count_symbol != OM2_OP_HOST_NONE && ReadCount(step.op, err, err_len) != 0) return -1;
+                ++at;
+            } else if (step.kind == OM2_OP_HOST_GOTO) {
+                at = step.targets[0];
+            } else {
+                uint32_t index = 0;
+                if (ReadIndex(step, &index, err, err_len) != 0) return -1;
+                at = step.targets[std::min(index, step.target_num - 1)];
             }
-            if (op.count_symbol != OM2_OP_HOST_NONE && ReadCount(k, err, err_len) != 0) return -1;
         }
         if (aclrtSynchronizeStream(stream_) != ACL_SUCCESS) {
             return Error(err, err_len, "running the kernels failed: %s", aclGetRecentErrMsg());
@@ -224,14 +228,42 @@ private:
                (op.sink != 0);
     }
 
-    /* InferShape of every op (and the outputs'), then Tiling of ops `first`.. at this run's symbols. */
-    int32_t InferAndTile(uint32_t first, char *err, size_t err_len) {
+    int32_t Launch(uint32_t k, char *err, size_t err_len) {
+        const Om2OpHostOp &op = t_.ops[k];
+        const uint64_t bytes = 8ull * Slots(op) + (op.sink ? 0 : 8ull * op.tiling_num);
+        uint8_t *args = static_cast<uint8_t *>(dev_args_) + args_at_[k];
+        if (aclrtLaunchKernelV2(funcs_[k], (uint32_t)tilings_[k].block_dim, args, bytes, nullptr, stream_) !=
+            ACL_SUCCESS) {
+            return Error(err, err_len, "op %u (%s, %s): launch failed: %s", k, op.name, op.type, aclGetRecentErrMsg());
+        }
+        return 0;
+    }
+
+    /* A switch: wait for the kernels before it, then read the branch index the last of them wrote. */
+    int32_t ReadIndex(const Om2OpHostStep &step, uint32_t *index, char *err, size_t err_len) {
+        if (aclrtSynchronizeStream(stream_) != ACL_SUCCESS) {
+            return Error(err, err_len, "running the kernels up to task %u (a switch) failed: %s", step.task,
+                         aclGetRecentErrMsg());
+        }
+        if (aclrtMemcpy(index, 4, reinterpret_cast<void *>(Address(step.index, inputs_, outputs_)), 4,
+                        ACL_MEMCPY_DEVICE_TO_HOST) != ACL_SUCCESS) {
+            return Error(err, err_len, "reading the branch index of task %u back failed: %s", step.task,
+                         aclGetRecentErrMsg());
+        }
+        return 0;
+    }
+
+    /* InferShape of every op that reads a symbol of `mask` (and the outputs'), then the Tiling of
+     * those ops, at this run's symbols. */
+    int32_t InferAndTile(uint64_t mask, char *err, size_t err_len) {
         for (uint32_t k = 0; k < t_.op_num; ++k) {
+            if ((t_.ops[k].symbol_mask & mask) == 0 && mask != kAll) continue;
             if (t_.ops[k].infer_shape(symbols_.data(), dims_.data(), err, err_len) != 0) return -1;
         }
         if (t_.infer_outputs(symbols_.data(), dims_.data(), err, err_len) != 0) return -1;
-        for (uint32_t k = first; k < t_.op_num; ++k) {
+        for (uint32_t k = 0; k < t_.op_num; ++k) {
             const Om2OpHostOp &op = t_.ops[k];
+            if ((op.symbol_mask & mask) == 0 && mask != kAll) continue;
             Om2OpHostTiling &tiling = tilings_[k];
             if (op.tiling(symbols_.data(), dims_.data(), &tiling, err, err_len) != 0) return -1;
             if (tiling.block_dim < 1 || tiling.block_dim > (int64_t)op.max_block_dim) {
@@ -242,11 +274,13 @@ private:
         return 0;
     }
 
-    /* The args of ops `first`.. on the host, then copied to the device's table. */
-    int32_t WriteArgs(uint32_t first, char *err, size_t err_len) {
+    /* The args of ops [first, end) (those of `mask`'s symbols only, unless kAll) on the host, then
+     * copied to the device's table. */
+    int32_t WriteArgs(uint32_t first, uint32_t end, char *err, size_t err_len, uint64_t mask = kAll) {
         uint8_t *arena = static_cast<uint8_t *>(arena_);
-        for (uint32_t k = first; k < t_.op_num; ++k) {
+        for (uint32_t k = first; k < end; ++k) {
             const Om2OpHostOp &op = t_.ops[k];
+            if ((op.symbol_mask & mask) == 0 && mask != kAll) continue;
             const Om2OpHostTiling &tiling = tilings_[k];
             uint64_t *args = &args_[args_at_[k] / 8];
             uint32_t n = 0;
@@ -263,17 +297,19 @@ private:
                 std::memcpy(&args[n], tiling.words, 8ull * op.tiling_num);
             }
         }
-        const uint64_t at = first < t_.op_num ? args_at_[first] : 8 * (args_.size() - 1);
-        if (aclrtMemcpy(static_cast<uint8_t *>(dev_args_) + at, 8 * args_.size() - at, &args_[at / 8],
-                        8 * args_.size() - at, ACL_MEMCPY_HOST_TO_DEVICE) != ACL_SUCCESS) {
+        if (first >= end) return 0;
+        const uint64_t at = args_at_[first], bytes = (end < t_.op_num ? args_at_[end] : 8 * args_.size()) - at;
+        if (aclrtMemcpy(static_cast<uint8_t *>(dev_args_) + at, bytes, &args_[at / 8], bytes,
+                        ACL_MEMCPY_HOST_TO_DEVICE) != ACL_SUCCESS) {
             return Error(err, err_len, "copying the args table failed: %s", aclGetRecentErrMsg());
         }
         return 0;
     }
 
     /* After op k, which writes a count: wait for it, read the count, and take InferShape, Tiling
-     * and the args of the ops after it again at the count. The buffers stay where the bound put
-     * them; one that would need more than that is refused. */
+     * and the args of the ops that read it again at the count (a loop's ops before k too: they
+     * may run again). The buffers stay where the bound put them; one that would need more than
+     * that is refused. */
     int32_t ReadCount(uint32_t k, char *err, size_t err_len) {
         const Om2OpHostOp &op = t_.ops[k];
         const Om2OpHostSymbol &s = t_.symbols[op.count_symbol];
@@ -290,8 +326,10 @@ private:
             return Error(err, err_len, "node %s (%s) wrote the count %s = %lld, outside its range %lld~%lld", op.name,
                          op.type, s.name, (long long)count, (long long)s.lo, (long long)s.hi);
         }
+        if (symbols_[op.count_symbol] == count) return 0;
         symbols_[op.count_symbol] = count;
-        if (InferAndTile(k + 1, err, err_len) != 0) return -1;
+        const uint64_t mask = 1ull << std::min(op.count_symbol, 63u);
+        if (InferAndTile(mask, err, err_len) != 0) return -1;
         for (uint32_t b = 0; b < t_.buffer_num; ++b) {
             const Om2OpHostBuffer &buf = t_.buffers[b];
             if (buf.last_op > k && BufferBytes(buf) > sizes_[b]) {
@@ -307,7 +345,14 @@ private:
                              (long long)count);
             }
         }
-        return WriteArgs(k + 1, err, err_len);
+        uint32_t first = t_.op_num, end = 0;
+        for (uint32_t o = 0; o < t_.op_num; ++o) {
+            if (t_.ops[o].symbol_mask & mask) {
+                first = std::min(first, o);
+                end = o + 1;
+            }
+        }
+        return WriteArgs(first, end, err, err_len, mask);
     }
 
     /* Every index of the table in range, before anything runs. */
@@ -317,7 +362,7 @@ private:
             if (s.input == OM2_OP_HOST_NONE) {  /* a count: bounded, and written by one op */
                 uint32_t writers = 0;
                 for (uint32_t o = 0; o < t_.op_num; ++o) writers += t_.ops[o].count_symbol == k;
-                if (s.hi < 0 || s.lo < 0 || writers != 1) {
+                if (s.hi < 0 || s.lo < 0 || writers == 0) {
                     return Error(err, err_len, "count %s has the range %lld~%lld and %u ops writing it", s.name,
                                  (long long)s.lo, (long long)s.hi, writers);
                 }
@@ -360,6 +405,22 @@ private:
         }
         for (uint32_t j = 0; j < t_.output_num; ++j) {
             if (t_.output_tensors[j] >= t_.tensor_num) return Error(err, err_len, "output %u names no tensor", j);
+        }
+        std::vector<uint32_t> launches(t_.op_num, 0);
+        for (uint32_t j = 0; j < t_.step_num; ++j) {
+            const Om2OpHostStep &step = t_.steps[j];
+            bool ok = step.kind <= OM2_OP_HOST_GOTO;
+            if (step.kind == OM2_OP_HOST_LAUNCH) {
+                ok = step.op < t_.op_num && ++launches[step.op] == 1;
+            } else {
+                ok = ok && step.target_num >= 1 && step.targets != nullptr &&
+                     (step.kind == OM2_OP_HOST_GOTO || step.index < t_.tensor_num);
+                for (uint32_t x = 0; ok && x < step.target_num; ++x) ok = step.targets[x] <= t_.step_num;
+            }
+            if (!ok) return Error(err, err_len, "step %u lies outside the model", j);
+        }
+        for (uint32_t k = 0; k < t_.op_num; ++k) {
+            if (launches[k] != 1) return Error(err, err_len, "op %u (%s) is launched by no step", k, t_.ops[k].name);
         }
         return t_.infer_outputs == nullptr ? Error(err, err_len, "the table has no infer_outputs") : 0;
     }

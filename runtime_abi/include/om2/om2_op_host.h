@@ -24,7 +24,16 @@
  * bound from no input: the op whose count_symbol it is writes it on the device. Prepare takes it
  * at its bound (`hi`), so the arena and the outputs are planned for the most it can be; execute
  * waits after that op, reads the count back, and runs InferShape of every op and Tiling of the
- * ops after it again at the count before launching them.
+ * ops after it again at the count before launching them (only the ops whose InferShape or Tiling
+ * read that symbol: Om2OpHostOp.symbol_mask).
+ *
+ * Control flow (If, Loop: GE's LABEL_SWITCH_BY_INDEX and LABEL_GOTO_EX tasks) is the table's
+ * steps: the executor walks them from the first, launching an op at each OM2_OP_HOST_LAUNCH; at an
+ * OM2_OP_HOST_SWITCH it waits for the stream, reads the uint32 branch index an earlier kernel wrote
+ * and goes on at that step (an index past the last target goes to the last, as ACL's switch does);
+ * an OM2_OP_HOST_GOTO goes on at its one target. Every op's InferShape and Tiling run once per run
+ * before any launch: a loop's body has the same shapes at every iteration, and the buffers it
+ * reads live across the whole loop ([first_op, last_op] spans it, as the compiler recorded).
  *
  * Tensors live in one of four places (Om2OpHostTensor.kind): a model input or output (the
  * caller's buffer), the constants (WEIGHTS_DATA at `offset`), or a buffer of the arena. Buffers
@@ -42,7 +51,7 @@ extern "C" {
 #endif
 
 /* The table layout below; a loader refuses a library whose table reports another one. */
-#define OM2_OP_HOST_VERSION 2u
+#define OM2_OP_HOST_VERSION 3u
 /* The one symbol a loader dlsyms: an Om2OpHostGetTableFunc. */
 #define OM2_OP_HOST_ENTRY "Om2OpHostGetTable"
 /* Most dims of one tensor, most tiling words of one op. */
@@ -87,6 +96,11 @@ typedef struct Om2OpHostBuffer {
     uint32_t last_op;    /* ... to the last that reads it */
 } Om2OpHostBuffer;
 
+/* Om2OpHostStep.kind */
+#define OM2_OP_HOST_LAUNCH 0u    /* launch op `op` */
+#define OM2_OP_HOST_SWITCH 1u    /* wait, read the uint32 in tensor `index`, go on at step targets[index] */
+#define OM2_OP_HOST_GOTO 2u      /* go on at step targets[0] */
+
 /* What an op's Tiling writes. */
 typedef struct Om2OpHostTiling {
     int64_t block_dim;                         /* blocks to launch (the kernel's block count) */
@@ -123,7 +137,19 @@ typedef struct Om2OpHostOp {
     Om2OpHostInferShapeFunc infer_shape;
     Om2OpHostTilingFunc tiling;
     uint32_t count_symbol;      /* OM2_OP_HOST_NONE or the data-dependent count (a symbol) it writes */
+    uint64_t symbol_mask;       /* the symbols its InferShape and Tiling read: bit s for symbol s < 63, */
+                                /* bit 63 for any later one */
 } Om2OpHostOp;
+
+/* One step of the run, in order: a launch, or a jump of the model's control flow. */
+typedef struct Om2OpHostStep {
+    uint32_t kind;              /* OM2_OP_HOST_LAUNCH, OM2_OP_HOST_SWITCH, OM2_OP_HOST_GOTO */
+    uint32_t task;              /* its task in TASK_INFO (a kernel's, a LABEL_SWITCH_BY_INDEX's, a LABEL_GOTO_EX's) */
+    uint32_t op;                /* LAUNCH: the op */
+    uint32_t index;             /* SWITCH: the tensor holding the uint32 branch index */
+    uint32_t target_num;
+    const uint32_t *targets;    /* SWITCH, GOTO: steps to go on at (step_num: the run's end) */
+} Om2OpHostStep;
 
 typedef struct Om2OpHostTable {
     uint32_t version;           /* OM2_OP_HOST_VERSION */
@@ -141,6 +167,8 @@ typedef struct Om2OpHostTable {
     const uint32_t *output_tensors;   /* the tensor whose dims are model output j's */
     /* Writes the dims of the model's outputs that no op writes (views of other tensors). */
     Om2OpHostInferShapeFunc infer_outputs;
+    uint32_t step_num;
+    const Om2OpHostStep *steps;       /* the run, every op launched by one LAUNCH step */
 } Om2OpHostTable;
 
 typedef const Om2OpHostTable *(*Om2OpHostGetTableFunc)(void);
