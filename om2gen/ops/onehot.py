@@ -12,8 +12,6 @@ outside the range give all-off rows, and nothing is written outside the output.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..advice import value_option
 from ..errors import NeedsConstantError, ShapeError, UnsupportedOpError
 from ..ir import symbolic
