@@ -303,8 +303,23 @@ def test_loop_scan_rows_decided_by_its_condition(tmp_path):
     _check(m, tmp_path / "loop.om2", feeds)
 
 
+def test_loop_scan_rows_with_a_run_time_m_bounded_by_a_min(tmp_path):
+    """M fed at run time as Min(M_in, 6): the scan rows are a count in 0~6 the control kernels
+    write, whether M or the condition ends the loop."""
+    m = _while_loop(m_input=True)
+    m.graph.node.insert(0, helper.make_node("Min", ["M", "six"], ["M6"]))
+    m.graph.node[1].input[0] = "M6"
+    m.graph.initializer.append(numpy_helper.from_array(np.array(6, np.int64), "six"))
+    feeds = [{"acc0": np.zeros(3, np.float32), "x": np.ones(3, np.float32), "limit": np.array(t, np.float32),
+              "go": np.array(True), "M": np.array(k, np.int64)} for t, k in ((100.0, 3), (100.0, 50), (7.5, 50),
+                                                                            (100.0, 0), (0.0, 4), (100.0, -2))]
+    for fmt in ("om2", "om"):
+        _check(m, tmp_path / f"loop.{fmt}", feeds)
+
+
 def test_loop_scan_rows_with_a_run_time_m_are_refused(tmp_path):
-    with pytest.raises(UnsupportedOpError, match="M must be a constant, and this Loop's is computed at run time"):
+    with pytest.raises(UnsupportedOpError, match="M must be a constant or bounded .*, and this Loop's is computed at "
+                                                 "run time, with nothing bounding it"):
         om2gen.compile(_while_loop(m_input=True), tmp_path / "loop.om2")
 
 
