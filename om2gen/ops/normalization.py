@@ -16,7 +16,7 @@ from ..ir import dtypes, symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import KernelCall
 from . import common
-from .reduce import along_axis, axis_layout, dim_groups, template_dims
+from .reduce import along_axis, axis_layout, dim_groups
 from .registry import REQUIRED, Op, register
 
 _FLOATS = ("float32", "float64")
