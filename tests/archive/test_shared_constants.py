@@ -21,8 +21,9 @@ STEPS, INPUT, HIDDEN = 24, 64, 128
 
 
 def _unrolled_rnn(batch: int):
-    """h_t = tanh(x_t W^T + h_{t-1} R^T + b) for STEPS steps, then y = h W_out: 2 * STEPS + 1 Gemms
-    over four initializers, one of them (R2) a copy of R's bytes read by the odd steps."""
+    """h_t = tanh(x_t W^T + h_{t-1} R^T + b) for STEPS steps, then y = h W_out: 2 * STEPS - 1 Gemms
+    and a MatMul over four weight initializers, one of them (R2) a copy of R's bytes that the even
+    steps read."""
     rng = np.random.default_rng(16)
     w = (rng.standard_normal((HIDDEN, INPUT)) * 0.1).astype(np.float32)
     r = (rng.standard_normal((HIDDEN, HIDDEN)) * 0.1).astype(np.float32)
