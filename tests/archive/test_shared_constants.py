@@ -20,7 +20,7 @@ from om2gen.lower import memplan
 STEPS, INPUT, HIDDEN = 24, 64, 128
 
 
-def _unrolled_rnn(batch: int):
+def _unrolled_rnn(batch):
     """h_t = tanh(x_t W^T + h_{t-1} R^T + b) for STEPS steps, then y = h W_out: 2 * STEPS - 1 Gemms
     and a MatMul over four weight initializers, one of them (R2) a copy of R's bytes that the even
     steps read."""
@@ -40,30 +40,48 @@ def _unrolled_rnn(batch: int):
     nodes.insert(1, helper.make_node("Squeeze", ["x0", "axis0"], ["xs0"]))
     nodes.append(helper.make_node("MatMul", [f"h{STEPS - 1}", "W_out"], ["y"]))
     inits["axis0"] = np.array([0], np.int64)
-    x = np.zeros((STEPS, batch, INPUT), np.float32)
-    return make_model(nodes, {"x": x}, ["y"], inits, opset=18), inits
+    model = make_model(nodes, {"x": np.zeros((STEPS, 1 if isinstance(batch, str) else batch, INPUT), np.float32)},
+                       ["y"], inits, opset=18)
+    if isinstance(batch, str):   # a symbolic batch, for dynamic shapes and gears
+        dim = model.graph.input[0].type.tensor_type.shape.dim[1]
+        dim.Clear()
+        dim.dim_param = batch
+        model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = batch
+    return model, inits
 
 
-@pytest.mark.parametrize("batch", [1, 8])   # 1: the GEMV path (om2/om2_gemv.h), 8: the packed GEMM
-def test_each_packed_weight_is_stored_once(batch, tmp_path):
-    model, inits = _unrolled_rnn(batch)
-    om2 = om2gen.compile(model, tmp_path / "rnn.om2")
-    om = om2gen.compile(model, tmp_path / "rnn.om")
+# (compile options, batch run): 1 takes the GEMV path (om2/om2_gemv.h), 8 the packed GEMM; a
+# dynamic batch (one capture for 1~8) and gears of it derive the packed weights per shape plan
+CASES = {"batch 1": ({}, 1), "batch 8": ({}, 8),
+         "dynamic batch": ({"input_shapes": {"x": (STEPS, "1~8", INPUT)}}, 3),
+         "gears": ({"input_shapes": {"x": (STEPS, -1, INPUT)}, "dynamic_dims": "1;2;4"}, 2)}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_packed_weight_is_stored_once(case, tmp_path):
+    options, batch = CASES[case]
+    model, inits = _unrolled_rnn(batch if not options else "N")
+    om2 = om2gen.compile(model, tmp_path / "rnn.om2", **options)
+    om = om2gen.compile(model, tmp_path / "rnn.om", **options)
     with zipfile.ZipFile(om2) as z:
         config = json.loads(z.read("data/constants/model_0_constants_config.json"))
     consts = config["consts"]
+    weights = {"W", "R", "R2", "b", "W_out"}
     # every Gemm got its own constant name, and the names of one packed weight share one place
     # (R2's bytes are R's, so its packed form is R's too)
     places: dict[tuple, set[int]] = {}
     for c in consts.values():
-        if c["transforms"]:
+        if c["transforms"] and weights & set(c["sources"]):
             sources = tuple("R" if s == "R2" else s for s in c["sources"])
             places.setdefault((sources, tuple(c["transforms"])), set()).add(c["offset"])
     assert len([c for c in consts.values() if c["transforms"]]) >= 2 * STEPS
     assert {s for s, _ in places} == {("W",), ("R",), ("W_out",)}, places
     assert all(len(p) == 1 for p in places.values()), places
-    # so the blob holds about the model's weights (one packed copy of W, R and W_out, the bias)
-    once = sum(memplan.align(a.nbytes) for k, a in inits.items() if k not in ("R2", "axis0"))
+    # so the blob holds the model's weights once (a packed copy of W, R and W_out, the bias), and
+    # what is no weight of the model (a gear model's gear table)
+    other = {c["offset"]: c["size"] for c in consts.values() if not weights & set(c["sources"])}
+    once = sum(memplan.align(a.nbytes) for k, a in inits.items() if k in weights - {"R2"}) + \
+        sum(memplan.align(n) for n in other.values())
     assert config["internal_weight_size"] <= once, (config["internal_weight_size"], once)
     assert len(read_om(om).partition(PT.WEIGHTS_DATA)) <= once
 
