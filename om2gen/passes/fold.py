@@ -1,7 +1,8 @@
 """Constant folding: a node whose inputs are all constant is evaluated at compile time.
 
 Evaluation uses onnx's reference implementation (onnx.reference), the spec's own executable
-semantics, so folded values equal what the operator defines.
+semantics, so folded values equal what the operator defines; an op with an evaluate(node, ins)
+of its own (ops/quantize.py: ONNX Runtime's rounding, opsets the reference lacks) uses that.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ..ir.graph import Node, Value
+from ..ops import registry
 
 # Folding these would only move work from run time to archive size, or they are no-ops.
 _NEVER_FOLD = {"Identity", "If", "Loop", "Scan"}
@@ -29,6 +31,9 @@ def small_enough(outputs: list[Value]) -> bool:
 
 def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     """Evaluates one node on constant inputs; None when the result would be too large to keep."""
+    own = getattr(registry.lookup(node), "evaluate", None)
+    if own is not None:
+        return own(node, ins)
     feeds = {}
     inputs = []
     for i, v in enumerate(ins):
