@@ -59,7 +59,7 @@ class QuantizeBase(Op):
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): blocked quantization (block_size "
                                      f"{self.attr(node, 'block_size')}) is not supported; quantize per tensor or per "
                                      "axis (onnxruntime.quantization does by default)")
-        if zp is not None and zp.shape != scale.shape:
+        if zp is not None and zp.shape != scale.shape and not common.prod(zp.shape) == common.prod(scale.shape) == 1:
             raise ShapeError(f"node {node.name!r} ({node.op_type}): zero point shape {list(zp.shape)} differs from the "
                              f"scale's {list(scale.shape)}; ONNX wants the same shape")
         if common.prod(scale.shape) == 1 and len(scale.shape) <= 1:
