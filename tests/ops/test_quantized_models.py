@@ -6,7 +6,6 @@ Conv -> QuantizeLinear: folding them into integer kernels is int8k's), which ORT
 QLinearConv, so outputs may differ by a quantization step where a Conv's rounding does."""
 import numpy as np
 import onnx
-import pytest
 from helpers import compile_and_run, ort_run
 from onnx import TensorProto, helper, numpy_helper
 
