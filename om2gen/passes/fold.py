@@ -10,6 +10,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from ..errors import Om2Error
 from ..ir.graph import Node, Value
 from ..ops import registry
 
@@ -31,7 +32,7 @@ def small_enough(outputs: list[Value]) -> bool:
 
 def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     """Evaluates one node on constant inputs; None when the result would be too large to keep."""
-    own = getattr(registry.lookup(node), "evaluate", None)
+    own = getattr(_op(node), "evaluate", None)
     if own is not None:
         return own(node, ins)
     feeds = {}
@@ -59,3 +60,11 @@ def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     if sum(a.nbytes for a in arrays) > _MAX_FOLDED_BYTES:
         return None
     return arrays
+
+
+def _op(node: Node):
+    """The node's registered op, or None: an op om2gen does not compile may still fold."""
+    try:
+        return registry.lookup(node)
+    except Om2Error:
+        return None

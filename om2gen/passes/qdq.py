@@ -50,6 +50,8 @@ def run(graph: Graph, ctx=None) -> int:
         if any(p is None or p[2] != out[2] for p in ins):
             continue
         if mid.op_type in _QLINEAR:
+            if not graph.values[mid.outputs[0]].is_static:
+                continue   # the QLinear ops take static shapes only; Q/DQ run a dynamic model as they are
             replacement = _qlinear(mid, q, dqs)
         elif all(p[:2] == out[:2] for p in ins):
             replacement = _on_integers(graph, mid, q, dqs, out)

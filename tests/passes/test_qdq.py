@@ -11,7 +11,8 @@ S1, Z1 = np.float32(0.05), np.uint8(120)    # the activations' parameters
 S2, Z2 = np.float32(0.031), np.uint8(97)
 
 
-def _qdq_model(op, attrs=None, *, out_params=(S1, Z1), second=None, extra_inputs=(), extra_inits=None, opset=17):
+def _qdq_model(op, attrs=None, *, out_params=(S1, Z1), second=None, extra_inputs=(), extra_inits=None, opset=17,
+               batch=1):
     """x (float) -> Q -> DQ -> op(..., [DQ of a second quantized input]) -> Q -> DQ -> y."""
     inits = {"s1": S1, "z1": Z1, "so": out_params[0], "zo": out_params[1], **(extra_inits or {})}
     nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["xq"]),
@@ -25,7 +26,7 @@ def _qdq_model(op, attrs=None, *, out_params=(S1, Z1), second=None, extra_inputs
     nodes += [helper.make_node(op, data + list(extra_inputs), ["t"], **(attrs or {})),
               helper.make_node("QuantizeLinear", ["t", "so", "zo"], ["tq"]),
               helper.make_node("DequantizeLinear", ["tq", "so", "zo"], ["y"])]
-    shape = (1, 4, 6, 6)
+    shape = (batch, 4, 6, 6)
     ins = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)]
     if second is not None:
         ins.append(helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, shape))
@@ -102,3 +103,17 @@ def test_fusion_off_leaves_qdq_as_it_is(tmp_path):
     got, nodes = compile_and_run(model, _feeds(True), tmp_path, fusion="off")
     assert "QLinearAdd" not in {n["op_type"] for n in nodes}
     np.testing.assert_array_equal(got["y"], ort_run(model, _feeds(True))[0])
+
+
+def test_dynamic_model_keeps_qdq_on_the_float_path(tmp_path):
+    """A model with dynamic dims: the QLinear ops take static shapes only, so the pass leaves the
+    pattern to QuantizeLinear/DequantizeLinear (which run at any size), and each run equals ORT."""
+    import om2gen
+    model = _qdq_model("Add", out_params=(S2, Z2), second=(S2, Z2), batch="N")
+    path = tmp_path / "dyn.om2"
+    om2gen.compile(model, path, input_shapes={"x": ("1~4", 4, 6, 6), "x2": ("1~4", 4, 6, 6)})
+    rng = np.random.default_rng(2)
+    with om2gen.load(path) as m:
+        for n in (3, 1):
+            feeds = {k: rng.uniform(-4, 4, (n, 4, 6, 6)).astype(np.float32) for k in ("x", "x2")}
+            np.testing.assert_array_equal(m.run(feeds)["y"], ort_run(model, feeds)[0])
