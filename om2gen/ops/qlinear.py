@@ -30,7 +30,7 @@ from ..ir.graph import Node, Value
 from ..ir.program import Derived, KernelCall
 from . import common
 from .elementwise import elementwise_call
-from .quantize import RANGES
+from .quantize import RANGES, clamp
 from .registry import REQUIRED, Op, register
 
 MS = "com.microsoft"
@@ -52,7 +52,7 @@ def saturate(dt: str, v: str) -> str:
     cvtps2dq then the saturating packs do (a value beyond int32 becomes the lowest)."""
     lo, hi = (c_float(b) for b in RANGES[dt])
     ctype = {"int8": "int8_t", "uint8": "uint8_t"}[dt]
-    return f"(({ctype})nearbyintf(({v}) >= 0x1p31f ? {lo} : fminf(fmaxf(({v}), {lo}), {hi})))"
+    return f"(({ctype})rintf(({v}) >= 0x1p31f ? {lo} : {clamp(v, lo, hi)}))"
 
 
 def quantize_table(dt: str, y: np.ndarray, scale: np.float32, zp: int) -> np.ndarray:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import dtypes
 from ..ir.graph import Node, Value
@@ -33,8 +34,14 @@ def quantize_expr(dt: str, x: str, scale: str, zp: str) -> str:
     as MLAS's MlasQuantizeLinear computes it."""
     lo, hi = RANGES[dt]
     z = f"(int32_t)({zp})"
-    clamped = f"fminf(fmaxf(({x}) / ({scale}), (float)({lo} - {z})), (float)({hi} - {z}))"
-    return f"(({dtypes.BY_NAME[dt].c_type})((int32_t)nearbyintf({clamped}) + {z}))"
+    clamped = clamp(f"({x}) / ({scale})", f"(float)({lo} - {z})", f"(float)({hi} - {z})")
+    return f"(({dtypes.BY_NAME[dt].c_type})((int32_t)rintf({clamped}) + {z}))"
+
+
+def clamp(v: str, lo: str, hi: str) -> str:
+    """C: v clamped to [lo, hi] as MAXPS then MINPS do (a NaN v gives lo), written as conditionals,
+    which the compiler vectorizes (fminf/fmaxf have other NaN rules and stay library calls)."""
+    return f"(({v}) > ({lo}) ? (({v}) < ({hi}) ? ({v}) : ({hi})) : ({lo}))"
 
 
 def dequantize_expr(x: str, scale: str, zp: str) -> str:
@@ -78,6 +85,17 @@ class QuantizeBase(Op):
                                                    np.asarray(v.const).reshape(view))
         return x, as_view(scale), as_view(zp) if zp is not None else None
 
+    def operands(self, node, ins) -> tuple[list[Value], str, str]:
+        """(the kernel's operands, the scale and zero point as C): a constant per-tensor scale
+        and zero point are literals (the loop then vectorizes as a plain float one), others are
+        operands read through broadcasting."""
+        x, scale, zp = self.params(node, ins)
+        if scale.is_const and not scale.shape and (zp is None or zp.is_const):
+            z = "0" if zp is None else str(int(np.asarray(zp.const).reshape(-1)[0]))
+            return [x], c_float(np.asarray(scale.const).reshape(-1)[0]), z
+        operands = [x, scale] + ([zp] if zp is not None else [])
+        return operands, "x1", "x2" if zp is not None else "0"
+
     def constants(self, node, ins):
         """(x, scale, zero point) as arrays broadcasting against each other (zero point 0 if absent)."""
         x, scale, zp = self.params(node, ins)
@@ -101,9 +119,8 @@ class QuantizeLinear(QuantizeBase):
         return [common.out(out, x.shape)]
 
     def lower(self, node, ins, outs, ctx):
-        x, scale, zp = self.params(node, ins)
-        operands = [x, scale] + ([zp] if zp is not None else [])
-        expr = quantize_expr(outs[0].dtype.name, "x0", "x1", "x2" if zp is not None else "0")
+        operands, scale, zp = self.operands(node, ins)
+        expr = quantize_expr(outs[0].dtype.name, "x0", scale, zp)
         return elementwise_call(node, f"QuantizeLinear_{outs[0].dtype.name}", operands, outs[0], expr)
 
     def evaluate(self, node, ins):
@@ -153,10 +170,9 @@ class DequantizeLinear(QuantizeBase):
         return [common.out(dtypes.FLOAT32, x.shape)]
 
     def lower(self, node, ins, outs, ctx):
-        x, scale, zp = self.params(node, ins)
-        operands = [x, scale] + ([zp] if zp is not None else [])
-        expr = dequantize_expr("x0", "x1", "x2" if zp is not None else "0")
-        return elementwise_call(node, f"DequantizeLinear_{x.dtype.name}", operands, outs[0], expr)
+        operands, scale, zp = self.operands(node, ins)
+        expr = dequantize_expr("x0", scale, zp)
+        return elementwise_call(node, f"DequantizeLinear_{ins[0].dtype.name}", operands, outs[0], expr)
 
     def evaluate(self, node, ins):
         self.infer(node, ins)
