@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 KNOWN: dict[str, str] = {   # name -> reason, for a model that is expected to fail (strict xfail)
-    "ddddocr_old": "needs DynamicQuantizeLinear, ConvInteger and MatMulInteger (int8k's) and DynamicQuantizeLSTM",
+    "ddddocr_old": "needs int8k's DynamicQuantizeLinear, ConvInteger and MatMulInteger",
 }
 
 
