@@ -16,9 +16,10 @@ Each follows ONNX Runtime's CPU arithmetic (MLAS), so that results equal its own
 - QLinearConcat: an input whose scale and zero point differ from the output's is requantized
   (DequantizeLinear then QuantizeLinear: ORT's identity table), the others are copied.
 - QLinearGlobalAveragePool (qlgavgpool.cpp): an exact int32 sum, then requantized.
-- QLinearAveragePool (qlinear_pool.cc): dequantized, averaged in float, quantized: the op is
-  expanded into DequantizeLinear, AveragePool and QuantizeLinear, which round the last step as
-  QuantizeLinear does (ORT rounds y / s + z): equal to ORT's but for a rare tie, one step apart.
+- QLinearAveragePool (qlinear_pool.cc): dequantized, averaged in float (window order, divided
+  by the count), then rounded as ORT's quantize_value does, round(y / s + z) saturated (not as
+  QuantizeLinear, which adds z after rounding): expanded into DequantizeLinear, AveragePool, Div,
+  Add, Round, Clip and Cast, which the element-wise fusion makes one kernel.
 """
 from __future__ import annotations
 
@@ -186,16 +187,11 @@ class QLinearLeakyRelu(QLinearLookup):
         return np.where(x >= 0, x, x * alpha).astype(np.float32)
 
 
-def _dq_q(node: Node, x: str, x_scale: str, x_zp: str, y_scale: str, y_zp: str, mid, out: str, tag: str):
-    """Nodes computing out = QuantizeLinear(mid(DequantizeLinear(x))): mid(name, result) gives the
-    float nodes between (none: a requantization)."""
-    f_in, f_out = f"{out}__{tag}_dq", f"{out}__{tag}_f"
-    nodes = [Node(f"{node.name}/{tag}_dq", "DequantizeLinear", [x, x_scale, x_zp], [f_in], opset=13)]
-    inner = mid(f_in, f_out) if mid else []
-    nodes += inner
-    nodes.append(Node(f"{node.name}/{tag}_q", "QuantizeLinear", [f_out if inner else f_in, y_scale, y_zp], [out],
-                      opset=13))
-    return nodes
+def _requantize(node: Node, x: str, x_scale: str, x_zp: str, y_scale: str, y_zp: str, out: str, tag: str):
+    """Nodes computing out = QuantizeLinear(DequantizeLinear(x)): ORT's identity table."""
+    f = f"{out}__{tag}_dq"
+    return [Node(f"{node.name}/{tag}_dq", "DequantizeLinear", [x, x_scale, x_zp], [f], opset=13),
+            Node(f"{node.name}/{tag}_q", "QuantizeLinear", [f, y_scale, y_zp], [out], opset=13)]
 
 
 @register("QLinearConcat", since=1, domain=MS)
@@ -217,7 +213,7 @@ class QLinearConcat(Op):
                 parts.append(x)
                 continue
             out = f"{node.outputs[0]}__in{k}"
-            nodes += _dq_q(node, x, s, z, node.inputs[0], node.inputs[1], None, out, f"in{k}")
+            nodes += _requantize(node, x, s, z, node.inputs[0], node.inputs[1], out, f"in{k}")
             parts.append(out)
         return nodes + [Node(node.name, "Concat", parts, list(node.outputs), {"axis": self.attr(node, "axis")},
                              opset=13)]
@@ -238,10 +234,21 @@ class QLinearAveragePool(Op):
         pool = {k: self.attr(node, k) for k in ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
                                                 "strides") if self.attr(node, k) is not None}
 
-        def mid(f_in, f_out):
-            return [Node(f"{node.name}/pool", "AveragePool", [f_in], [f_out], pool, opset=19)]
-        i = node.input
-        return _dq_q(node, i(0), i(1), i(2), i(3), i(4), mid, node.outputs[0], "pool")
+        i, out, dt = node.input, node.outputs[0], ins[0].dtype.name
+        zy = zero_point_of(node, ins[4] if len(ins) > 4 else None, "y_zero_point")
+        lo, hi = RANGES[dt]
+        consts = {"zy": zy, "lo": lo, "hi": hi}
+        name = {k: f"{out}__pool_{k}" for k in ("dq", "f", "scaled", "shifted", "rounded", "clipped", *consts)}
+        nodes = [Node(f"{node.name}/{k}", "Constant", [], [name[k]], {"value": np.array(v, np.float32)}, opset=13)
+                 for k, v in consts.items()]
+        return nodes + [
+            Node(f"{node.name}/dq", "DequantizeLinear", [i(0), i(1), i(2)], [name["dq"]], opset=13),
+            Node(f"{node.name}/pool", "AveragePool", [name["dq"]], [name["f"]], pool, opset=19),
+            Node(f"{node.name}/scale", "Div", [name["f"], i(3)], [name["scaled"]], opset=14),
+            Node(f"{node.name}/shift", "Add", [name["scaled"], name["zy"]], [name["shifted"]], opset=14),
+            Node(f"{node.name}/round", "Round", [name["shifted"]], [name["rounded"]], opset=11),
+            Node(f"{node.name}/clip", "Clip", [name["rounded"], name["lo"], name["hi"]], [name["clipped"]], opset=13),
+            Node(f"{node.name}/cast", "Cast", [name["clipped"]], [out], {"to": ins[0].dtype.onnx}, opset=13)]
 
 
 @register("QLinearGlobalAveragePool", since=1, domain=MS)
