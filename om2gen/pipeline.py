@@ -9,6 +9,7 @@ import math
 import os
 import struct
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp, tiling_library
 from .codegen.literals import c_identifier
 from .errors import CompileError, ModelError, Om2Error, ShapeError
-from .formats.om2 import layout, writer
+from .formats.om2 import kernel_sets, layout, writer
 from .formats.om2.writer import Entry, json_bytes
 from .formats.op_so_store import SoBinType
 from .frontend import gears, multi_batch, onnx_import, pins
@@ -150,6 +151,28 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
     if not out.parent.is_dir():
         raise Om2Error(f"output directory {out.parent} does not exist")
+    tgts = targets.get_targets(opts.target)
+    if len(tgts) > 1:   # several kernel sets: one model_N per target (formats/om2/kernel_sets.py)
+        return _compile_sets(model, out, opts, format, frontend, tgts)
+    return _compile(model, out, dataclasses.replace(opts, target=tgts[0].name), format, frontend)
+
+
+def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) -> Path:
+    """An .om2 carrying one kernel set per target: each compiled alone (lowering decides tiles,
+    Winograd and the packing of weights per target), then merged, equal bytes stored once."""
+    names = ",".join(t.name for t in tgts)
+    if format == "om":
+        raise CompileError(f"{advice.target_option(names)}: a classic .om carries one kernel set (GE's TBE_KERNELS partition); "
+                           f"write an .om2 ({out.stem}.om2) to carry several, or compile one .om per target")
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        parts = [(t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.name), format,
+                              frontend)) for t in tgts]
+        kernel_sets.merge(out, parts, names)
+    return out
+
+
+def _compile(model, out: Path, opts: Options, format: str, frontend) -> Path:
+    """compile() for one target."""
     tgt = targets.get_target(opts.target)
     report = _Progress(opts.progress)
 
