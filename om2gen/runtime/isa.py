@@ -1,4 +1,4 @@
-"""Which kernel set of a model runs on this CPU (docs/archive-format.md §2.4).
+"""Which kernel set of a model runs on this CPU (docs/archive-format.md §2, *Several kernel sets*).
 
 An archive compiled with `--target x86_64-avx2,x86_64-avx512` carries one model per target; the
 executor runs the best this CPU supports: of those whose ISA features it has, the one needing the

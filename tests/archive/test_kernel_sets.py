@@ -1,6 +1,6 @@
 """Several kernel sets in one archive (--target x86_64-avx2,x86_64-avx512): each set runs and
 matches ONNX Runtime, the loader picks the best the CPU supports or the forced one, equal
-constants are stored once, and the archive is deterministic (docs/archive-format.md §2.4)."""
+constants are stored once, and the archive is deterministic (docs/archive-format.md §2, *Several kernel sets*)."""
 import json
 import subprocess
 import sys
@@ -224,3 +224,12 @@ def test_command_line(tmp_path):
                         "--input-shape", "image:1,3,32,32", "--target", SETS], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode != 0 and f"--target {SETS}: a classic .om carries one kernel set" in r.stderr
+
+
+def test_bench_names_the_set_it_timed(matmul, monkeypatch):
+    from om2gen.cli import bench, bench_report
+    d, _ = matmul
+    monkeypatch.setenv("OM2GEN_ISA", "x86_64-avx2")
+    r = bench.measure(d / "both.om2", threads=1, runs=1, warmup=0, loads=1)
+    assert (r["kernel_set"], r["kernel_sets"]) == ("x86_64-avx2", SETS.split(","))
+    assert "(OM2, kernel set x86_64-avx2 of x86_64-avx2, x86_64-avx512)" in bench_report.render_text(r)

@@ -1,5 +1,5 @@
 """One OM2 archive carrying several kernel sets (`--target x86_64-avx2,x86_64-avx512`,
-docs/archive-format.md §2.4).
+docs/archive-format.md §2, *Several kernel sets*).
 
 Each target is compiled alone, exactly as for a single `--target`: lowering decides the register
 tiles, Winograd and the packing of constant weights per target, so a set is a whole model (model
