@@ -233,3 +233,29 @@ def test_bench_names_the_set_it_timed(matmul, monkeypatch):
     r = bench.measure(d / "both.om2", threads=1, runs=1, warmup=0, loads=1)
     assert (r["kernel_set"], r["kernel_sets"]) == ("x86_64-avx2", SETS.split(","))
     assert "(OM2, kernel set x86_64-avx2 of x86_64-avx2, x86_64-avx512)" in bench_report.render_text(r)
+
+
+def test_dynamic_model_sets_keep_their_own_tiling_libraries(tmp_path):
+    """A dynamic model's device tiling library is built per target: each set gets its own
+    OpSoStore, and both run at any shape in the range."""
+    model = matmul_model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    path = tmp_path / "dyn.om2"
+    om2gen.compile(model, path, input_shapes={"x": ("1~16", 256)}, target=SETS)
+    files = entries(path)
+    assert layout.SO_STORE in files and layout.so_store(1) in files
+    assert json.loads(files[layout.model_meta(1)])["so_bins"]["store"] == layout.so_store(1)
+    for isa in SETS.split(","):
+        if runs_here(isa):
+            with om2gen.load(path, isa=isa) as m:
+                for n in (3, 16):
+                    x = rand(n, 256, seed=n)
+                    assert_close(m.run({"x": x})["z"], ort_run(model, {"x": x})[0], f"{isa} n={n}")
+
+
+def test_signed_archive_of_several_sets(cnn, tmp_path):
+    from om2gen.formats.om2 import signing
+    key, pub = signing.keygen(tmp_path / "k.pem")
+    signed = signing.sign_archive(cnn, signing.private_key(key), tmp_path / "signed.om2")
+    with om2gen.load(signed, trusted_keys=[pub], isa="x86_64-avx2") as m:
+        assert m.signed_by and m.isa == "x86_64-avx2"
