@@ -164,10 +164,15 @@ def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) 
     if format == "om":
         raise CompileError(f"{advice.target_option(names)}: a classic .om carries one kernel set (GE's TBE_KERNELS partition); "
                            f"write an .om2 ({out.stem}.om2) to carry several, or compile one .om per target")
+    report = _Progress(opts.progress)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
-        parts = [(t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.name), format,
-                              frontend)) for t in tgts]
+        parts = []
+        for t in tgts:
+            report.stage(f"kernel set {t.name}")
+            parts.append((t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.name),
+                                      format, frontend)))
         kernel_sets.merge(out, parts, names)
+    report.stage(f"wrote {out} with kernel sets {names}")
     return out
 
 

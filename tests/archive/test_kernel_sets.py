@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_close, make_model, ort_run, rand
+from helpers import assert_close, make_model, ort_run, rand, refresh_digests
 from onnx import helper
 
 import om2gen
 from om2gen.cli.inspect import inspect_archive, render_text
-from om2gen.formats.om2 import layout
+from om2gen.formats.om2 import layout, writer
 from om2gen.toolchain import targets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,3 +259,35 @@ def test_signed_archive_of_several_sets(cnn, tmp_path):
     signed = signing.sign_archive(cnn, signing.private_key(key), tmp_path / "signed.om2")
     with om2gen.load(signed, trusted_keys=[pub], isa="x86_64-avx2") as m:
         assert m.signed_by and m.isa == "x86_64-avx2"
+
+
+def edited(src, dst, edit):
+    """A copy of the archive `src` with edit(files) applied and the digests recomputed: the edit
+    looks genuine, so what the loader checks after the digests is what the test reaches."""
+    files = entries(src)
+    manifest = json.loads(files.pop(layout.MANIFEST))
+    edit(manifest, files)
+    refresh_digests(manifest, files)
+    writer.write(dst, [writer.Entry(layout.MANIFEST, writer.json_bytes(manifest))]
+                 + [writer.Entry(n, d) for n, d in sorted(files.items())])
+    return dst
+
+
+def test_models_that_are_no_kernel_sets(cnn, tmp_path):
+    bad = edited(cnn, tmp_path / "bad.om2", lambda m, files: m["models"][1].pop("target"))
+    with pytest.raises(om2gen.ArchiveError, match="holds 2 models that are not kernel sets of one model"):
+        om2gen.load(bad)
+
+
+def test_config_naming_a_missing_blob(cnn, tmp_path):
+    index = 1 if runs_here("x86_64-avx512") else 0   # the set a load here runs
+
+    def edit(manifest, files):
+        name = layout.constants_config(index)
+        config = json.loads(files[name])
+        for c in config["consts"].values():
+            c["file_name"] = "constants_7"
+        files[name] = writer.json_bytes(config)
+    bad = edited(cnn, tmp_path / "bad.om2", edit)
+    with pytest.raises(om2gen.ArchiveError, match="names no constants blob of the archive"):
+        om2gen.load(bad)
