@@ -162,8 +162,9 @@ def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) 
     Winograd and the packing of weights per target), then merged, equal bytes stored once."""
     names = ",".join(t.name for t in tgts)
     if format == "om":
-        raise CompileError(f"{advice.target_option(names)}: a classic .om carries one kernel set (GE's TBE_KERNELS partition); "
-                           f"write an .om2 ({out.stem}.om2) to carry several, or compile one .om per target")
+        raise CompileError(f"{advice.target_option(names)}: a classic .om carries one kernel set (GE's TBE_KERNELS "
+                           f"partition); write an .om2 ({out.stem}.om2) to carry several, or compile one .om per "
+                           "target")
     report = _Progress(opts.progress)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
         parts = []

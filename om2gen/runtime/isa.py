@@ -46,7 +46,8 @@ def choose(sets: list[dict], where: str, isa: str | None = None) -> int:
     want, said = forced(isa)
     if want is not None:
         if want not in names:
-            carry = f" (recompile with --target {','.join([*names, want])} to carry it)" if want in targets.TARGETS else ""
+            carry = f" (recompile with --target {','.join([*names, want])} to carry it)" \
+                if want in targets.TARGETS else ""
             raise AbiError(f"{where}: {said} names a kernel set the model does not carry; it carries "
                            f"{', '.join(names)}: force one of those, or leave it unset to run the best this CPU "
                            f"supports{carry}")

@@ -217,7 +217,8 @@ def test_command_line(tmp_path):
                         "--input-shape", "image:1,3,32,32", "--soc_version", "x86_64-avx512,x86_64-avx2"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, "-m", "om2gen", "inspect", str(out)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "om2gen", "inspect", str(out)], capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stderr
     assert "kernel sets: x86_64-avx2, x86_64-avx512; this CPU runs" in r.stdout
     r = subprocess.run([sys.executable, "-m", "om2gen", "compile", str(SAMPLE), "-o", str(tmp_path / "m.om"), "-q",
