@@ -30,7 +30,7 @@ from .frontend.onnx_import import import_onnx
 from .ir import dtypes, symbolic
 from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
-from .lower import memplan, rt2_program
+from .lower import constant_pool, memplan, rt2_program
 from .lower.lowering import lower_graph
 from .ops import fused as fused_op
 from .passes import dce, optimize
@@ -166,19 +166,21 @@ def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) 
                            f"partition); write an .om2 ({out.stem}.om2) to carry several, or compile one .om per "
                            "target")
     report = _Progress(opts.progress)
+    pool = constant_pool.Pool()   # equal constants at equal offsets: the sets share one blob
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
         parts = []
         for t in tgts:
             report.stage(f"kernel set {t.name}")
             parts.append((t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.name),
-                                      format, frontend)))
+                                      format, frontend, pool)))
         kernel_sets.merge(out, parts, names)
     report.stage(f"wrote {out} with kernel sets {names}")
     return out
 
 
-def _compile(model, out: Path, opts: Options, format: str, frontend) -> Path:
-    """compile() for one target."""
+def _compile(model, out: Path, opts: Options, format: str, frontend, pool=None) -> Path:
+    """compile() for one target; `pool` (lower/constant_pool.py): the constants of the archive's
+    earlier kernel sets, which this one's are placed onto."""
     tgt = targets.get_target(opts.target)
     report = _Progress(opts.progress)
 
@@ -211,6 +213,8 @@ def _compile(model, out: Path, opts: Options, format: str, frontend) -> Path:
             symbolic.UNBOUNDED_PLANNED.reset(token)
         report.stage(f"imported {len(graph.nodes)} nodes")
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    if pool is not None:
+        constant_pool.place(program, pool)
     if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
         program = rt2_program.for_om(program)
         program.dynamic.host_plan.check()

@@ -78,10 +78,16 @@ def test_layout_and_manifest(cnn):
         assert meta["library"].startswith(layout.model_dir(i)) and meta["library"] in files
         assert meta["constants_config"] == layout.constants_config(i)
     assert not any(n.startswith("data/kernels_x86_64/") for n in files)
-    # the convolutions' weights are packed per set: two blobs, each config naming its own
+    # one blob: set 0's constants, then those of set 1 that set 0 has not (the convolutions'
+    # weights, packed per register tile), equal ones at set 0's offsets
+    blob = files[layout.constants_blob(0)]
+    assert layout.constants_blob(1) not in files
     configs = [json.loads(files[layout.constants_config(i)]) for i in range(2)]
-    assert {c["file_name"] for c in configs[1]["consts"].values()} == {"constants_1"}
-    assert files[layout.constants_blob(0)] != files[layout.constants_blob(1)]
+    assert all(c["internal_weight_size"] == len(blob) for c in configs)
+    assert all({c["file_name"] for c in config["consts"].values()} == {"constants_0"} for config in configs)
+    ranges = [{(c["offset"], c["size"]) for c in config["consts"].values()} for config in configs]
+    own_end = max(o + n for o, n in ranges[0])
+    assert ranges[0] & ranges[1] and any(o >= own_end for o, _ in ranges[1] - ranges[0])
 
 
 @pytest.mark.parametrize("isa", [None, "x86_64-avx2", "x86_64-avx512"])
@@ -157,6 +163,17 @@ def test_single_set_archive_and_forcing(tmp_path, monkeypatch):
         om2gen.load(path)
 
 
+def test_constants_shared_one_by_one(cnn, tmp_path):
+    """The union of the sets' constants is smaller than their two blobs: what both have is stored
+    once, and each set reads its own constants right (test_each_set_matches_onnxruntime)."""
+    singles = []
+    for name in SETS.split(","):
+        om2gen.compile(SAMPLE, tmp_path / f"{name}.om2", input_shapes=SHAPES, target=name)
+        singles.append(len(entries(tmp_path / f"{name}.om2")[layout.constants_blob(0)]))
+    union = len(entries(cnn)[layout.constants_blob(0)])
+    assert max(singles) <= union < sum(singles)
+
+
 def test_equal_constants_are_stored_once(matmul):
     d, model = matmul
     files = entries(d / "both.om2")
@@ -182,7 +199,7 @@ def test_deterministic_whatever_the_order(matmul):
 
 def test_a_set_is_the_single_target_compile(matmul):
     """Model i of the merged archive is the single-target archive's model 0: the same library,
-    kernels and constants, moved."""
+    kernels and constants, moved (here every constant is shared, so none moves inside the blob)."""
     d, _ = matmul
     both = entries(d / "both.om2")
     for i, name in enumerate(SETS.split(",")):

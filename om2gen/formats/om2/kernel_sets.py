@@ -28,37 +28,65 @@ def merge(out: Path, parts: list, names: str) -> None:
     """Writes `out` from [(target, path of its single-target .om2)], in the order the sets are
     preferred least first (model 0: the baseline); `names`: the --target value recorded."""
     entries: dict[str, bytes] = {}
-    manifests, models = [], []
+    manifests, models, configs = [], [], []
+    union = _Union()
     for i, (tgt, path) in enumerate(parts):
         with zipfile.ZipFile(path) as z:
             files = {n: z.read(n) for n in z.namelist()}
         manifest = json.loads(files.pop(layout.MANIFEST))
         manifests.append(manifest)
+        config, blob = json.loads(files.pop(layout.constants_config(0))), files.pop(layout.constants_blob(0))
+        if config.get("consts"):
+            union.add(i, config, blob)
+        else:   # no constants: its own (empty) constants_<i>, which the loader reads then
+            entries[layout.constants_blob(i)] = blob
+        configs.append(config)
         moved = _place(files, i, tgt, entries)
+        moved[layout.constants_config(0)] = layout.constants_config(i)
         models.append({"index": i, "name": manifest["models"][0]["name"], "meta": layout.model_meta(i),
                        "target": manifest["target"]})
-        config_name = layout.constants_config(i)
-        entries[config_name] = _relocated_config(entries[config_name], moved)
         entries[layout.model_meta(i)] = json_bytes(_renamed(json.loads(entries[layout.model_meta(i)]), moved))
+    if union.name is not None:
+        entries[union.name] = bytes(union.data)
+    for i, config in enumerate(configs):
+        if config.get("consts"):   # every set with constants reads the union
+            config["internal_weight_size"] = len(union.data)
+            for c in config["consts"].values():
+                c["file_name"] = union.name[len(layout.CONSTANTS_DIR):]
+        entries[layout.constants_config(i)] = json_bytes(config)
     listed = [Entry(n, d) for n, d in sorted(entries.items())]
     writer.write(out, [_manifest(manifests, models, listed, names)] + listed)
 
 
+class _Union:
+    """The one constants blob of every set: set 0's, then what each later set appends (its
+    constants that no earlier set has, placed after theirs: lower/constant_pool.py)."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.name: str | None = None
+
+    def add(self, index: int, config: dict, blob: bytes) -> None:
+        if self.name is None:
+            self.name = layout.constants_blob(index)
+        if len(blob) > len(self.data):
+            self.data += blob[len(self.data):]
+        for key, c in config["consts"].items():
+            if self.data[c["offset"]:c["offset"] + c["size"]] != blob[c["offset"]:c["offset"] + c["size"]]:
+                raise CompileError(f"kernel set {index}'s constant {key!r} is not where the earlier sets keep the "
+                                   "same bytes; please report this as an om2gen bug (compile one target per archive "
+                                   "meanwhile)")
+
+
 def _place(files: dict, index: int, tgt, entries: dict) -> dict:
-    """Adds one set's entries under their names in the merged archive; returns {old name: new}
-    for those that moved."""
+    """Adds one set's entries (but its constants) under their names in the merged archive;
+    returns {old name: new} for those that moved."""
     moved = {}
-    config = json.loads(files[layout.constants_config(0)])
-    own_blob = layout.model_constants_blob(config, index) == layout.constants_blob(index)   # no consts: not shared
     for name, data in sorted(files.items()):
         if name.startswith(layout.model_dir(0)):
             new = layout.model_dir(index) + name[len(layout.model_dir(0)):]
         elif name.startswith(layout.kernels_dir(tgt.arch)):
             new = layout.kernels_dir(tgt.name) + name[len(layout.kernels_dir(tgt.arch)):]
-        elif name == layout.constants_config(0):
-            new = layout.constants_config(index)
-        elif name == layout.constants_blob(0):
-            new = layout.constants_blob(index) if own_blob else _shared(name, data, entries, layout.constants_blob)
         elif name == layout.SO_STORE:
             new = _shared(name, data, entries, layout.so_store)
         elif entries.get(name, data) == data:   # custom-op libraries and instances: named by their content
@@ -92,16 +120,6 @@ def _renamed(doc, moved: dict):
     if isinstance(doc, list):
         return [_renamed(v, moved) for v in doc]
     return moved.get(doc, doc) if isinstance(doc, str) else doc
-
-
-def _relocated_config(data: bytes, moved: dict) -> bytes:
-    """The constants config with each const's file_name (a name inside data/constants/) naming
-    the blob the model reads now."""
-    config = json.loads(data)
-    blob = moved.get(layout.constants_blob(0), layout.constants_blob(0))
-    for c in config.get("consts", {}).values():
-        c["file_name"] = blob[len(layout.CONSTANTS_DIR):]
-    return json_bytes(config)
 
 
 def _manifest(manifests: list, models: list, entries: list, names: str) -> Entry:
