@@ -289,6 +289,7 @@ def _build_autofuse(program: Program, graph, tgt) -> None:
                 node["attrs"][BIN_FILE_PATH] = f"{providers.OM2GEN_VENDOR}/{d.autofuse_library}"
     if d.assumptions:
         d.guard_check_source = autofuse_library.guard_source(program, nodes)
+        d.guard_function = "\n".join(autofuse_library.guard_function(program, nodes, "int32_t GuardCheck"))
         d.guard_check_so_data = compiler.build_autofuse_library(
             d.guard_check_source, "guard_check.c", [autofuse_library.ABI_VERSION_SYMBOL,
                                                     autofuse_library.GUARD_CHECK_SYMBOL], tgt).binary

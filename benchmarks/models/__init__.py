@@ -14,7 +14,7 @@ import onnx
 
 from om2gen.toolchain.compiler import cache_dir
 
-from . import add, bert_base, mlp, mobilenet_v2, resnet50_batch
+from . import add, bert_base, mlp, mobilenet_v2, resnet50_batch, resnet50_seeded
 
 # name -> (module, what it is[, keyword arguments of its build()])
 BUILDERS = {
@@ -24,6 +24,7 @@ BUILDERS = {
     "bert_base_4l": (bert_base, bert_base.WHAT),
     "bert_base_4l_seq": (bert_base, bert_base.WHAT_SEQ, {"dynamic_seq": True}),
     "resnet50_batch": (resnet50_batch, resnet50_batch.WHAT),
+    "resnet50_seeded": (resnet50_seeded, resnet50_seeded.WHAT),
 }
 
 

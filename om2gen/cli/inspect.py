@@ -7,10 +7,13 @@ from ..formats.om2 import layout
 from ..formats.om2.reader import Archive
 from ..formats.om.inspect import gear_lines
 from ..runtime import isa
+from . import sizes
 
 
-def inspect_archive(path) -> dict:
-    """Dispatches by content: an OM2 archive (ZIP) or a classic OM file (magic "IMOD")."""
+def inspect_archive(path, onnx=None) -> dict:
+    """Dispatches by content: an OM2 archive (ZIP) or a classic OM file (magic "IMOD"). With
+    `onnx`, the .onnx it was compiled from, "sizes" gives the archive's size next to the ONNX
+    file's."""
     try:
         with open(path, "rb") as f:
             head = f.read(4)
@@ -18,8 +21,17 @@ def inspect_archive(path) -> dict:
         head = b""   # let the archive reader report the error
     if head == OM_MAGIC:
         from ..formats.om.inspect import inspect_om
-        return inspect_om(path)
-    return _inspect_om2(path)
+        info = inspect_om(path)
+    else:
+        info = _inspect_om2(path)
+    info["sizes"] = sizes.archive_sizes(path)
+    if onnx is not None:
+        info["sizes"]["onnx_bytes"] = sizes.onnx_bytes(onnx)
+    return info
+
+
+def size_text(info: dict) -> str:
+    return sizes.size_line(info["sizes"], info["sizes"].get("onnx_bytes"))
 
 
 def _inspect_om2(path) -> dict:
@@ -97,9 +109,11 @@ def _tasks_from_source(a: Archive, meta: dict, index: int) -> list[dict]:
 def render_text(info: dict) -> str:
     if info.get("format") == "om":
         from ..formats.om.inspect import render_text as render_om
-        return render_om(info)
+        text = render_om(info)
+        return text if "sizes" not in info else text.replace("\n", f"\n{size_text(info)}\n", 1)
     m = info["manifest"]
     lines = [f"{info['path']}: {m.get('format')} {m.get('format_version')} by {m.get('generator')}",
+             *([size_text(info)] if "sizes" in info else []),
              f"{'baseline ' if len(info.get('kernel_sets', [])) > 1 else ''}target {m['target']['name']} "
              f"({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
              f"model ABI {m.get('abi_version')}, kernel ABI {m.get('kernel_abi_version')}"]
@@ -159,12 +173,14 @@ def add_parser(sub) -> None:
     i = sub.add_parser("inspect", help="show what an .om2 archive or .om file holds")
     i.add_argument("model", help="the .om2 or .om file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
+    i.add_argument("--onnx", metavar="MODEL.onnx", help="the .onnx it was compiled from: shows the archive's size "
+                   "next to the ONNX file's")
     i.set_defaults(func=cmd_inspect)
 
 
 def cmd_inspect(args) -> int:
     import json
 
-    info = inspect_archive(args.model)
+    info = inspect_archive(args.model, args.onnx)
     print(json.dumps(info, indent=1, sort_keys=True) if args.json else render_text(info))
     return 0

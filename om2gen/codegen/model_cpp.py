@@ -162,7 +162,7 @@ def _dynamic(program: Program) -> dict:
     """A dynamic model's symbols and its inputs' and outputs' dims as C++ (ir/symbolic.py)."""
     d = program.dynamic
     if d is None:
-        return {"symbols": [], "io_dims": [], "symbols_offset": 0}
+        return {"symbols": [], "io_dims": [], "symbols_offset": 0, "guard_function": ""}
 
     def c_name(s) -> str:
         return f"sym_{s.name}"
@@ -176,4 +176,5 @@ def _dynamic(program: Program) -> dict:
             for axis, dim in enumerate(shape):
                 io_dims.append({"expr": symbolic.c_expr(dim, c_name),
                                 "comment": f"{kind} {io.name} dim {axis}: {symbolic.text(dim)}"})
-    return {"symbols": symbols, "io_dims": io_dims, "symbols_offset": d.symbols_offset}
+    return {"symbols": symbols, "io_dims": io_dims, "symbols_offset": d.symbols_offset,
+            "guard_function": d.guard_function}

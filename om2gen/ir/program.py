@@ -355,6 +355,7 @@ class DynamicInfo:
     autofuse_binary: bytes = b""
     guard_check_source: str = ""                # guard_check.so's C source
     guard_check_so_data: bytes = b""            # GE's _guard_check_so_data: guard_check.so's bytes
+    guard_function: str = ""                    # its check as the model library's tables compile it in
 
 
 @dataclass

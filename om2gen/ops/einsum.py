@@ -7,15 +7,25 @@ broadcast). The output letters form the parallel index space and the other lette
 contracted one. One dim is walked innermost: the last output dim (an axpy over the output row)
 when every operand walks it with stride 0 or 1, otherwise a contracted dim that they walk
 contiguously (a dot product per output element).
+
+In a dynamic model the sizes and strides that hold a dynamic dim are tiling fields
+(common.tiling_field); a dim is dropped, or taken as broadcast, only where it is 1 whatever the
+run's sizes.
 """
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedOpError
+from ..ir import symbolic
 from ..ir.program import KernelCall
 from . import common
 from .registry import REQUIRED, Op, register
 
 _DTYPES = {"float32", "float64", "int32", "int64"}
+
+
+def _is(a, b) -> bool:
+    """a == b whatever the run's sizes (False where only the run decides)."""
+    return symbolic.decided(lambda: a == b, False)
 
 
 class _Plan:
@@ -51,7 +61,7 @@ class _Plan:
                 self.size_of(label, size)
                 if label not in order:
                     order.append(label)
-                broadcast = label.startswith("...") and size == 1
+                broadcast = label.startswith("...") and _is(size, 1)
                 strides[label] = strides.get(label, 0) + (0 if broadcast else stride)
             self.strides.append(strides)
         if arrow:
@@ -80,9 +90,9 @@ class _Plan:
 
     def size_of(self, label: str, size: int) -> None:
         known = self.sizes.get(label)
-        if known is None or known == 1 and label.startswith("..."):
+        if known is None or _is(known, 1) and label.startswith("..."):
             self.sizes[label] = size
-        elif size != known and not (size == 1 and label.startswith("...")):
+        elif not _is(size, known) and not (_is(size, 1) and label.startswith("...")):
             self.fail(f"index {label!r} has sizes {known} and {size}", shape=True)
 
     def dim(self, label: str) -> dict:
@@ -95,6 +105,7 @@ class _Plan:
 
 @register("Einsum", since=12)
 class Einsum(Op):
+    dynamic_shapes = True
     attrs = {"equation": REQUIRED}
 
     def plan(self, node, ins) -> _Plan:
@@ -113,32 +124,41 @@ class Einsum(Op):
 
     def lower(self, node, ins, outs, ctx):
         plan = self.plan(node, ins)
-        out_dims = [plan.dim(label) for label in plan.out if plan.sizes[label] != 1]
-        red_dims = [plan.dim(label) for label in plan.contracted if plan.sizes[label] != 1]
-        if any(plan.sizes[label] == 0 for label in plan.contracted):
+        out_dims = [plan.dim(label) for label in plan.out if not _is(plan.sizes[label], 1)]
+        red_dims = [plan.dim(label) for label in plan.contracted if not _is(plan.sizes[label], 1)]
+        if any(_is(plan.sizes[label], 0) for label in plan.contracted):
             red_dims = [{"size": 0, "strides": [0] * len(ins)}]    # an empty sum: the output is zero
 
         def contiguous(d):
-            return all(s in (0, 1) for s in d["strides"])
+            return all(_is(s, 0) or _is(s, 1) for s in d["strides"])
 
         inner_red = [d for d in red_dims if contiguous(d)]
         if out_dims and (contiguous(out_dims[-1]) or not inner_red):
             mode, inner, outer = "axpy", out_dims[-1], out_dims[:-1]
         elif red_dims:
-            inner = max(inner_red or red_dims[-1:], key=lambda d: sum(s == 1 for s in d["strides"]))
+            inner = max(inner_red or red_dims[-1:], key=lambda d: sum(_is(s, 1) for s in d["strides"]))
             red_dims = [d for d in red_dims if d is not inner]
             mode, outer = "dot", out_dims
         else:
             mode, inner, outer = "axpy", {"size": 1, "strides": [0] * len(ins)}, out_dims
         items = common.prod([d["size"] for d in outer])
         reduce = common.prod([d["size"] for d in red_dims])
+        tiling: dict = {"items": items}
+
+        def field(value, key: str):
+            return common.tiling_field(tiling, value, key)
+
+        def fields(dims, prefix: str) -> list[dict]:   # innermost first, for the div/mod walk from a flat index
+            return [{"size": field(d["size"], f"{prefix}{i}"), "strides": [field(x, f"{prefix}{i}_s{j}")
+                                                                        for j, x in enumerate(d["strides"])]}
+                    for i, d in enumerate(reversed(dims))]
         equation = "".join(str(self.attr(node, "equation")).split())
         params = {
             "summary": f"Einsum {equation}: {', '.join(v.describe() for v in ins)} -> {outs[0].describe()}",
             "ctype": ins[0].dtype.c_type, "out_slot": len(ins), "n_addr": len(ins) + 1, "mode": mode,
-            "N": inner["size"], "inner": inner["strides"], "R": reduce,
-            # innermost first, for the div/mod walk from a flat index
-            "outer": list(reversed(outer)), "red": list(reversed(red_dims)),
+            "N": field(inner["size"], "N"), "inner": [field(x, f"inner_s{j}") for j, x in enumerate(inner["strides"])],
+            "R": field(reduce, "R"), "outer": fields(outer, "o"), "red": fields(red_dims, "r"),
         }
+        params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/einsum.c.j2", "Einsum", params, [v.name for v in ins], [outs[0].name],
-                          block_dim=common.block_dim_for(items, reduce * inner["size"]), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, reduce * inner["size"]), tiling=tiling)

@@ -295,6 +295,7 @@ class ScatterND(_Scatter):
     last update wins, as in ONNX Runtime)."""
     attrs: dict = {}
     reductions = ("none",)
+    dynamic_shapes = True
 
     def check(self, node, ins):
         """Each index tuple has k = indices.shape[-1] components and picks the slice data[i0..ik-1]."""
@@ -306,7 +307,7 @@ class ScatterND(_Scatter):
                              f"{list(data.shape)} (the last dim of the indices is at most the data's rank)")
         k = indices.shape[-1]
         want = indices.shape[:-1] + data.shape[k:]
-        if updates.shape != want or updates.dtype != data.dtype:
+        if not symbolic.decided(lambda: tuple(updates.shape) == tuple(want), False) or updates.dtype != data.dtype:
             raise ShapeError(f"node {node.name!r} (ScatterND): updates {updates.describe()} must be "
                              f"{data.dtype.name}[{','.join(map(str, want))}] (indices {list(indices.shape)}, data "
                              f"{data.describe()})")
@@ -314,23 +315,30 @@ class ScatterND(_Scatter):
             _check_constant_range(node, indices, data.shape[c], c, component=c)
 
     def scatter(self, node, ins, dst):
+        """A dynamic model's tuple count, slice size and index dims and strides are tiling fields."""
         data, indices, updates = ins
         k = indices.shape[-1]
         red = self.reduction(node, data.dtype)
         ds = contiguous_strides(data.shape)
-        tuples = int(np.prod(indices.shape[:-1], dtype=np.int64))
-        inner = int(np.prod(data.shape[k:], dtype=np.int64))
+        tuples = common.prod(indices.shape[:-1])
+        inner = common.prod(data.shape[k:])
         unit = max(1, 64 // data.dtype.itemsize)    # blocks split slices in cache lines: no false sharing
-        units = -(-inner // unit)
+        units = symbolic.ceildiv(inner, unit) if isinstance(inner, symbolic.Expr) else -(-inner // unit)
+        tiling: dict = {"inner": inner}
+
+        def field(value, key: str):
+            return common.tiling_field(tiling, value, key)
         params = {
             "summary": f"ScatterND reduction={red}: {data.describe()}, {indices.describe()}, {updates.describe()} "
                        f"-> {dst.describe()} (in place over a copy of the data)",
             "ctype": data.dtype.c_type, "index_ctype": indices.dtype.c_type, "reduction": red,
-            "update_expr": _REDUCE[red], "tuples": tuples, "inner": inner, "unit": unit,
-            "comps": [{"dim": data.shape[c], "stride": ds[c]} for c in range(k)],
+            "update_expr": _REDUCE[red], "tuples": field(tuples, "tuples"), "unit": unit,
+            "inner": field(inner, "inner"),
+            "comps": [{"dim": field(data.shape[c], f"dim{c}"), "stride": field(ds[c], f"stride{c}")} for c in range(k)],
         }
+        params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/scatter_nd.c.j2", "ScatterND", params, [indices.name, updates.name], [dst.name],
-                          block_dim=common.block_dim_for(units, tuples * unit), tiling={"inner": inner})
+                          block_dim=common.block_dim_for(units, tuples * unit), tiling=tiling)
 
 
 @register("ScatterND", since=16)

@@ -21,6 +21,8 @@ the better choice: the real loop cannot be compiled at all).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 
@@ -121,10 +123,11 @@ class Loop(Op):
             outs.append(Value("", v.dtype, v.shape))
         used = [s < len(node.outputs) - n and bool(node.outputs[n + s]) for s in range(k)]
         rows = trips
-        if any(used) and trips is None:     # the rows a count the run decides, bounded by a constant M
-            if m is None or not m.is_const:
+        if any(used) and trips is None:     # the rows a count the run decides, bounded by M's most
+            most = _most_trips(m)
+            if most is None:
                 raise _scan_error(node, body, m, cond, n, _sources(node, m, cond, kind, inputs_of))
-            rows = common.count_dim(node, max(int(np.asarray(m.const).reshape(-1)[0]), 0))
+            rows = common.count_dim(node, max(most, 0))
         scans = [values[x] for x in names[1 + n:]]
         outs += [Value("", v.dtype, (rows if u else 0,) + tuple(v.shape)) for v, u in zip(scans, used)]
 
@@ -268,20 +271,32 @@ def _freeze_advice(sources: list[str]) -> str:
     return f"freeze {them} ({', '.join(advice.value_option(s) for s in sources)})"
 
 
+def _most_trips(m) -> int | None:
+    """The most iterations M allows: a constant's value, or a run-time M's upper value bound (a
+    Min against a constant, say); None if nothing bounds it."""
+    if m is None:
+        return None
+    if m.is_const:
+        return int(np.asarray(m.const).reshape(-1)[0])
+    b = value_bounds.of(m)
+    return None if b is None or math.isinf(b[1]) else int(b[1])
+
+
 def _scan_error(node, body, m, cond, n: int, sources: list[str]) -> ShapeError:
     """A scan output whose row count (the trip count) is only known at run time."""
     scans = ", ".join(repr(vi.name) for vi, out in zip(body.output[1 + n:], node.outputs[n:]) if out)
     where = f"node {node.name!r} (Loop): its scan output(s) {scans} get one row per iteration, and"
     need = ("the rows are then a count only the run knows, which om2gen bounds by the trip count M: M must be a "
-            "constant")
+            "constant or bounded (a Min against a constant)")
     if sources:
         return NeedsConstantError(f"{where} {_run_time(m, cond)} computed at run time (from "
                                   f"{', '.join(map(repr, sources))}): {need}. To compile it with a trip count known "
                                   f"at compile time, {_freeze_advice(sources)}", sources[0])
     return UnsupportedOpError(f"{where} the body computes its condition at run time, so how many rows there are is "
                               f"data-dependent: {need}, and this Loop's is "
-                              f"{'missing' if m is None else 'computed at run time'}. Give it a constant M (the most "
-                              "iterations it may run); carried values alone may use a run-time count")
+                              f"{'missing' if m is None else 'computed at run time, with nothing bounding it'}. Give "
+                              "it a constant M (the most iterations it may run) or bound it with Min against one; "
+                              "carried values alone may use a run-time count")
 
 
 def _unrolled(node, body: onnx.GraphProto, n: int, k: int, trips: int | None, counter_shapes, exc: ShapeError,

@@ -12,11 +12,11 @@ import numpy as np
 
 from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
-from ..ir import dtypes
+from ..ir import dtypes, symbolic
 from ..ir.graph import Node, Value
 from ..ir.program import KernelCall
 from . import common
-from .reduce import along_axis, axis_layout, dim_groups, template_dims
+from .reduce import along_axis, axis_layout, dim_groups
 from .registry import REQUIRED, Op, register
 
 _FLOATS = ("float32", "float64")
@@ -272,19 +272,33 @@ class MeanVarianceNormalization(Op):
         return [common.out(ins[0].dtype, ins[0].shape)]
 
     def lower(self, node, ins, outs, ctx):
+        """A dynamic model's sizes, strides and element count are tiling fields (the kernel's
+        TilingData, common.tiling_field); a static one's are compiled in."""
         x = ins[0]
         axes = self.axes(node, x)
         groups = dim_groups(x.shape, set(axes))
         count = common.prod([x.shape[a] for a in axes])
-        if count == 0:
+        if not symbolic.decided(lambda: count >= 1, False):
+            if isinstance(count, symbolic.Expr):
+                raise symbolic.Undecidable(f"whether {symbolic.text(count)} elements are normalized, or none")
             raise ShapeError(f"node {node.name!r} (MeanVarianceNormalization): the normalized dims are empty")
+        tiling: dict = {"items": 0}
+
+        def field(value, key: str):
+            return common.tiling_field(tiling, value, key)
+
+        def dims(pairs, prefix: str) -> list[dict]:
+            return [{"size": field(n, f"{prefix}{i}_size"), "stride": field(st, f"{prefix}{i}_stride")}
+                    for i, (n, st) in enumerate(reversed(pairs))]
         kept = [(n, s) for n, s, r in groups if not r]
         reduced = [(n, s) for n, s, r in groups if r]
         (run, run_stride), reduced = (reduced[-1], reduced[:-1]) if reduced else ((1, 0), [])
         items = common.prod([n for n, _ in kept])
+        tiling["items"] = items
         params = {"summary": f"MeanVarianceNormalization axes={axes}: {x.describe()} -> {outs[0].describe()}",
-                  "count": count, "kept": template_dims(kept), "red_outer": template_dims(reduced),
-                  "router": common.prod([n for n, _ in reduced]), "run": run,
-                  "at": f"off + l * {run_stride}"}
+                  "count": field(count, "count"), "kept": dims(kept, "k"), "red_outer": dims(reduced, "r"),
+                  "router": field(common.prod([n for n, _ in reduced]), "router"), "run": field(run, "run"),
+                  "at": f"off + l * {field(run_stride, 'run_stride')}"}
+        params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/mvn.c.j2", node.op_type, params, [x.name], [outs[0].name],
-                          block_dim=common.block_dim_for(items, 3 * count), tiling={"items": items})
+                          block_dim=common.block_dim_for(items, 3 * count), tiling=tiling)

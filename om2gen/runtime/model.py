@@ -215,7 +215,6 @@ class Model:
         self._archive = None
         self._om = None
         self._sos = None   # so_loader.PackedSos: the model's packed shared objects
-        self._guard = None   # a dynamic model's guard_check.so function (so_in_om/loading.py Autofuse.guard)
         self._handle = None
         self._library = None   # libraries.Library: the mapped model library (OM2)
         self._keep = []
@@ -338,8 +337,6 @@ class Model:
         if packed:
             self._sos = so_loading.load_packed(packed, self.path)
             libraries = self._sos.custom_libraries
-            if self._dynamic is not None:   # its guard runs over the symbols before each replay
-                self._guard = self._sos.autofuse.guard()
             clock("load packed shared objects")
         if self._dynamic is not None and self._dynamic.tiling_library:   # its PREPROCESS_KERNEL tasks run it
             bins.append(_tiling_library(packed, self._dynamic.tiling_library, self.path))
@@ -491,8 +488,9 @@ class Model:
                 tensor.data, tensor.size = buf, out.nbytes
                 flat.append(out)
             rc = lib.om2x_model_run_dims(*run.call, self._out_dims, len(self.outputs))
-            if rc != 0:
-                raise RuntimeFailure(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
+            if rc != 0:   # (the shapes were checked: what the model refuses then is an assumption of its guard)
+                error = InputError if rc == lib.ACL_ERROR_INVALID_PARAM else RuntimeFailure
+                raise error(f"{self.path}: GertModelRun failed ({rc}): {string(lib.om2x_last_error(self._ep))}")
             results = {}
             for j, (t, out) in enumerate(zip(self.outputs, flat)):
                 dims = tuple(self._out_dims[j][k] for k in range(len(t.shape)))
@@ -509,8 +507,6 @@ class Model:
                 raise InputError(f"input {t.name!r} is {a.dtype}, the model expects {t.dtype}; convert it with "
                                  f".astype(np.{t.dtype})")
         self._dynamic.check(self.inputs, [a.shape for a in arrays])
-        if self._guard is not None:
-            self._check_guard([a.shape for a in arrays])
         return arrays
 
     def _run_rt2(self, feeds: dict) -> dict[str, np.ndarray]:
@@ -560,15 +556,6 @@ class Model:
     def rt2_stats(self) -> dict | None:
         """A dynamic-shape OM's arena and timing counters (runtime/rt2.py), else None."""
         return None if self._rt2 is None else self._rt2.stats()
-
-    def _check_guard(self, shapes) -> None:
-        """Before the replay: guard_check.so over this run's symbols (the assumptions the compile
-        made that the ranges do not decide); an InputError with its message if one fails."""
-        values = self._dynamic.symbol_values(shapes)
-        symbols = ffi.new("int64_t[]", values or [0])
-        err = ffi.new("char[]", _ERR_LEN)
-        if self._guard(symbols, len(values), err, _ERR_LEN) != 0:
-            raise InputError(f"{self.path}: {string(err)}")
 
     def _run_gear(self, feeds: dict) -> dict[str, np.ndarray]:
         """A gear model: the gear is the one of the fed shapes (with pad_to_gear, a smaller batch

@@ -133,7 +133,9 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
                              f"{string(lib.aclGetRecentErrMsg())}")
     clock("place weights")
 
-    if any(-1 in d.shape for d in (*program.inputs, *program.outputs)):   # the RT2 path
+    # the RT2 path: dims -1, or static inputs and outputs over sizes inside that the run decides
+    # (a run-time Slice in a Loop, say), which its host op library (kSpaceRegistry) says
+    if res.sos.op_host or any(-1 in d.shape for d in (*program.inputs, *program.outputs)):
         _rt2(res, program, *dynamic_shapes.ranges(parsed.model_def.graph[0]), where)
         clock("load the model the RT2 way")
         return

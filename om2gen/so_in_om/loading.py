@@ -21,8 +21,8 @@ the kinds below that are unloaded (om2x_so_unload) its registrations go with it.
                    GE's unique name <n>_vendors_<vendor>_<so>, n a process-wide counter (never
                    reused, so no two live SOs share a name); each model holds a lease, released
                    with the model.
-  kAutofuse        ``guard_check.so`` kept as bytes (GE restores it to _guard_check_so_data),
-                   from which a dynamic model's load takes its guard (``Autofuse.guard``); the
+  kAutofuse        ``guard_check.so`` kept as bytes (GE restores it to _guard_check_so_data;
+                   the model library compiles the same check in: GertModelRun runs it); the
                    other fused-kernel libraries kept by "vendor/so_name" and loaded on
                    demand, per model, closed with the model.
 """
@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 
 from ..errors import AbiError, RuntimeFailure
 from ..formats.op_so_store import OpSoBin, SoBinType
-from ..version import AUTOFUSE_ABI_VERSION
 from . import elf_checks
-from .info import AUTOFUSE_ABI_SYMBOL, GUARD_CHECK, GUARD_CHECK_SYMBOL, host_library_suffix, host_os, served_op_types
+from .info import GUARD_CHECK, host_library_suffix, host_os, served_op_types
 
 BUILT_IN_MARK = "built-in"
 
@@ -188,28 +187,6 @@ class Autofuse:
 
     def function(self, key: str, symbol: str) -> int:
         return self.load(key).symbol(symbol)
-
-    def guard(self):
-        """The Om2GuardCheck (om2/om2_autofuse.h) of a dynamic model's guard_check.so as a cffi
-        function, loaded from the kept bytes and its ABI version checked; None without one, or
-        for a guard_check.so that does not export it (an op package's, kept as bytes only)."""
-        from ..native import ffi
-        if self.guard_check is None:
-            return None
-        digest = hashlib.sha256(self.guard_check).hexdigest()
-        summary = checked(self.guard_check, digest, f"{self.where}: packed kAutofuse {GUARD_CHECK}", _host_arch())
-        if GUARD_CHECK_SYMBOL not in summary.exported:
-            return None
-        if GUARD_CHECK not in self.loaded:
-            b = OpSoBin(GUARD_CHECK, "", SoBinType.kAutofuse, self.guard_check)
-            self.loaded[GUARD_CHECK] = _dlopen(b, self.where, summary.exported, digest)
-        so = self.loaded[GUARD_CHECK]
-        version = so.symbol(AUTOFUSE_ABI_SYMBOL)
-        got = ffi.cast("uint32_t (*)(void)", version)() if version else None
-        if got != AUTOFUSE_ABI_VERSION:
-            raise AbiError(f"{self.where}: its {GUARD_CHECK} was generated for autofuse ABI {got}, this om2gen runs "
-                           f"version {AUTOFUSE_ABI_VERSION}; recompile the model")
-        return ffi.cast("int32_t (*)(const int64_t *, uint64_t, char *, uint64_t)", so.symbol(GUARD_CHECK_SYMBOL))
 
     def close(self) -> None:
         for so in self.loaded.values():

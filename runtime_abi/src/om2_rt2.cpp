@@ -178,12 +178,14 @@ public:
                              (unsigned long long)bytes, (unsigned long long)capacity[j]);
             }
         }
-        if (WriteArgs(0, t_.op_num, err, err_len) != 0) return -1;  /* the args table: written on the host, copied once */
+        /* the args table: written on the host, copied once */
+        if (WriteArgs(0, t_.op_num, err, err_len) != 0) return -1;
         for (uint32_t at = 0; at < t_.step_num;) {
             const Om2OpHostStep &step = t_.steps[at];
             if (step.kind == OM2_OP_HOST_LAUNCH) {
                 if (Launch(step.op, err, err_len) != 0) return -1;
-                if (t_.ops[step.op].count_symbol != OM2_OP_HOST_NONE && ReadCount(step.op, err, err_len) != 0) return -1;
+                const bool counts = t_.ops[step.op].count_symbol != OM2_OP_HOST_NONE;
+                if (counts && ReadCount(step.op, err, err_len) != 0) return -1;
                 ++at;
             } else if (step.kind == OM2_OP_HOST_GOTO) {
                 at = step.targets[0];

@@ -360,3 +360,17 @@ def test_bench_input_shape_errors(dynamic, tiny, capsys, model, shape, message):
     path = dynamic / "dyn.om2" if model == "dyn" else tiny / "tiny.om2"
     assert main(["bench", str(path), "--input-shape", shape, *RUN]) != 0
     assert message in capsys.readouterr().err
+
+
+def test_archive_size_prints_each_format_against_the_onnx_file(tmp_path, capsys):
+    """benchmarks/archive_size.py on the single-Add model: the row's sizes are the files'."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import archive_size
+    from benchmarks import models as bench_models
+    assert archive_size.main(["--models", "add", "--keep", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    row = next(ln for ln in table.splitlines() if ln.startswith("| add |")).strip("|").split("|")
+    onnx_size = bench_models.path("add").stat().st_size
+    om2, om = (tmp_path / "add.om2").stat().st_size, (tmp_path / "add.om").stat().st_size
+    assert [c.strip() for c in row[1:]] == [f"{onnx_size / 1e6:.2f}", f"{om2 / 1e6:.2f}", "0.00", f"{om / 1e6:.2f}",
+                                            f"{om2 / onnx_size:.2f}", f"{om / onnx_size:.2f}", "no"]

@@ -152,6 +152,9 @@ def test_the_guard_check_so_is_packed_by_the_seeds_rule(guarded):
     assert meta["so_bins"]["so_in_om_flag"] & 0x2000
     with zipfile.ZipFile(guarded) as z:
         assert b"sym_S != sym_T" in z.read(layout.csrc_dir(0) + "guard_check.c")
+        # the same check compiled into the model library: GertModelRun runs it, whoever calls it
+        tables = next(n for n in z.namelist() if n.endswith("_tables.cpp"))
+        assert b"int32_t GuardCheck(" in z.read(tables) and b"sym_S != sym_T" in z.read(tables)
 
 
 def test_the_autofuse_library_infers_shapes_and_tiling(guarded):

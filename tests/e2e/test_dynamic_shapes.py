@@ -271,6 +271,21 @@ def _same_shape(*names, index=None):
     return feeds
 
 
+def _scatter_nd():
+    m = _model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="add")],
+               {"x": ["N", 4, "L"], "i": ["N", 2], "u": ["N", "L"]}, {"y": ["N", 4, "L"]})
+    m.opset_import[0].version = 18
+    m.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
+    return m
+
+
+def _scatter_nd_feeds(rng, n):
+    b, length = n % 4 + 1, 3 * n
+    pairs = np.stack([rng.integers(-b, b, b), rng.integers(-4, 4, b)], axis=1).astype(np.int64)
+    return {"x": rng.standard_normal((b, 4, length)).astype(np.float32), "i": pairs,
+            "u": rng.standard_normal((b, length)).astype(np.float32)}
+
+
 _SINGLE.update({
     "gather_elements": (lambda: _one_node(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=2), {"x": 3, "i": 3},
                                           ["y"], int64_inputs={"i"}, shared=True),
@@ -294,6 +309,14 @@ _SINGLE.update({
     "conv_transpose": (lambda: _one_node(helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2]), {"x": 4},
                                          ["y"], [_const(np.linspace(-1, 1, 96, dtype=np.float32).reshape(8, 3, 2, 2), "w")]),
                        {"x": ("1~4", 8, "1~9", "1~9")}, _image),
+    # rows of x[N, 4, L] replaced by index pairs (i, j) over the dynamic batch, updates [N, L]
+    "scatter_nd_add": (_scatter_nd, {"x": ("1~4", 4, "3~40"), "i": ("1~4", 2), "u": ("1~4", "3~40")},
+                       _scatter_nd_feeds),
+    # over the batch and the image (the default axes 0, 2, 3), and over the channels alone
+    "mvn": (lambda: _one_node(helper.make_node("MeanVarianceNormalization", ["x"], ["y"]), {"x": 4}, ["y"]),
+            {"x": ("1~4", 8, "1~9", "1~9")}, _image),
+    "mvn_channels": (lambda: _one_node(helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[1]), {"x": 4},
+                                       ["y"]), {"x": ("1~4", 8, "1~9", "1~9")}, _image),
 })
 
 
@@ -304,7 +327,8 @@ def test_single_ops_at_several_shapes(name, tmp_path):
     a dynamic axis (the source index computed), TopK along a dynamic axis and across a dynamic batch;
     the ops that walk one axis (CumSum, ArgMin/ArgMax, LogSoftmax, Hardmax, LpNormalization), Trilu,
     DepthToSpace and ConvTranspose (as GEMM then DepthToSpace), GatherElements and ScatterElements,
-    with both the axis and the rest dynamic."""
+    MeanVarianceNormalization, ScatterND (index pairs over a dynamic batch, repeated ones adding
+    up), with both the axis and the rest dynamic."""
     build, shapes, feeds = _SINGLE[name]
     m = build()
     om2gen.compile(m, tmp_path / "m.om2", input_shapes=shapes)
@@ -315,3 +339,37 @@ def test_single_ops_at_several_shapes(name, tmp_path):
             for got, want in zip(model.run(f).values(), ort_run(m, f)):
                 assert got.shape == want.shape
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{name} at {n}")
+
+
+_EINSUM = {
+    # equation: (input dims by name, input_shapes, feeds at size n)
+    "bhqd,bhkd->bhqk": ({"q": ["B", 2, "S", 8], "k": ["B", 2, "S", 8]}, {"q": ("1~3", 2, "1~33", 8),
+                                                                          "k": ("1~3", 2, "1~33", 8)},
+                        lambda rng, n: {x: rng.standard_normal((n % 3 + 1, 2, 4 * n, 8)).astype(np.float32)
+                                        for x in "qk"}),
+    "bij,bjk->bik": ({"a": ["B", "I", 6], "b": ["B", 6, "K"]}, {"a": ("1~4", "1~9", 6), "b": ("1~4", 6, "1~9")},
+                     lambda rng, n: {"a": rng.standard_normal((n % 4 + 1, n, 6)).astype(np.float32),
+                                     "b": rng.standard_normal((n % 4 + 1, 6, 10 - n)).astype(np.float32)}),
+    "...ij->...ji": ({"x": ["B", "T", 5]}, {"x": ("1~4", "1~9", 5)},
+                     lambda rng, n: {"x": rng.standard_normal((n % 4 + 1, n, 5)).astype(np.float32)}),
+}
+
+
+@pytest.mark.parametrize("equation", sorted(_EINSUM))
+def test_einsum_over_dynamic_dims(equation, tmp_path):
+    """Attention scores over a dynamic batch and sequence, a batched matmul whose outer dims are
+    dynamic, and an ellipsis transpose: the contraction's sizes and strides are tiling fields.
+    In both formats."""
+    dims, shapes, feeds = _EINSUM[equation]
+    m = _model([helper.make_node("Einsum", list(dims), ["y"], equation=equation)], dims, {})
+    m.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, None))
+    m.graph.output[0].type.tensor_type.shape.SetInParent()   # rank unknown: om2gen infers it
+    for fmt in ("om2", "om"):
+        om2gen.compile(m, tmp_path / f"m.{fmt}", input_shapes=shapes)
+        rng = np.random.default_rng(3)
+        with om2gen.load(tmp_path / f"m.{fmt}") as model:
+            for n in (1, 8, 3, 5):
+                f = feeds(rng, n)
+                got, want = model.run(f)["y"], ort_run(m, f)[0]
+                assert got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{equation} ({fmt}) at {n}")

@@ -251,18 +251,18 @@ def test_nms_with_a_dynamic_batch(tmp_path):
     _check(m, tmp_path / "nms.om2", feeds, input_shapes=NMS_BATCH_SHAPES)
 
 
-def test_an_op_without_dynamic_support_after_a_count_is_refused_by_name(tmp_path):
-    """Named at import (an op with no dynamic support at all) or at lowering (a reduction over
-    what may be no elements), with advice that fits a count rather than input ranges."""
+def test_an_op_whose_lowering_needs_more_than_a_count_is_refused_by_name(tmp_path):
+    """A reduction over what may be no elements is named at lowering, with advice that fits a
+    count rather than input ranges; an Einsum over the count (a transpose) runs."""
     nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["f"], to=1)]
-    cases = ((helper.make_node("Einsum", ["f"], ["y"], equation="ij->ji"), ("n", 2),
-              r"sizes its data decides .*Einsum_2 \(Einsum\)"),
-             (helper.make_node("ReduceMax", ["f"], ["y"], axes=[1], keepdims=0), (2,),
-              r"ReduceMax_2 \(ReduceMax\): its lowering asks .*count only the run knows"))
-    for node, dims, match in cases:
-        m = _model(nodes + [node], {"x": (np.float32, [4, 4])}, {"y": (np.float32, list(dims))}, opset=13)
-        with pytest.raises(UnsupportedOpError, match=match):
-            om2gen.compile(m, tmp_path / "m.om2")
+    m = _model(nodes + [helper.make_node("ReduceMax", ["f"], ["y"], axes=[1], keepdims=0)],
+               {"x": (np.float32, [4, 4])}, {"y": (np.float32, [2])}, opset=13)
+    with pytest.raises(UnsupportedOpError,
+                       match=r"ReduceMax_2 \(ReduceMax\): its lowering asks .*count only the run knows"):
+        om2gen.compile(m, tmp_path / "m.om2")
+    m = _model(nodes + [helper.make_node("Einsum", ["f"], ["y"], equation="ij->ji")], {"x": (np.float32, [4, 4])},
+               {"y": (np.float32, ["n", 2])}, opset=13)
+    _check(m, tmp_path / "e.om2", [{"x": _sparse((4, 4), d, 3)} for d in (0.0, 0.4, 1.0)])
 
 
 def _while_loop(m_input: bool = False):
@@ -303,8 +303,23 @@ def test_loop_scan_rows_decided_by_its_condition(tmp_path):
     _check(m, tmp_path / "loop.om2", feeds)
 
 
+def test_loop_scan_rows_with_a_run_time_m_bounded_by_a_min(tmp_path):
+    """M fed at run time as Min(M_in, 6): the scan rows are a count in 0~6 the control kernels
+    write, whether M or the condition ends the loop."""
+    m = _while_loop(m_input=True)
+    m.graph.node.insert(0, helper.make_node("Min", ["M", "six"], ["M6"]))
+    m.graph.node[1].input[0] = "M6"
+    m.graph.initializer.append(numpy_helper.from_array(np.array(6, np.int64), "six"))
+    feeds = [{"acc0": np.zeros(3, np.float32), "x": np.ones(3, np.float32), "limit": np.array(t, np.float32),
+              "go": np.array(True), "M": np.array(k, np.int64)} for t, k in ((100.0, 3), (100.0, 50), (7.5, 50),
+                                                                            (100.0, 0), (0.0, 4), (100.0, -2))]
+    for fmt in ("om2", "om"):
+        _check(m, tmp_path / f"loop.{fmt}", feeds)
+
+
 def test_loop_scan_rows_with_a_run_time_m_are_refused(tmp_path):
-    with pytest.raises(UnsupportedOpError, match="M must be a constant, and this Loop's is computed at run time"):
+    with pytest.raises(UnsupportedOpError, match="M must be a constant or bounded .*, and this Loop's is computed at "
+                                                 "run time, with nothing bounding it"):
         om2gen.compile(_while_loop(m_input=True), tmp_path / "loop.om2")
 
 

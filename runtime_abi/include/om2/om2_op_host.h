@@ -144,7 +144,7 @@ typedef struct Om2OpHostOp {
 /* One step of the run, in order: a launch, or a jump of the model's control flow. */
 typedef struct Om2OpHostStep {
     uint32_t kind;              /* OM2_OP_HOST_LAUNCH, OM2_OP_HOST_SWITCH, OM2_OP_HOST_GOTO */
-    uint32_t task;              /* its task in TASK_INFO (a kernel's, a LABEL_SWITCH_BY_INDEX's, a LABEL_GOTO_EX's) */
+    uint32_t task;              /* its task in TASK_INFO: a kernel's, a LABEL_SWITCH_BY_INDEX's, a LABEL_GOTO_EX's */
     uint32_t op;                /* LAUNCH: the op */
     uint32_t index;             /* SWITCH: the tensor holding the uint32 branch index */
     uint32_t target_num;
