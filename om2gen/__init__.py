@@ -10,7 +10,7 @@ from .pipeline import compile
 from .version import __version__
 
 
-def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=None, pad_to_gear=False):
+def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=None, pad_to_gear=False, isa=None):
     """Loads an .om2 archive or a classic .om file (a path, or the file's bytes; the format is read
     from the content). Returns a Model with .inputs, .outputs, .format, .run(feeds),
     .execute_raw(input_addresses, output_addresses), .load_phases and .close().
@@ -22,10 +22,13 @@ def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=No
     mapped. None: the keys $OM2GEN_TRUSTED_KEYS names (os.pathsep-separated PEM files), or no
     signature needed when it is unset.
     pad_to_gear: a model compiled with gears of the batch (dynamic_batch_size) runs a batch that
-    is no gear zero-padded on the next gear up, and cuts its results back (docs/gears.md)."""
+    is no gear zero-padded on the next gear up, and cuts its results back (docs/gears.md).
+    isa: the kernel set to run, of an archive compiled for several targets (target="x86_64-avx2,
+    x86_64-avx512"); None: $OM2GEN_ISA, else the best this CPU supports. `Model.isa` says which
+    runs, `Model.kernel_sets` what the model carries."""
     from .runtime.model import load as _load
     return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys,
-                 pad_to_gear=pad_to_gear)
+                 pad_to_gear=pad_to_gear, isa=isa)
 
 
 __all__ = ["compile", "load", "__version__", "Om2Error", "ModelError", "UnsupportedOpError", "ShapeError",

@@ -82,3 +82,8 @@ def gear_option(option: str, gears=None) -> str:
     if gears is None:
         return option
     return f"{option}={[g if isinstance(g, int) else tuple(g) for g in gears]!r}"
+
+
+def target_option(names: str) -> str:
+    """`--target a,b` or `target='a,b'`."""
+    return f"--target {names}" if _CLI.get() else f"target={names!r}"

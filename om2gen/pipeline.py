@@ -9,6 +9,7 @@ import math
 import os
 import struct
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from .codegen import kernels as kernel_codegen
 from .codegen import model_cpp, tiling_library
 from .codegen.literals import c_identifier
 from .errors import CompileError, ModelError, Om2Error, ShapeError
-from .formats.om2 import layout, writer
+from .formats.om2 import kernel_sets, layout, writer
 from .formats.om2.writer import Entry, json_bytes
 from .formats.op_so_store import SoBinType
 from .frontend import gears, multi_batch, onnx_import, pins
@@ -29,7 +30,7 @@ from .frontend.onnx_import import import_onnx
 from .ir import dtypes, symbolic
 from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
-from .lower import memplan, rt2_program
+from .lower import constant_pool, memplan, rt2_program
 from .lower.lowering import lower_graph
 from .ops import fused as fused_op
 from .passes import dce, optimize
@@ -150,6 +151,36 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
     if not out.parent.is_dir():
         raise Om2Error(f"output directory {out.parent} does not exist")
+    tgts = targets.get_targets(opts.target)
+    if len(tgts) > 1:   # several kernel sets: one model_N per target (formats/om2/kernel_sets.py)
+        return _compile_sets(model, out, opts, format, frontend, tgts)
+    return _compile(model, out, dataclasses.replace(opts, target=tgts[0].name), format, frontend)
+
+
+def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) -> Path:
+    """An .om2 carrying one kernel set per target: each compiled alone (lowering decides tiles,
+    Winograd and the packing of weights per target), then merged, equal bytes stored once."""
+    names = ",".join(t.name for t in tgts)
+    if format == "om":
+        raise CompileError(f"{advice.target_option(names)}: a classic .om carries one kernel set (GE's TBE_KERNELS "
+                           f"partition); write an .om2 ({out.stem}.om2) to carry several, or compile one .om per "
+                           "target")
+    report = _Progress(opts.progress)
+    pool = constant_pool.Pool()   # equal constants at equal offsets: the sets share one blob
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        parts = []
+        for t in tgts:
+            report.stage(f"kernel set {t.name}")
+            parts.append((t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.name),
+                                      format, frontend, pool)))
+        kernel_sets.merge(out, parts, names)
+    report.stage(f"wrote {out} with kernel sets {names}")
+    return out
+
+
+def _compile(model, out: Path, opts: Options, format: str, frontend, pool=None) -> Path:
+    """compile() for one target; `pool` (lower/constant_pool.py): the constants of the archive's
+    earlier kernel sets, which this one's are placed onto."""
     tgt = targets.get_target(opts.target)
     report = _Progress(opts.progress)
 
@@ -182,6 +213,8 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
             symbolic.UNBOUNDED_PLANNED.reset(token)
         report.stage(f"imported {len(graph.nodes)} nodes")
     report.stage(f"lowered to {len(program.tasks)} tasks, {len(program.kernels)} kernels")
+    if pool is not None:
+        constant_pool.place(program, pool)
     if program.dynamic is not None and format == "om":   # the RT2 path: a host op library, no device tiling
         program = rt2_program.for_om(program)
         program.dynamic.host_plan.check()

@@ -313,6 +313,8 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
     session = None
     try:
         given = dict(feeds or {})
+        # which kernel set ran (runtime/isa.py: the best this CPU supports, or $OM2GEN_ISA's)
+        result["kernel_set"], result["kernel_sets"] = model.isa, list(model.kernel_sets)
         if onnx_path is not None:
             session = ort_session(onnx_path, threads)
         result["inputs"] = [{"name": t.name, "dtype": str(np.dtype(t.dtype)), "shape": list(t.shape),

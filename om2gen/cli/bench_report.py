@@ -25,7 +25,9 @@ def _x(v) -> str:
 def _header(r: dict, what: str, counts: str) -> list[str]:
     """The model, the engines, the machine, the inputs and how many loads and runs."""
     mi = r["machine"]
-    head = f"om2gen bench: {r['model']} ({what})"
+    sets = r.get("kernel_sets") or []   # an archive of several: which ran (runtime/isa.py)
+    chosen = f", kernel set {r['kernel_set']} of {', '.join(sets)}" if len(sets) > 1 else ""
+    head = f"om2gen bench: {r['model']} ({what}{chosen})"
     if r["onnx"] is not None:
         head += f" vs {r['onnx']} (ONNX Runtime {mi['onnxruntime']}, CPU EP)"
     return [head,

@@ -1,10 +1,12 @@
 """om2gen inspect: what an archive holds, read without loading or running anything."""
 from __future__ import annotations
 
+from ..errors import AbiError, ArchiveError
 from ..formats import OM_MAGIC
 from ..formats.om2 import layout
 from ..formats.om2.reader import Archive
 from ..formats.om.inspect import gear_lines
+from ..runtime import isa
 from . import sizes
 
 
@@ -57,8 +59,26 @@ def _inspect_om2(path) -> dict:
             if "tasks" not in entry:
                 entry["tasks"] = _tasks_from_source(a, meta, model["index"])
                 entry["ops"] = sorted({t["op_type"] for t in entry["tasks"]})
+            if "target" in model:   # one of several kernel sets
+                entry["target"] = model["target"]
             info["models"].append(entry)
+        info["kernel_sets"], info["runs_here"] = _kernel_sets(m, str(path))
     return info
+
+
+def _kernel_sets(manifest: dict, where: str) -> tuple[list[str], dict]:
+    """The targets the archive carries kernels for, and the one a load here would run (the best
+    this CPU supports, or the one $OM2GEN_ISA forces), or why none."""
+    try:
+        sets = isa.sets_of(manifest, where)
+    except ArchiveError as e:
+        return [], {"target": None, "why": str(e)}
+    try:
+        index = isa.choose(sets, where)
+    except AbiError as e:
+        return [s["name"] for s in sets], {"target": None, "why": str(e)}
+    return [s["name"] for s in sets], {"target": sets[index]["name"], "model": index,
+                                       "forced": isa.forced(None)[0] is not None}
 
 
 def _gears(meta: dict, where: str) -> dict | None:
@@ -94,14 +114,22 @@ def render_text(info: dict) -> str:
     m = info["manifest"]
     lines = [f"{info['path']}: {m.get('format')} {m.get('format_version')} by {m.get('generator')}",
              *([size_text(info)] if "sizes" in info else []),
-             f"target {m['target']['name']} ({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
+             f"{'baseline ' if len(info.get('kernel_sets', [])) > 1 else ''}target {m['target']['name']} "
+             f"({m['target']['arch']}; ISA {', '.join(m['target']['isa_features'])}), "
              f"model ABI {m.get('abi_version')}, kernel ABI {m.get('kernel_abi_version')}"]
+    if len(info.get("kernel_sets", [])) > 1 or info.get("runs_here", {}).get("target") is None:
+        here = info.get("runs_here", {})
+        runs = (f"this CPU runs {here['target']} (model {here['model']}"
+                + (f", forced by {isa.ISA_ENV})" if here.get("forced") else ", the best it supports)")
+                if here.get("target") else f"none runs here: {here.get('why')}")
+        lines.append(f"kernel sets: {', '.join(info.get('kernel_sets', []))}; {runs}")
     if isinstance(m.get("so_in_om_info"), dict):
         p = m["so_in_om_info"]
         lines.append(f"platform (SoInOmInfo): {p.get('cpu_info')} {p.get('os_info')}, {p.get('opp_version')}, "
                      f"compiled by {p.get('compiler_version')}")
     for model in info["models"]:
-        lines.append(f"model {model['index']}: {model['name']}  workspace {model['work_size']} bytes, "
+        kernel_set = f" [{model['target']['name']}]" if "target" in model else ""
+        lines.append(f"model {model['index']}{kernel_set}: {model['name']}  workspace {model['work_size']} bytes, "
                      f"{model['stats'].get('tasks', '?')} tasks, {len(model['kernels'])} kernels")
         dyn = model.get("dynamic_shapes") or {}
         for kind, ios in (("input ", model["inputs"]), ("output", model["outputs"])):

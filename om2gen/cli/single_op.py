@@ -142,7 +142,7 @@ def build_model(op_type: str, inputs, attrs=None, *, outputs=None, domain: str =
     (name, dtype, shape), an Operand, or None (an absent optional input).
     attrs: {name: value} or ['K=V' / 'K:TYPE=V' texts]. outputs: output names ("" skips an optional
     output); default: the op's required outputs, named as in its schema."""
-    tgt = targets.get_target(target)
+    tgt = targets.get_targets(target)[0]   # several kernel sets (a comma list) share one arch
     libraries = [custom_libraries.load_library(p, tgt) for p in custom_libraries.find_libraries(custom_op_libs)]
     with custom_libraries.activated(libraries):
         return _build(op_type, parse_operands(inputs), attrs, outputs, domain or "", opset, frontend)

@@ -41,10 +41,10 @@ from ..native import ffi, lib, recent_runtime_error, string
 from ..so_in_om import custom_libraries as custom_ops
 from ..so_in_om import info as so_in_om
 from ..so_in_om import loading as so_loading
-from ..toolchain import targets
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 from . import dynamic as dynamic_mod
 from . import gears as gears_mod
+from . import isa as isa_mod
 from . import libraries as model_libraries
 from . import om_loader
 
@@ -199,7 +199,7 @@ class Model:
     """A loaded model (OM2 archive or classic OM). Use as a context manager, or call close()."""
 
     def __init__(self, source, threads: int | None = None, *, allow_platform_mismatch: bool = False,
-                 trusted_keys=None, pad_to_gear: bool = False):
+                 trusted_keys=None, pad_to_gear: bool = False, isa: str | None = None):
         in_memory = not isinstance(source, (str, os.PathLike))
         if in_memory:
             try:
@@ -224,6 +224,9 @@ class Model:
         self._rt2 = None       # runtime/rt2.Rt2Runner of a dynamic-shape classic OM, else None
         self._pad_to_gear = bool(pad_to_gear)
         self.signed_by = None   # the key id of the trusted signature a signed load checked
+        self._isa = isa         # the kernel set asked for (runtime/isa.py); None: the best this CPU runs
+        self.isa = None         # the kernel set (target name) that runs: one of kernel_sets
+        self.kernel_sets = []   # the targets the model carries kernels for
         clock = _PhaseClock()
         image = None
         try:
@@ -299,14 +302,18 @@ class Model:
         # the checks below depend on the bytes alone (and on allow_platform_mismatch): a small
         # archive loaded before in this process has passed them (formats/om2/reader.py, Archive.memo)
         memo = a.memo if a.memo is not None else {}
-        key = ("checked", self.allow_platform_mismatch)
+        sets = isa_mod.sets_of(a.manifest, self.path)
+        index = isa_mod.choose(sets, self.path, self._isa)   # the kernel set this CPU runs best, or the forced one
+        self.kernel_sets, self.isa = [s["name"] for s in sets], sets[index]["name"]
+        key = ("checked", self.allow_platform_mismatch, index)
         checked = memo.get(key)
         first = checked is None
         if first:
-            meta = _check_manifest(a, self.path, self.allow_platform_mismatch)
+            meta = _check_manifest(a, self.path, self.allow_platform_mismatch, index)
             checked = (meta, _tensor_infos(meta["inputs"]), _tensor_infos(meta["outputs"]),
-                       gears_mod.from_meta(meta, self.path), dynamic_mod.from_meta(meta, self.path))
-        meta, self.io_inputs, self.outputs, self._gears, self._dynamic = checked
+                       gears_mod.from_meta(meta, self.path), dynamic_mod.from_meta(meta, self.path),
+                       _constants_blob(a, meta, index))
+        meta, self.io_inputs, self.outputs, self._gears, self._dynamic, blob_name = checked
         self._meta = meta   # shared with other loads of the same bytes: read, never changed
         self._index_inputs()
 
@@ -318,7 +325,7 @@ class Model:
         bins = [(k.rsplit("/", 1)[1], a.verify(k), a.entries[k]["sha256"]) for k in kernels]
         for name in custom.get("shared_libs", []):
             a.verify(name)
-        blob = a.verify(layout.constants_blob(0))
+        blob = a.verify(blob_name)
         if first:
             _check_constants(a, meta, len(blob))
         clock("check digests")
@@ -351,8 +358,9 @@ class Model:
 
     # ---- loading a classic OM file (runtime/om_loader.py reads and places it) ----
     def _load_om(self, image, clock, trusted_keys=None):
-        om = self._om = om_loader.read(image, self.path, clock, trusted_keys, self.allow_platform_mismatch)
+        om = self._om = om_loader.read(image, self.path, clock, trusted_keys, self.allow_platform_mismatch, self._isa)
         self.signed_by = om.signed_by
+        self.isa, self.kernel_sets = om.isa, [om.isa]
         self._meta = {"name": om.name, "format": "om"}
         self._gears = om.gears   # a gear model: run, gears, pad_to_gear and ACL as for an OM2 archive
         self._set_io(om.inputs, om.outputs)
@@ -732,9 +740,10 @@ class Model:
             pass
 
 
-def _check_manifest(a: Archive, where: str, allow_platform_mismatch: bool) -> dict:
-    """What the manifest says this executor and CPU must be, then model_meta.json and the names
-    it gives; returns the model's description."""
+def _check_manifest(a: Archive, where: str, allow_platform_mismatch: bool, index: int) -> dict:
+    """What the manifest says this executor must be, then model `index`'s model_meta.json (its
+    kernel set was chosen for this CPU: runtime/isa.py) and the names it gives; returns the
+    model's description."""
     m = a.manifest
     if m["abi_version"] != MODEL_ABI_VERSION:
         raise AbiError(f"{where}: built for model ABI {m['abi_version']}, this om2gen runs ABI "
@@ -742,16 +751,26 @@ def _check_manifest(a: Archive, where: str, allow_platform_mismatch: bool) -> di
     if m["kernel_abi_version"] != KERNEL_ABI_VERSION:
         raise AbiError(f"{where}: kernels built for kernel ABI {m['kernel_abi_version']}, this runtime runs "
                        f"{KERNEL_ABI_VERSION}; recompile the model with this om2gen")
-    target = m["target"]
     if "so_in_om_info" in m:   # archives before format 1.1 record none
         so_in_om.check(so_in_om.SoInOmInfo.from_json(m["so_in_om_info"], where), where, allow_platform_mismatch)
-    targets.check_runs_here(where, target["name"], target["arch"], target["isa_features"])
-    models = m["models"]
-    if len(models) != 1:
-        raise ArchiveError(f"{where}: holds {len(models)} models; om2gen.load runs single-model archives")
-    meta = _check_meta(a, models[0]["meta"])
-    integrity.check_entry_names(a, meta)   # where each names an entry and the size/hash names carry
+    model = m["models"][index]
+    meta = _check_meta(a, model["meta"])
+    integrity.check_entry_names(a, meta, layout.model_kernels_dir(m, model))   # names vs entries and sizes/hashes
     return meta
+
+
+def _constants_blob(a: Archive, meta: dict, index: int) -> str:
+    """The constants blob model `index` reads, as its constants config names it (kernel sets with
+    equal constants share one)."""
+    name = meta.get("constants_config")
+    if not isinstance(name, str):
+        raise ArchiveError(f"{a.path}: model_meta.json names no constants config; the archive is corrupt")
+    config = a.read_json(name, verified=True)
+    blob = layout.model_constants_blob(config, index) if isinstance(config, dict) else None
+    if blob is None or blob not in a.entries:
+        raise ArchiveError(f"{a.path}: {name} names no constants blob of the archive ({blob!r}); the archive is "
+                           "corrupt or was modified: recompile it or get it again")
+    return blob
 
 
 def _check_meta(a: Archive, name: str) -> dict:
@@ -828,11 +847,12 @@ def _check_threads(threads) -> int | None:
 
 
 def load(source, threads: int | None = None, *, allow_platform_mismatch: bool = False, trusted_keys=None,
-         pad_to_gear: bool = False) -> Model:
+         pad_to_gear: bool = False, isa: str | None = None) -> Model:
     """Loads an .om2 archive or a classic .om file (path or bytes). trusted_keys: public keys
     (formats/om2/signing.py) of which one must have signed the archive; None: those named by
     $OM2GEN_TRUSTED_KEYS, or no signature needed when it is unset. pad_to_gear (a model with
     gears of the batch): a batch that is no gear runs zero-padded on the next gear up, and its
-    results are cut back to it."""
+    results are cut back to it. isa: the kernel set to run (an archive compiled for several
+    targets); None: $OM2GEN_ISA, else the best this CPU supports (runtime/isa.py)."""
     return Model(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys,
-                 pad_to_gear=pad_to_gear)
+                 pad_to_gear=pad_to_gear, isa=isa)

@@ -18,8 +18,9 @@ from ..formats.om import dynamic_shapes, integrity, reader, signature
 from ..formats.om.container import read_om
 from ..native import ffi, lib, string
 from ..so_in_om import info, loading
-from ..toolchain import targets
-from . import gears, rt2
+from . import gears
+from . import isa as isa_mod
+from . import rt2
 from .tables import Tables
 
 
@@ -43,6 +44,7 @@ class LoadedOm:
     # a dynamic-shape OM (the RT2 path, runtime/rt2.py): its runner and what runs are checked by
     rt2: object = None
     dynamic: object = None
+    isa: str = ""                  # the target (kernel set) it was built for
 
     def load(self, config, handle) -> int:
         """GertModelLoad of the table-driven model."""
@@ -64,26 +66,29 @@ class LoadedOm:
             self.image = None
 
 
-def _target(om_model, where: str) -> None:
-    """The OM's soc_version names the om2gen target it was built for; it must run here."""
-    target = reader.target_of(om_model.model_def, where)
-    targets.check_runs_here(where, target.name, target.arch, target.isa_features)
+def _target(om_model, where: str, isa: str | None = None) -> str:
+    """The OM's soc_version names the om2gen target it was built for, its one kernel set (GE's
+    TBE_KERNELS): it must run here, and be the set forced (isa=, $OM2GEN_ISA) if one is."""
+    t = reader.target_of(om_model.model_def, where)
+    isa_mod.choose([{"name": t.name, "arch": t.arch, "isa_features": list(t.isa_features)}], where, isa)
+    return t.name
 
 
-def read(image, where: str, clock, trusted_keys=None, allow_platform_mismatch: bool = False) -> LoadedOm:
+def read(image, where: str, clock, trusted_keys=None, allow_platform_mismatch: bool = False,
+         isa: str | None = None) -> LoadedOm:
     """An OM file's private copy (formats/image.py, which this takes over), checked, parsed and
     placed. trusted_keys: as for an OM2 archive (formats/om2/signing.py). On an error, everything
     made so far is released."""
     om_model = LoadedOm("", [], [], None, None, [], ffi.new("Om2xEntryPoints *"), image=image)
     try:
-        _read(om_model, where, clock, trusted_keys, allow_platform_mismatch)
+        _read(om_model, where, clock, trusted_keys, allow_platform_mismatch, isa)
     except BaseException:
         om_model.close()
         raise
     return om_model
 
 
-def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatch: bool) -> None:
+def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatch: bool, isa) -> None:
     try:
         om = read_om(res.image.view, copy=False)
     except ArchiveError as e:
@@ -94,7 +99,7 @@ def _read(res: LoadedOm, where: str, clock, trusted_keys, allow_platform_mismatc
         clock("check the signature")
     parsed = reader.read(om, where, clock)
     info.check(info.from_model_def(parsed.model_def, where), where, allow_platform_mismatch)
-    _target(parsed, where)
+    res.isa = _target(parsed, where, isa)
     program = parsed.program
     res.name = program.name
     res.inputs = [{"name": d.name, "dtype": d.dtype, "shape": list(d.shape)} for d in program.inputs]

@@ -66,6 +66,26 @@ def get_target(name: str | None) -> Target:
     return TARGETS[name]
 
 
+def get_targets(value) -> list[Target]:
+    """The kernel sets `--target` asks for: None (this machine's best), one name, several as a
+    comma string ("x86_64-avx2,x86_64-avx512") or a list. In TARGETS order whatever order they were
+    given in, so that the same sets give the same archive; all of one arch (an archive's kernel
+    sets are alternatives for one CPU family, picked at load)."""
+    if value is None:
+        return [default_target()]
+    names = value.split(",") if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise AbiError(f"--target {value!r} names no target; give one or more of {', '.join(TARGETS)}, "
+                       "separated by commas")
+    chosen = {get_target(n.strip()).name for n in names}
+    out = [t for t in TARGETS.values() if t.name in chosen]
+    if len({t.arch for t in out}) > 1:
+        raise AbiError(f"--target {','.join(t.name for t in out)} mixes CPU architectures "
+                       f"({', '.join(sorted({t.arch for t in out}))}); one archive carries kernel sets of one "
+                       "architecture: compile one archive per architecture")
+    return out
+
+
 def missing_features(arch: str, features) -> list[str]:
     """What this machine lacks to run code built for (arch, features); [] if it can run it."""
     if arch != host_arch():

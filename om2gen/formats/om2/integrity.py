@@ -40,10 +40,10 @@ def check_library_name(file_name: str, size: int, sha256: str, what: str) -> Non
         raise ArchiveError(f"{what}: {'; '.join(problems)}; the entry was renamed or its bytes replaced: {RECOMPILE}")
 
 
-def check_entry_names(archive, meta: dict) -> None:
+def check_entry_names(archive, meta: dict, directory: str) -> None:
     """OM2, before any entry named here is used: the custom-op libraries' names against their
     bytes (the name carries a sha256 prefix), the custom-op instances' and kernels' names in form
-    and directory."""
+    and directory (`directory`: the model's kernel set, layout.model_kernels_dir)."""
     where = archive.path
     prefix = layout.custom_op_library("")
     for name in (meta.get("custom_ops") or {}).get("shared_libs", []):
@@ -55,7 +55,6 @@ def check_entry_names(archive, meta: dict) -> None:
     for name in (meta.get("custom_ops") or {}).get("binaries", []):
         if not name.startswith(binaries) or "/" in name[len(binaries):] or name == binaries:
             raise ArchiveError(f"{where}: custom-op instance entry {name!r} is not in {binaries}; {RECOMPILE}")
-    directory = layout.kernels_dir(archive.manifest.get("target", {}).get("arch", "?"))
     for name in meta["kernels"]:
         if not name.startswith(directory) or layout.split_kernel_name(name[len(directory):]) is None:
             raise ArchiveError(f"{where}: kernel entry {name!r} is not {directory}<OpName>_<12 hex>.o as om2gen "

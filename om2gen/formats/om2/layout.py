@@ -15,13 +15,17 @@ from ...errors import ArchiveError, CompileError
 FORMAT = "om2"
 # 1.1: data/so_bins/, manifest so_in_om_info, model_meta so_bins; 1.2: a blake3 digest per entry
 FORMAT_VERSION = "1.2"
-EXECUTOR_VERSION = "1.2"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
+EXECUTOR_VERSION = "1.3"          # what this executor reads (GERT_EXECUTOR_VERSION in GE)
 BASE_EXECUTOR_VERSION = "1.0"     # required by archives that use no feature of a later executor
 # compatibility.used_features: a feature an executor must know -> the executor version it needs.
 # Packed SOs other than custom-op libraries must reach their consumers (an executor 1.0 would
 # ignore data/so_bins/), so an archive holding them requires executor 1.1.
 SO_IN_OM_FEATURE = "so_in_om"
 SO_IN_OM_EXECUTOR_VERSION = "1.1"
+# Several kernel sets (--target x86_64-avx2,x86_64-avx512): one model_N per target, of which the
+# executor runs the best this CPU supports; an executor before 1.3 would run model 0 whatever the CPU.
+MULTI_ISA_FEATURE = "multi_isa"
+MULTI_ISA_EXECUTOR_VERSION = "1.3"
 ALIGNMENT = 64                    # STORED entries start at a multiple of this offset (mmap-able)
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -100,6 +104,15 @@ def kernel_binary(arch: str, file_name: str) -> str:
     return f"{kernels_dir(arch)}{file_name}"
 
 
+def model_kernels_dir(manifest: dict, model: dict) -> str:
+    """Where a model's kernels are: data/kernels_<target>/ for one of several kernel sets (its
+    manifest models[] entry names its target), else data/kernels_<arch>/."""
+    target = model.get("target")
+    if isinstance(target, dict):
+        return kernels_dir(str(target.get("name", "?")))
+    return kernels_dir(str(manifest.get("target", {}).get("arch", "?")))
+
+
 def kernel_source(index: int, entry: str) -> str:
     """Kernel sources travel with the model's csrc for audit."""
     return f"{csrc_dir(index)}kernels/{entry}.c"
@@ -161,6 +174,24 @@ def constants_config(index: int) -> str:
 
 def constants_blob(index: int) -> str:
     return f"{CONSTANTS_DIR}constants_{index}"
+
+
+def model_constants_blob(config: dict, index: int) -> str | None:
+    """The constants blob model `index` reads: the one its constants config's file_name names (GE's
+    key; kernel sets with equal constants share one blob), constants_<index> when it has none;
+    None when the consts name different blobs (om2gen packs a model's constants in one)."""
+    consts = config.get("consts")
+    named = {c.get("file_name") for c in consts.values() if isinstance(c, dict)} if isinstance(consts, dict) else set()
+    if not named:
+        return constants_blob(index)
+    name = named.pop()
+    return f"{CONSTANTS_DIR}{name}" if not named and isinstance(name, str) else None
+
+
+def so_store(index: int) -> str:
+    """The OpSoStore of model `index` when its shared objects differ from model 0's (kernel sets
+    whose dynamic tiling libraries are built per target); equal stores share SO_STORE."""
+    return f"{SO_BINS_DIR}model_{index}_op_so_store.bin"
 
 
 # Entries whose bytes the executor maps instead of copying, and so writes STORED and aligned.

@@ -15,6 +15,12 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": 1 << 48}
 _INDEX_OR_NONE = {"type": "integer", "minimum": -1, "maximum": 1 << 48}
 _VERSION = {"type": "string", "maxLength": 32}
 
+_TARGET = {
+    "type": "object",
+    "required": ["name", "arch", "isa_features"],
+    "properties": {"name": _NAME, "arch": _NAME, "isa_features": {"type": "array", "maxItems": 256, "items": _NAME}},
+}
+
 MANIFEST = {
     "type": "object",
     "required": ["format", "format_version", "compatibility", "entries", "models", "abi_version",
@@ -33,14 +39,11 @@ MANIFEST = {
         "models": {
             "type": "array",
             "maxItems": 4096,
-            "items": {"type": "object", "required": ["meta"], "properties": {"meta": _NAME, "name": {"type": "string"}}},
+            # target: the kernel set of a model, in an archive of several (--target a,b)
+            "items": {"type": "object", "required": ["meta"],
+                      "properties": {"meta": _NAME, "name": {"type": "string"}, "target": _TARGET}},
         },
-        "target": {
-            "type": "object",
-            "required": ["name", "arch", "isa_features"],
-            "properties": {"name": _NAME, "arch": _NAME,
-                           "isa_features": {"type": "array", "maxItems": 256, "items": _NAME}},
-        },
+        "target": _TARGET,
         "so_in_om_info": {
             "type": "object",
             "properties": {k: {"type": "string", "maxLength": 1024}
