@@ -114,8 +114,7 @@ def refresh_digests(manifest: dict, entries: dict) -> dict:
 def refresh_om_digests(parts: list) -> list:
     """`parts` with MODEL_DEF's partition digests recomputed: the edit looks genuine, so what
     the loader checks after the digests is what the test reaches."""
-    from om2gen.formats.om import integrity
-    from om2gen.formats.om import proto
+    from om2gen.formats.om import integrity, proto
     from om2gen.formats.om.container import Partition
     from om2gen.formats.om.layout import ModelPartitionType as PT
     by_type = {p.type.name: bytes(p.data) for p in parts}
@@ -134,3 +133,20 @@ def refresh_om_digests(parts: list) -> list:
             p = Partition(p.type, md.SerializeToString(deterministic=True))
         out.append(p)
     return out
+
+
+def without_dynamic_support(model: onnx.ModelProto, x: str, y: str, name: str) -> list:
+    """Nodes y = Cast(QLinearSigmoid(Cast(x to uint8)) to float) whose middle node, named `name`,
+    is an op without dynamic support (com.microsoft QLinearSigmoid: its kernel takes static shapes
+    only), for tests of how a dynamic model's compile names such nodes; the model gains its
+    scale and zero-point initializers and the com.microsoft opset."""
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    names = {i.name for i in model.graph.initializer}
+    for k, v in (("qs_scale", np.array(0.05, np.float32)), ("qs_zero", np.array(128, np.uint8))):
+        if k not in names:
+            model.graph.initializer.append(numpy_helper.from_array(v, k))
+    return [helper.make_node("Cast", [x], [f"{name}:q"], to=TensorProto.UINT8),
+            helper.make_node("QLinearSigmoid", [f"{name}:q", "qs_scale", "qs_zero", "qs_scale", "qs_zero"],
+                             [f"{name}:s"], name=name, domain="com.microsoft"),
+            helper.make_node("Cast", [f"{name}:s"], [y], to=TensorProto.FLOAT)]
