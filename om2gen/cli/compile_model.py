@@ -33,7 +33,8 @@ def add_parser(sub) -> None:
     c.add_argument("--custom-op-lib", action="append", metavar="LIB.so",
                    help="a custom-operator library (om2/custom_op.h); repeatable; $OM2GEN_CUSTOM_OP_PATH names a "
                         "directory of more")
-    c.add_argument("--target", help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64); default: this machine")
+    c.add_argument("--target", help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64), optionally tuned for a "
+                                    "microarchitecture (x86_64-avx2:znver1); default: this machine, tuned for it")
     c.add_argument("--debug", action="store_true", help="also pack debug/ge_model.json and debug/task_info.json")
     c.add_argument("-j", "--jobs", type=int, help="parallel compiler jobs (default: all cores)")
     # no GE/ATC flag of these names (design/GE_FACTS.md): om2gen's own spelling

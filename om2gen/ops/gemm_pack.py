@@ -7,11 +7,12 @@ stored k-major ([K][NR]), columns past N zero.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..ir import symbolic
+from ..toolchain import uarch
 from . import common
 
 
@@ -31,6 +32,7 @@ class Blocking:
 
 # Measured on Zen 4 for ResNet-50/BERT shapes (benchmarks/bench_kernels.py): 16x16 zmm and 6x16 ymm
 # tiles both reach ~90% of the FMA peak; the portable ones keep 8-16 accumulators in 16/32 registers.
+# mc is the most rows a packed A block has; blocking() shrinks it to the tuned CPU's A block.
 BLOCKING = {
     "x86_64-avx512": Blocking(16, 16, 256, 256, 256, 16),
     "x86_64-avx2": Blocking(6, 16, 256, 256, 252, 8),
@@ -46,7 +48,11 @@ ENOUGH_TILES = 4        # below this many tiles, the other side splits too (up t
 
 
 def blocking(target) -> Blocking:
-    return BLOCKING[target.name]
+    """The target ISA's register tile and blocking, mc within the A block of its tuning's CPU
+    (toolchain/uarch.py: Zen 1-3's smaller L2 takes fewer rows than Zen 4's)."""
+    bl = BLOCKING[target.name]
+    rows = uarch.tuning(target.tune).a_block_kib * 1024 // (bl.kc * 4)
+    return replace(bl, mc=max(bl.mr, min(bl.mc, rows // bl.mr * bl.mr)))
 
 
 def _ceil(a: int, b: int) -> int:
