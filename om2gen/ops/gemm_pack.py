@@ -24,6 +24,7 @@ class Blocking:
     nc: int     # columns per B block packed at run time (a multiple of nr)
     mc: int     # rows per A block packed at run time (a multiple of mr)
     vl: int     # floats per vector register
+    l2_bytes: int = 1 << 20     # L2 per core of the CPU tuned for (Winograd's plan sizes its blocks to it)
 
     def defines(self) -> dict[str, int]:
         return {"OM2_GEMM_MR": self.mr, "OM2_GEMM_NR": self.nr, "OM2_GEMM_KC": self.kc, "OM2_GEMM_NC": self.nc,
@@ -49,10 +50,11 @@ ENOUGH_TILES = 4        # below this many tiles, the other side splits too (up t
 
 def blocking(target) -> Blocking:
     """The target ISA's register tile and blocking, mc within the A block of its tuning's CPU
-    (toolchain/uarch.py: Zen 1-3's smaller L2 takes fewer rows than Zen 4's)."""
+    and that CPU's L2 (toolchain/uarch.py: Zen 1-3's smaller L2 takes fewer rows than Zen 4's)."""
     bl = BLOCKING[target.name]
-    rows = uarch.tuning(target.tune).a_block_kib * 1024 // (bl.kc * 4)
-    return replace(bl, mc=max(bl.mr, min(bl.mc, rows // bl.mr * bl.mr)))
+    tuning = uarch.tuning(target.tune)
+    rows = tuning.a_block_kib * 1024 // (bl.kc * 4)
+    return replace(bl, mc=max(bl.mr, min(bl.mc, rows // bl.mr * bl.mr)), l2_bytes=tuning.l2_kib * 1024)
 
 
 def _ceil(a: int, b: int) -> int:

@@ -3,7 +3,8 @@
 Two CPUs with the same ISA flags run the same kernels at different speeds: Zen 1 executes each
 256-bit AVX2 operation as two 128-bit halves and has a 512 KiB L2, Zen 4 runs 256-bit operations
 whole (512-bit ones as two halves) with a 1 MiB L2. What a tuning changes: the compiler's
--mtune (when it knows the name) and the GEMM's A block (ops/gemm_pack.py). The compiler reads the host's vendor, family
+-mtune (when it knows the name), the GEMM's A block and the L2 size that Winograd's plan
+assumes (ops/gemm_pack.py, ops/winograd.py). The compiler reads the host's vendor, family
 and model (as cpuid reports them; /proc/cpuinfo) for the default target, and `--target
 x86_64-avx2:znver1` names a microarchitecture to tune for. The names are GCC's -march/-mtune
 names; what each one changes is listed in its Tuning and in docs/performance.md.
@@ -23,6 +24,7 @@ GENERIC = "generic"
 class Tuning:
     name: str               # GCC's -mtune name (also what --target takes after the colon)
     a_block_kib: int        # the GEMM's run-time packed A block at most (it stays in L2 while B streams)
+    l2_kib: int             # L2 per core: Winograd's tile blocks and weight streaming are sized to it
     what: str
 
 
@@ -30,17 +32,17 @@ class Tuning:
 # the others are BLIS's float blockings at k 256 (config/zen: MC 144 for Zen 1-3's 512 KiB L2,
 # config/haswell: MC 168 for Intel's 256 KiB), not measured here.
 TUNINGS = {t.name: t for t in (
-    Tuning(GENERIC, 256, "no particular CPU (the ISA's defaults, measured on Zen 4)"),
-    Tuning("znver1", 144, "AMD Zen 1 / Zen+ (EPYC 7001, Ryzen 1000/2000): 256-bit ops as two halves"),
-    Tuning("znver2", 144, "AMD Zen 2 (EPYC 7002, Ryzen 3000)"),
-    Tuning("znver3", 144, "AMD Zen 3 (EPYC 7003, Ryzen 5000)"),
-    Tuning("znver4", 256, "AMD Zen 4 (EPYC 9004, Ryzen 7000)"),
-    Tuning("znver5", 256, "AMD Zen 5 (EPYC 9005, Ryzen 9000)"),
-    Tuning("haswell", 168, "Intel Haswell / Broadwell"),
-    Tuning("skylake", 168, "Intel Skylake client (AVX2)"),
-    Tuning("skylake-avx512", 256, "Intel Skylake-SP / Cascade Lake"),
-    Tuning("icelake-server", 256, "Intel Ice Lake-SP"),
-    Tuning("sapphirerapids", 256, "Intel Sapphire / Emerald Rapids"),
+    Tuning(GENERIC, 256, 1024, "no particular CPU (the ISA's defaults, measured on Zen 4)"),
+    Tuning("znver1", 144, 512, "AMD Zen 1 / Zen+ (EPYC 7001, Ryzen 1000/2000): 256-bit ops as two halves"),
+    Tuning("znver2", 144, 512, "AMD Zen 2 (EPYC 7002, Ryzen 3000)"),
+    Tuning("znver3", 144, 512, "AMD Zen 3 (EPYC 7003, Ryzen 5000)"),
+    Tuning("znver4", 256, 1024, "AMD Zen 4 (EPYC 9004, Ryzen 7000)"),
+    Tuning("znver5", 256, 1024, "AMD Zen 5 (EPYC 9005, Ryzen 9000)"),
+    Tuning("haswell", 168, 256, "Intel Haswell / Broadwell"),
+    Tuning("skylake", 168, 256, "Intel Skylake client (AVX2)"),
+    Tuning("skylake-avx512", 256, 1024, "Intel Skylake-SP / Cascade Lake"),
+    Tuning("icelake-server", 256, 1280, "Intel Ice Lake-SP"),
+    Tuning("sapphirerapids", 256, 2048, "Intel Sapphire / Emerald Rapids"),
 )}
 
 

@@ -9,7 +9,7 @@ from helpers import check_model, make_model, rand
 from onnx import helper
 
 from om2gen.errors import AbiError
-from om2gen.ops import gemm_pack
+from om2gen.ops import gemm_pack, winograd
 from om2gen.toolchain import compiler, targets, uarch
 
 COVERS: set = set()   # MatMul is covered by test_gemm.py
@@ -72,18 +72,17 @@ def test_a_tuning_sets_mtune_and_the_gemm_a_block():
     assert (tuned.mr, tuned.nr, tuned.kc, tuned.mc) == (6, 16, 256, 144)    # Zen 1's smaller L2
     assert gemm_pack.blocking(targets.get_target("x86_64-avx512:znver4")) == \
         gemm_pack.blocking(targets.get_target("x86_64-avx512"))
+    assert (generic.l2_bytes, tuned.l2_bytes) == (1 << 20, 512 << 10)
 
 
-@pytest.mark.needs_cc
-def test_a_tuned_archive_runs_exactly_and_records_its_tuning(tmp_path):
-    """Two run-time operands: A (300 rows) is packed at run time in blocks of 144 rows under the
-    Zen 1 tuning, more than one block per tile; the results are ORT's."""
-    x, y = rand(300, 320, seed=1), rand(320, 40, seed=2)
-    model = make_model([helper.make_node("MatMul", ["x", "y"], ["z"])], {"x": x, "y": y}, ["z"])
-    check_model(model, {"x": x, "y": y}, tmp_path, target="x86_64-avx2:znver1")
-    with zipfile.ZipFile(tmp_path / "model.om2") as z:
-        manifest = json.loads(z.read("manifest.json"))
-        sources = "".join(z.read(n).decode() for n in z.namelist() if n.endswith(".c"))
-    assert manifest["target"]["name"] == "x86_64-avx2" and manifest["target"]["tune"] == "znver1"
-    assert manifest["options"]["target"] == "x86_64-avx2:znver1"
-    assert "OM2_GEMM_MC 144" in sources
+def test_winograd_tile_blocks_follow_the_tuned_l2():
+    """Zen 1's 512 KiB L2 holds half the transformed input of Zen 4's: a 112 x 112 image of 32
+    channels (49 panels of tiles) is cut into more, smaller tile blocks."""
+    g = dict(N=1, C=32, M=32, G=1, CG=32, MG=32, D=1, H=112, W=112, KD=1, KH=3, KW=3, OD=1, OH=112, OW=112, SD=1,
+             SH=1, SW=1, DD=1, DH=1, DW=1, PF=0, PT=1, PL=1)
+    zen4, zen1 = (gemm_pack.blocking(targets.get_target(f"x86_64-avx2:{t}")) for t in ("znver4", "znver1"))
+    p4, p1 = winograd.plan(g, 4, zen4), winograd.plan(g, 4, zen1)
+    for p, bl in ((p4, zen4), (p1, zen1)):
+        assert 36 * p.tile_block * g["C"] * 4 <= bl.l2_bytes * winograd.V_L2_SHARE
+        assert p.tile_blocks * p.tile_block >= p.tiles
+    assert p1.tile_block < p4.tile_block and p1.tile_blocks > p4.tile_blocks
