@@ -230,7 +230,8 @@ def test_a_data_dependent_count_keeps_only_its_own_nodes_unfused(tmp_path):
     model = helper.make_model(helper.make_graph(
         nodes, "countfuse", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64]),
-         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, None])]), opset_imports=[helper.make_opsetid("", 17)])
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, None])]),
+        opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "count.om2"
     om2gen.compile(model, path, debug=True)
     with zipfile.ZipFile(path) as z:

@@ -86,3 +86,18 @@ def test_winograd_tile_blocks_follow_the_tuned_l2():
         assert 36 * p.tile_block * g["C"] * 4 <= bl.l2_bytes * winograd.V_L2_SHARE
         assert p.tile_blocks * p.tile_block >= p.tiles
     assert p1.tile_block < p4.tile_block and p1.tile_blocks > p4.tile_blocks
+
+
+@pytest.mark.needs_cc
+def test_a_tuned_archive_runs_exactly_and_records_its_tuning(tmp_path):
+    """Two run-time operands: A (300 rows) is packed at run time in blocks of 144 rows under the
+    Zen 1 tuning, more than one block per tile; the results are ORT's."""
+    x, y = rand(300, 320, seed=1), rand(320, 40, seed=2)
+    model = make_model([helper.make_node("MatMul", ["x", "y"], ["z"])], {"x": x, "y": y}, ["z"])
+    check_model(model, {"x": x, "y": y}, tmp_path, target="x86_64-avx2:znver1")
+    with zipfile.ZipFile(tmp_path / "model.om2") as z:
+        manifest = json.loads(z.read("manifest.json"))
+        sources = "".join(z.read(n).decode() for n in z.namelist() if n.endswith(".c"))
+    assert manifest["target"]["name"] == "x86_64-avx2" and manifest["target"]["tune"] == "znver1"
+    assert manifest["options"]["target"] == "x86_64-avx2:znver1"
+    assert "OM2_GEMM_MC 144" in sources
