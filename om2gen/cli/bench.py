@@ -201,9 +201,10 @@ def ort_engine_call(session, feeds):
 
 
 def om2_engine_call(model, feeds):
-    """Model.execute_raw on inputs and outputs allocated once, passed by address."""
+    """Model.execute_raw on inputs and outputs allocated once, passed by address (an output whose
+    size the data decides at its largest: slanet_plus's steps)."""
     keep = [np.ascontiguousarray(feeds[t.name]) for t in model.inputs]
-    outs = [np.empty(t.shape, t.dtype) for t in model.outputs]
+    outs = [np.empty(t.max_shape or t.shape, t.dtype) for t in model.outputs]
     in_ptrs = [a.ctypes.data for a in keep]
     out_ptrs = [a.ctypes.data for a in outs]
 

@@ -35,7 +35,12 @@ def config(threads: int) -> dict:
 
 
 def _short(exc: Exception) -> str:
-    text = " ".join(str(exc).split())
+    """One line of an OpenVINO error: its conversion summary when it has one (the first lines
+    only say where in OpenVINO's sources the check failed)."""
+    text = str(exc)
+    if "Summary:" in text:
+        text = text.split("Summary:", 1)[1]
+    text = " ".join(text.split())
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
