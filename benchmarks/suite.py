@@ -166,8 +166,10 @@ def compile_times(case: Case) -> dict:
 SETTLE_AFTER_COMPILE_SECONDS = 3.0
 
 
-def run_suite(names, threads_list, runs, warmup, loads, budget, log) -> dict:
+def run_suite(names, threads_list, runs, warmup, loads, budget, log, target=None) -> dict:
+    """Every model compiled (for `target`, default this machine's), then measured at each thread count."""
     code = _code_digest()
+    options = {"target": target} if target else {}
     rows, ready = [], {}
     # every model is compiled (or found in the cache) before any is timed
     t0 = time.perf_counter()
@@ -175,7 +177,7 @@ def run_suite(names, threads_list, runs, warmup, loads, budget, log) -> dict:
         case = CASES[name]
         log(f"{name}: {case.what}")
         try:
-            archive = compiled(case, "om2", code, log)
+            archive = compiled(case, "om2", code, log, **options)
             ready[name] = (archive, case.feeds() if case.feeds else None)
         except Exception as exc:   # one broken model must not stop the suite: its row says why
             rows += [{"model": name, "threads": t, "error": _error(exc)} for t in threads_list]
@@ -379,7 +381,8 @@ def header(report: dict) -> list[str]:
     """The command, the machine (CPU model and microarchitecture, the ISA flags the kernels use;
     report["avx512"], the CPU's AVX-512 flags, when given), the engines and how loaded it was."""
     mi = report["machine"]
-    isa = mi["isa"] + (f"; AVX-512 flags: {report['avx512']}" if report.get("avx512") else "")
+    isa = (f"{report['target']}, given; this machine's {mi['isa']}" if report.get("target") else mi["isa"]) \
+        + (f"; AVX-512 flags: {report['avx512']}" if report.get("avx512") else "")
     ov = (f"OpenVINO {mi['openvino']} (CPU plugin, PERFORMANCE_HINT LATENCY, INFERENCE_NUM_THREADS = threads, "
           "INFERENCE_PRECISION_HINT f32, reshaped to the run's input shapes)" if mi.get("openvino")
           else "OpenVINO not installed (pip install 'om2gen[bench]')")
@@ -477,6 +480,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", choices=sorted(CASES), help="only these models")
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts (default: 1 2)")
     p.add_argument("--runs", type=int, help="timed runs per engine and row (default: 30; quick: 15)")
+    p.add_argument("--target", help="compile the models for this --target (e.g. x86_64-avx2, x86_64-avx2:znver1: the "
+                                    "AVX2 kernels on an AVX-512 machine); default: this machine's, tuned for it")
     p.add_argument("--budget", type=float, default=5.0,
                    help="seconds a row's run (and load) measurement may take before it stops early (default: 5)")
     p.add_argument("--no-phases", action="store_true", help="skip the OM2 vs OM load phases")
@@ -490,8 +495,8 @@ def main(argv=None) -> int:
     runs = args.runs or (15 if args.quick else 30)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     t0, before = time.perf_counter(), cpu_times()
-    report = run_suite(names, args.threads, runs, 3, 5 if args.quick else 10, args.budget, log)
-    report.update(machine=bench.machine_info(), commit=_git_commit(), machine_load=machine_load(before, cpu_times()),
+    report = run_suite(names, args.threads, runs, 3, 5 if args.quick else 10, args.budget, log, args.target)
+    report.update(target=args.target, machine=bench.machine_info(), commit=_git_commit(), machine_load=machine_load(before, cpu_times()),
                   command="python benchmarks/suite.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                   settings=f"median of up to {runs} runs after 3 warm-up and of up to {5 if args.quick else 10} "
                            f"loads per engine (fewer when a row exceeds {args.budget:g} s), engines alternating")
