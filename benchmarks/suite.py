@@ -496,7 +496,8 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     t0, before = time.perf_counter(), cpu_times()
     report = run_suite(names, args.threads, runs, 3, 5 if args.quick else 10, args.budget, log, args.target)
-    report.update(target=args.target, machine=bench.machine_info(), commit=_git_commit(), machine_load=machine_load(before, cpu_times()),
+    report.update(target=args.target, machine=bench.machine_info(), commit=_git_commit(),
+                  machine_load=machine_load(before, cpu_times()),
                   command="python benchmarks/suite.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                   settings=f"median of up to {runs} runs after 3 warm-up and of up to {5 if args.quick else 10} "
                            f"loads per engine (fewer when a row exceeds {args.budget:g} s), engines alternating")
