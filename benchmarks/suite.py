@@ -1,5 +1,5 @@
-"""The benchmark suite: a fixed set of models, om2gen next to ONNX Runtime with 1 and 2 threads,
-as one markdown table (docs/performance.md explains every figure).
+"""The benchmark suite: a fixed set of models, om2gen next to ONNX Runtime and OpenVINO with 1 and
+2 threads, as one markdown table (docs/performance.md explains every figure).
 
     python benchmarks/suite.py [--out FILE.md] [--quick] [--threads 1 2] [--models NAME ...]
                                [--runs K] [--json FILE] [--no-phases] [--no-peak] [--no-compile-times]
@@ -10,11 +10,14 @@ single-Add model (benchmarks/models/ builds those with seeded weights). Each is 
 and the archive cached under $OM2GEN_CACHE_DIR/bench/archives, keyed by the model, the compile
 options and a digest of om2gen's code, so a changed kernel template recompiles it and nothing
 else does. Every measurement is `om2gen bench`'s (om2gen/cli/bench.py): the engines alternate in
-the same process and the figures are medians. Also reported: ResNet-50's achieved GFLOP/s
-against this CPU's FMA peak (benchmarks/fma_peak.c), and with the full set the load phases of
-ResNet-50 and the BERT encoder as OM2 archive and as classic OM file, side by side, and
-ResNet-50's compile time with an empty and a warm kernel cache; the issue's targets that these
-figures decide are listed with the measured value and whether they are met.
+the same process and the figures are medians. OpenVINO (the optional `bench` extra; CPU plugin,
+latency hint, the same thread count, f32) is the third engine when it is installed; without it
+its columns say so. The table's header names the CPU (model, microarchitecture, ISA). Also
+reported: ResNet-50's achieved GFLOP/s against this CPU's FMA peak (benchmarks/fma_peak.c), and
+with the full set the load phases of ResNet-50 and the BERT encoder as OM2 archive and as
+classic OM file, side by side, and ResNet-50's compile time with an empty and a warm kernel
+cache; the issue's targets that these figures decide are listed with the measured value and
+whether they are met.
 """
 from __future__ import annotations
 
@@ -34,13 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "samples" / "real_models"))
 
+import catalog  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
-
-import catalog  # noqa: E402
-import om2gen  # noqa: E402
 from benchmarks import flops, fma_peak, models, peak_memory  # noqa: E402
 from benchmarks.models import bert_base  # noqa: E402
+
+import om2gen  # noqa: E402
 from om2gen.cli import bench, bench_report  # noqa: E402
 from om2gen.toolchain.compiler import cache_dir  # noqa: E402
 
@@ -95,6 +98,8 @@ def _code_digest() -> str:
     h = hashlib.sha256(om2gen.__version__.encode())
     for base in ("om2gen", "templates", "runtime_abi/include"):
         for path in sorted((ROOT / base).rglob("*")):
+            if path.is_relative_to(ROOT / "om2gen" / "cli"):   # the commands (bench itself) build nothing
+                continue
             if path.is_file() and path.suffix in (".py", ".j2", ".h", ".hpp", ".cpp", ".c", ".json"):
                 h.update(path.relative_to(ROOT).as_posix().encode())
                 h.update(path.read_bytes())
@@ -161,8 +166,10 @@ def compile_times(case: Case) -> dict:
 SETTLE_AFTER_COMPILE_SECONDS = 3.0
 
 
-def run_suite(names, threads_list, runs, warmup, loads, budget, log) -> dict:
+def run_suite(names, threads_list, runs, warmup, loads, budget, log, target=None) -> dict:
+    """Every model compiled (for `target`, default this machine's), then measured at each thread count."""
     code = _code_digest()
+    options = {"target": target} if target else {}
     rows, ready = [], {}
     # every model is compiled (or found in the cache) before any is timed
     t0 = time.perf_counter()
@@ -170,7 +177,7 @@ def run_suite(names, threads_list, runs, warmup, loads, budget, log) -> dict:
         case = CASES[name]
         log(f"{name}: {case.what}")
         try:
-            archive = compiled(case, "om2", code, log)
+            archive = compiled(case, "om2", code, log, **options)
             ready[name] = (archive, case.feeds() if case.feeds else None)
         except Exception as exc:   # one broken model must not stop the suite: its row says why
             rows += [{"model": name, "threads": t, "error": _error(exc)} for t in threads_list]
@@ -187,9 +194,11 @@ def run_suite(names, threads_list, runs, warmup, loads, budget, log) -> dict:
                 r = bench.measure(archive, case.onnx(), threads=t, runs=runs, warmup=warmup, loads=loads,
                                   feeds=feeds, max_seconds=budget)
                 rows.append({"model": name, "threads": t, "result": r, "sizes": sizes})
+                ov = (f"{r['run']['openvino']['median_ms']:.3f} ms" if "openvino" in r["run"]
+                      else r["openvino"]["status"])
                 log(f"  {t} thread(s): run {r['run']['om2gen']['median_ms']:.3f} ms vs ORT "
-                    f"{r['run']['onnxruntime']['median_ms']:.3f} ms, load {r['load']['om2gen']['median_ms']:.2f} ms "
-                    f"vs ORT {r['load']['onnxruntime']['median_ms']:.2f} ms")
+                    f"{r['run']['onnxruntime']['median_ms']:.3f} ms, OpenVINO {ov}; load "
+                    f"{r['load']['om2gen']['median_ms']:.2f} ms vs ORT {r['load']['onnxruntime']['median_ms']:.2f} ms")
             except Exception as exc:
                 rows.append({"model": name, "threads": t, "error": _error(exc)})
                 log(f"  {t} thread(s) FAILED: {_error(exc)}")
@@ -326,6 +335,14 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     if ratios:
         g = geomean(ratios)
         out.append(("geometric mean of the run ratios <= 0.8", f"{g:.2f} ({len(ratios)} rows)", g <= 0.8))
+        above = [f"{m} {t}: {r['ratio']['run_median']:.2f}" for (m, t), r in ok.items()
+                 if r["ratio"]["run_median"] > 1.0]
+        out.append(("no row's run ratio above 1.0 (issue 16)", "; ".join(above) or "none above", not above))
+    vs_ov = {k: r["ratio"]["run_median_vs_openvino"] for k, r in ok.items() if "run_median_vs_openvino" in r["ratio"]}
+    if vs_ov:
+        slower = [f"{m} {t}: {v:.2f}" for (m, t), v in vs_ov.items() if v > 1.0]
+        out.append(("om2gen no slower than OpenVINO in any row (om2gen / OpenVINO, issue 16)",
+                    "; ".join(slower) or f"none slower ({len(vs_ov)} rows)", not slower))
     for (model, t), r in ok.items():
         if model in ("resnet50", "bert_base_4l"):
             v = r["ratio"]["load"]
@@ -361,14 +378,20 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
 
 
 def header(report: dict) -> list[str]:
-    """The command, the machine (with report["avx512"], the CPU's AVX-512 flags, when given) and
-    how loaded it was."""
+    """The command, the machine (CPU model and microarchitecture, the ISA flags the kernels use;
+    report["avx512"], the CPU's AVX-512 flags, when given), the engines and how loaded it was."""
     mi = report["machine"]
-    isa = mi["isa"] + (f"; AVX-512 flags: {report['avx512']}" if report.get("avx512") else "")
+    isa = (f"{report['target']}, given; this machine's {mi['isa']}" if report.get("target") else mi["isa"]) \
+        + (f"; AVX-512 flags: {report['avx512']}" if report.get("avx512") else "")
+    ov = (f"OpenVINO {mi['openvino']} (CPU plugin, PERFORMANCE_HINT LATENCY, INFERENCE_NUM_THREADS = threads, "
+          "INFERENCE_PRECISION_HINT f32, reshaped to the run's input shapes)" if mi.get("openvino")
+          else "OpenVINO not installed (pip install 'om2gen[bench]')")
     return [f"Command: `{report['command']}`  ",
-            f"Machine: {mi['cpu']}, {mi['cores']} cores, {mi['arch']} ({isa}); Python {mi['python']}, "
+            f"CPU: {mi['cpu']} ({mi.get('uarch', 'microarchitecture unknown')}), ISA flags: "
+            f"{', '.join(mi.get('isa_flags', [])) or 'unknown'}  ",
+            f"Machine: {mi['cores']} cores, {mi['arch']} (target {isa}); Python {mi['python']}, "
             f"ONNX Runtime {mi['onnxruntime']} (CPU EP, default optimisations, intra-op threads = threads), "
-            f"om2gen {mi['om2gen']} at {report['commit']}  ",
+            f"{ov}, om2gen {mi['om2gen']} at {report['commit']}  ",
             f"Machine load while measuring: {report['machine_load']}  "]
 
 
@@ -381,29 +404,46 @@ def write_outputs(text: str, report: dict, out: str | None, json_path: str | Non
         Path(json_path).write_text(json.dumps(report, indent=1, default=str))
 
 
+def _openvino_cell(r: dict) -> str:
+    """The run OpenVINO column: its median, or why there is none (not installed, failed)."""
+    if "openvino" in r["run"]:
+        return _f(r["run"]["openvino"]["median_ms"])
+    return r.get("openvino", {}).get("status", "not measured").split(" (")[0].split(":")[0]
+
+
 def render(report: dict) -> str:
     lines = [*header(report),
-             f"Each row: {report['settings']}; times in ms, ratios om2gen / ORT (below 1: om2gen is faster).", "",
-             "| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run ratio |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    ratios = {}
+             f"Each row: {report['settings']}; times in ms, ratios engine / ORT (below 1: faster than ORT).", "",
+             "| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run OpenVINO "
+             "| run ratio | OpenVINO ratio |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios, ov_ratios, ov_notes = {}, {}, {}
     for row in report["rows"]:
         if "error" in row:
-            lines.append(f"| {row['model']} | {row['threads']} | {row['error']} ||||||")
+            lines.append(f"| {row['model']} | {row['threads']} | {row['error']} ||||||||")
             continue
         r = row["result"]
         lo, ru = r["load"], r["run"]
         ratios.setdefault(row["threads"], []).append(r["ratio"]["run_median"])
+        ov = r["ratio"].get("openvino_run_median")
+        if ov is not None:
+            ov_ratios.setdefault(row["threads"], []).append(ov)
+        elif r.get("openvino", {}).get("status", "").startswith("failed"):
+            ov_notes[row["model"]] = r["openvino"]["status"]
         lines.append(f"| {row['model']} | {row['threads']} | {_f(lo['om2gen']['median_ms'])} | "
                      f"{_f(lo['onnxruntime']['median_ms'])} | {_f(r['ratio']['load'], 2)} | "
-                     f"{_f(ru['om2gen']['median_ms'])} | {_f(ru['onnxruntime']['median_ms'])} | "
-                     f"{_f(r['ratio']['run_median'], 2)} |")
-    all_ratios = [x for v in ratios.values() for x in v]
-    lines += ["", f"Geometric mean of the run ratios: **{_f(geomean(all_ratios), 2)}** over {len(all_ratios)} rows"
-              + "".join(f"; {t} thread(s): {_f(geomean(v), 2)}" for t, v in sorted(ratios.items())) + "."]
+                     f"{_f(ru['om2gen']['median_ms'])} | {_f(ru['onnxruntime']['median_ms'])} | {_openvino_cell(r)} | "
+                     f"{_f(r['ratio']['run_median'], 2)} | {_f(ov, 2)} |")
+    for name, (label, by) in {"om2gen": ("run ratios", ratios), "OpenVINO": ("OpenVINO ratios", ov_ratios)}.items():
+        flat = [x for v in by.values() for x in v]
+        if flat:
+            per_threads = "".join(f"; {t} thread(s): {_f(geomean(v), 2)}" for t, v in sorted(by.items()))
+            lines += ["", f"Geometric mean of the {label} ({name} / ORT): **{_f(geomean(flat), 2)}** over "
+                      f"{len(flat)} rows{per_threads}."]
+    lines += [f"OpenVINO could not run {m}: {why}" for m, why in ov_notes.items()]
     met = targets(report)
     if met:
-        lines += ["", "| issue 6 target | measured | met |", "|---|---:|:---:|"]
+        lines += ["", "| issue 6 and 16 target | measured | met |", "|---|---:|:---:|"]
         lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in met]
         missing = ([] if report.get("memory") else ["peak memory (measured without --quick)"]) + \
             ([] if report.get("compile") else ["compile time (measured without --quick)"])
@@ -440,6 +480,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", choices=sorted(CASES), help="only these models")
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts (default: 1 2)")
     p.add_argument("--runs", type=int, help="timed runs per engine and row (default: 30; quick: 15)")
+    p.add_argument("--target", help="compile the models for this --target (e.g. x86_64-avx2, x86_64-avx2:znver1: the "
+                                    "AVX2 kernels on an AVX-512 machine); default: this machine's, tuned for it")
     p.add_argument("--budget", type=float, default=5.0,
                    help="seconds a row's run (and load) measurement may take before it stops early (default: 5)")
     p.add_argument("--no-phases", action="store_true", help="skip the OM2 vs OM load phases")
@@ -453,8 +495,9 @@ def main(argv=None) -> int:
     runs = args.runs or (15 if args.quick else 30)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     t0, before = time.perf_counter(), cpu_times()
-    report = run_suite(names, args.threads, runs, 3, 5 if args.quick else 10, args.budget, log)
-    report.update(machine=bench.machine_info(), commit=_git_commit(), machine_load=machine_load(before, cpu_times()),
+    report = run_suite(names, args.threads, runs, 3, 5 if args.quick else 10, args.budget, log, args.target)
+    report.update(target=args.target, machine=bench.machine_info(), commit=_git_commit(),
+                  machine_load=machine_load(before, cpu_times()),
                   command="python benchmarks/suite.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                   settings=f"median of up to {runs} runs after 3 warm-up and of up to {5 if args.quick else 10} "
                            f"loads per engine (fewer when a row exceeds {args.budget:g} s), engines alternating")

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError, Om2Error, RuntimeFailure
 from ..runtime import gears as gears_mod
+from . import bench_openvino
 from . import bench_report as report
 from . import bench_shapes, parsing
 
@@ -91,9 +92,11 @@ def machine_info() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    from ..toolchain import targets
-    info = {"cpu": cpu, "cores": os.cpu_count(), "arch": platform.machine(),
-            "isa": targets.default_target().name, "python": platform.python_version()}
+    from ..toolchain import targets, uarch
+    tuned = targets.default_target()
+    info = {"cpu": cpu, "cores": os.cpu_count(), "arch": platform.machine(), "isa": tuned.name,
+            "uarch": tuned.tune, "isa_flags": uarch.isa_flags(targets.host_features()),
+            "python": platform.python_version()}
     from ..version import __version__
     info["om2gen"] = __version__
     try:
@@ -101,6 +104,7 @@ def machine_info() -> dict:
         info["onnxruntime"] = onnxruntime.__version__
     except ImportError:
         info["onnxruntime"] = None
+    info["openvino"] = bench_openvino.version()
     return info
 
 
@@ -197,9 +201,10 @@ def ort_engine_call(session, feeds):
 
 
 def om2_engine_call(model, feeds):
-    """Model.execute_raw on inputs and outputs allocated once, passed by address."""
+    """Model.execute_raw on inputs and outputs allocated once, passed by address (an output whose
+    size the data decides at its largest: slanet_plus's steps)."""
     keep = [np.ascontiguousarray(feeds[t.name]) for t in model.inputs]
-    outs = [np.empty(t.shape, t.dtype) for t in model.outputs]
+    outs = [np.empty(t.max_shape or t.shape, t.dtype) for t in model.outputs]
     in_ptrs = [a.ctypes.data for a in keep]
     out_ptrs = [a.ctypes.data for a in outs]
 
@@ -288,7 +293,7 @@ def measure_loads(model_path, onnx_path, threads: int, loads: int, max_seconds: 
 
 def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int = 50, warmup: int = 5,
             loads: int = 10, seed: int = 0, feeds: dict | None = None, max_seconds: float | None = None,
-            switch: tuple[int, int] | None = None, shapes: list[dict] | None = None) -> dict:
+            switch: tuple[int, int] | None = None, shapes: list[dict] | None = None, openvino: bool = True) -> dict:
     """Everything `om2gen bench` prints, as a dict (times in milliseconds).
 
     feeds: {name: array} overriding the random inputs (and giving ORT-only inputs);
@@ -297,7 +302,9 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
     per gear with the figures a static model has at the top level) and for the cost of a gear
     switch (`switch`) between the gears `switch` names (default: its first two). A dynamic-shape
     model is measured at each of `shapes` ({input: shape} each; default: its largest), with the
-    first run at each (`shapes` in the result: bench_shapes.py)."""
+    first run at each (`shapes` in the result: bench_shapes.py). With onnx_path, OpenVINO runs too
+    (bench_openvino.py) unless `openvino` is False; `openvino` in the result says whether it was
+    measured, and why not."""
     threads = threads or default_threads()
     if threads < 1 or runs < 1 or warmup < 0 or loads < 1:
         raise InputError(f"bench needs threads >= 1, runs >= 1, warmup >= 0, loads >= 1 "
@@ -310,19 +317,20 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
     result["load"] = measure_loads(model_path, onnx_path, threads, loads, max_seconds)
 
     model = _load_om2(model_path, threads)
-    session = None
+    session = ov = None
     try:
         given = dict(feeds or {})
         # which kernel set ran (runtime/isa.py: the best this CPU supports, or $OM2GEN_ISA's)
         result["kernel_set"], result["kernel_sets"] = model.isa, list(model.kernel_sets)
         if onnx_path is not None:
             session = ort_session(onnx_path, threads)
+            ov = bench_openvino.Engine(onnx_path, threads, enabled=openvino)
         result["inputs"] = [{"name": t.name, "dtype": str(np.dtype(t.dtype)), "shape": list(t.shape),
                              "data": "given" if t.name in given else f"random, seed {seed}"} for t in model.inputs]
         timing = {"runs": runs, "warmup": warmup, "max_seconds": max_seconds,
                   "idle_gap": IDLE_GAP_SECONDS if threads > 1 and session is not None else 0.0}
         if bench_shapes.is_dynamic(model):
-            result["shapes"] = [measure_shape(model, session, onnx_path, given, seed, timing, s)
+            result["shapes"] = [measure_shape(model, session, onnx_path, given, seed, timing, s, ov)
                                 for s in bench_shapes.shape_sets(model, shapes or [], given)]
         elif shapes:
             fixed = ", ".join(f"{t.name}{list(t.shape)}" for t in model.inputs)
@@ -330,23 +338,25 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
                              "picks the run shapes of a dynamic-shape model")
         elif model._gears is None:
             f = run_feeds(model.inputs, given, seed)
-            result.update(run_figures(_timed_blocks(_blocks(model, session, onnx_path, f, given), **timing)))
+            result.update(run_figures(_timed_blocks(_blocks(model, session, onnx_path, f, given, ov=ov), **timing)))
         else:
-            result.update(measure_gears(model, session, onnx_path, given, seed, timing, switch))
+            result.update(measure_gears(model, session, onnx_path, given, seed, timing, switch, ov))
+        if ov is not None:
+            result["openvino"] = ov.info()
     finally:
         model.close()
-        del session
+        del session, ov
     if onnx_path is not None:
         load_ratio = report.ratio(result["load"]["om2gen"]["median_ms"], result["load"]["onnxruntime"]["median_ms"])
         result["ratio"] = {"load": load_ratio, **result.get("ratio", {})}
     return result
 
 
-def measure_shape(model, session, onnx_path, given: dict, seed: int, timing: dict, shapes: dict) -> dict:
+def measure_shape(model, session, onnx_path, given: dict, seed: int, timing: dict, shapes: dict, ov=None) -> dict:
     """A dynamic-shape model at one run shape: each engine's first run at it, then the run
     figures with the engines' runs interleaved."""
     f = run_feeds(bench_shapes.inputs_at(model, shapes), given, seed)
-    blocks = _blocks(model, session, onnx_path, f, given, engine_calls=False)
+    blocks = _blocks(model, session, onnx_path, f, given, engine_calls=False, ov=ov)
     first = bench_shapes.first_runs(blocks)
     return {"shapes": {n: list(s) for n, s in shapes.items()}, "first_run_ms": first,
             **run_figures(_timed_blocks(blocks, **timing))}
@@ -366,8 +376,9 @@ def _check_given(model, session, given: dict) -> None:
                          f"model's inputs are {', '.join(t.name for t in model.inputs)}")
 
 
-def _blocks(model, session, onnx_path, om2_feeds: dict, given: dict, engine_calls: bool = True) -> dict:
-    """The timed calls of one input shape: per engine, its run call (and its engine call)."""
+def _blocks(model, session, onnx_path, om2_feeds: dict, given: dict, engine_calls: bool = True, ov=None) -> dict:
+    """The timed calls of one input shape: per engine, its run call (and its engine call).
+    OpenVINO (ov, a bench_openvino.Engine) runs on ORT's feeds, when it can."""
     o_feeds = ort_feeds(session, {**om2_feeds, **given}, onnx_path) if session is not None else None
     _check_given(model, session, given)
     blocks = {"om2gen": {"run": lambda: model.run(om2_feeds)}}
@@ -377,6 +388,9 @@ def _blocks(model, session, onnx_path, om2_feeds: dict, given: dict, engine_call
         blocks["onnxruntime"] = {"run": lambda: session.run(None, o_feeds)}
         if engine_calls:
             blocks["onnxruntime"]["engine"] = ort_engine_call(session, o_feeds)
+    ov_calls = ov.calls(o_feeds, engine_calls) if ov is not None else None
+    if ov_calls is not None:
+        blocks["openvino"] = ov_calls
     return blocks
 
 
@@ -391,7 +405,8 @@ def _timed_blocks(blocks: dict, runs: int, warmup: int, max_seconds, idle_gap: f
 
 def run_figures(samples: dict) -> dict:
     """run (median, p90, min), per-run overhead (when the engine calls were timed) and the
-    om2gen / ORT ratios of one shape's samples."""
+    om2gen / ORT ratios of one shape's samples; with OpenVINO measured, also OpenVINO / ORT
+    (openvino_run_*) and om2gen / OpenVINO (run_*_vs_openvino)."""
     out = {"run": {e: summary(s["run"]) for e, s in samples.items()}}
     if "engine" in samples["om2gen"]:
         out["overhead"] = {e: overhead(s["run"], s["engine"]) for e, s in samples.items()}
@@ -403,6 +418,11 @@ def run_figures(samples: dict) -> dict:
             ov = out["overhead"]
             out["ratio"]["overhead"] = report.ratio(*(o["overhead_us"] if o["resolved"] else None
                                                       for o in (ov["om2gen"], ov["onnxruntime"])))
+        if "openvino" in samples:
+            for k in ("median", "p90", "min"):
+                ms = {e: run[e][f"{k}_ms"] for e in run}
+                out["ratio"][f"openvino_run_{k}"] = report.ratio(ms["openvino"], ms["onnxruntime"])
+                out["ratio"][f"run_{k}_vs_openvino"] = report.ratio(ms["om2gen"], ms["openvino"])
     return out
 
 
@@ -426,16 +446,17 @@ def _gears_given_inputs_fit(model, given: dict) -> list[int]:
 
 
 def measure_gears(model, session, onnx_path, given: dict, seed: int, timing: dict,
-                  switch: tuple[int, int] | None = None) -> dict:
+                  switch: tuple[int, int] | None = None, ov=None) -> dict:
     """A model with gears: run figures at every gear (that the given inputs fit), each gear's
-    runs interleaved with ONNX Runtime's at the same shapes, then the gear switch."""
+    runs interleaved with ONNX Runtime's (and OpenVINO's) at the same shapes, then the gear
+    switch (om2gen and ORT)."""
     g = model._gears
     measured = _gears_given_inputs_fit(model, given)
     dynamic = g.dynamic
     out = {"gear_type": gears_mod.TYPE_NAMES[g.dynamic_type], "gears": []}
     for i in measured:
         f = gear_feeds(model, i, given, seed)
-        samples = _timed_blocks(_blocks(model, session, onnx_path, f, given, engine_calls=False), **timing)
+        samples = _timed_blocks(_blocks(model, session, onnx_path, f, given, engine_calls=False, ov=ov), **timing)
         out["gears"].append({"gear": i, "shapes": {n: list(model.gears[i][n]) for n in dynamic},
                              **run_figures(samples)})
     if switch is None and len(measured) >= 2:
@@ -587,6 +608,8 @@ def add_parser(sub) -> None:
     b.add_argument("--input-shape", action="append", type=parsing.shape_arg, metavar="NAME:DIMS[;NAME:DIMS]",
                    help="a dynamic-shape model: one run shape to time, in ATC's syntax (repeatable: one use per "
                         "shape; default: its largest)")
+    b.add_argument("--no-openvino", action="store_true",
+                   help="with --onnx: do not also time OpenVINO (measured when it is installed)")
     b.add_argument("--json", action="store_true", help="machine-readable output")
     b.set_defaults(func=cmd_bench)
 
@@ -629,7 +652,8 @@ def cmd_bench(args) -> int:
         raise InputError("bench takes one model; two (or --compare) only with --phases")
     result = measure(models[0], args.onnx, threads=args.threads, runs=args.runs, warmup=args.warmup,
                      loads=args.loads or 10, seed=args.seed, feeds=_read_inputs(args.input), switch=args.switch,
-                     shapes=[parsing.merged([group], "--input-shape") for group in args.input_shape or []])
+                     shapes=[parsing.merged([group], "--input-shape") for group in args.input_shape or []],
+                     openvino=not args.no_openvino)
     print(json.dumps(result, indent=1) if args.json else report.render_text(result))
     sys.stdout.flush()
     return 0

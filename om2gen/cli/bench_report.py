@@ -30,11 +30,27 @@ def _header(r: dict, what: str, counts: str) -> list[str]:
     head = f"om2gen bench: {r['model']} ({what}{chosen})"
     if r["onnx"] is not None:
         head += f" vs {r['onnx']} (ONNX Runtime {mi['onnxruntime']}, CPU EP)"
-    return [head,
-            f"{r['threads']} thread(s); {mi['cpu']}, {mi['cores']} cores, {mi['isa']}; Python {mi['python']}",
+    return [head, *openvino_line(r),
+            f"{r['threads']} thread(s); {mi['cpu']} ({mi.get('uarch')}), {mi['cores']} cores, {mi['isa']}; "
+            f"Python {mi['python']}",
             "inputs: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']} ({i['data']})" for i in r["inputs"]),
             f"{r['load']['om2gen']['n']} loads{counts} after {r['warmup']} warm-up, the engines alternating; "
             "times in ms", ""]
+
+
+def openvino_line(r: dict) -> list[str]:
+    """What the OpenVINO column holds: its version and settings, or why it is empty."""
+    o = r.get("openvino")
+    if o is None:
+        return []
+    if o["status"] != "measured":
+        return [f"OpenVINO: {o['status']}"]
+    c = o["config"]
+    return [f"vs OpenVINO {o['version']} (CPU, {', '.join(f'{k} {v}' for k, v in c.items())}; {o['shapes']})"]
+
+
+def measured_openvino(r: dict) -> bool:
+    return "openvino" in r.get("run", {})
 
 
 def render_text(r: dict) -> str:
@@ -43,44 +59,50 @@ def render_text(r: dict) -> str:
     if "shapes" in r:
         return render_shapes(r)
     ort = r["onnx"] is not None
+    ov = measured_openvino(r)
     lines = _header(r, r["format"], f", {r['run']['om2gen']['n']} runs")
-    cols = ["om2gen"] + (["ORT", "om2gen/ORT"] if ort else [])
+    cols = ["om2gen"] + (["ORT", "om2gen/ORT"] if ort else []) + (["OpenVINO", "OV/ORT"] if ov else [])
     rows = [("", *cols)]
 
-    def row(label, key, sub, x=None):
+    def row(label, key, sub, x=None, x_ov=None):
         vals = [_ms(r[key]["om2gen"][sub])]
         if ort:
             vals += [_ms(r[key]["onnxruntime"][sub]), _x(x)]
+        if ov:
+            vals += [_ms(r[key].get("openvino", {}).get(sub)), _x(x_ov)]
         rows.append((label, *vals))
 
     rat = r.get("ratio", {})
     row("load, median", "load", "median_ms", rat.get("load"))
     row("load, first in process", "load", "first_ms",
         ratio(r["load"]["om2gen"]["first_ms"], r["load"].get("onnxruntime", {}).get("first_ms")))
-    row("run, median", "run", "median_ms", rat.get("run_median"))
-    row("run, p90", "run", "p90_ms", rat.get("run_p90"))
-    row("run, min", "run", "min_ms", rat.get("run_min"))
-    ov = r["overhead"]
+    for k in ("median", "p90", "min"):
+        row(f"run, {k}", "run", f"{k}_ms", rat.get(f"run_{k}"), rat.get(f"openvino_run_{k}"))
+    over = r["overhead"]
 
     def us(e, k):
-        if k == "overhead_us" and not ov[e]["resolved"]:
+        if k == "overhead_us" and not over[e]["resolved"]:
             return "(noise)"
-        return f"{ov[e][k]:.1f}"
+        return f"{over[e][k]:.1f}"
     for label, k, x in (("per-run overhead (us)", "overhead_us", rat.get("overhead")),
                         ("  Python run call (us)", "run_call_us", None),
                         ("  engine call, bound buffers (us)", "engine_call_us", None)):
         vals = [us("om2gen", k)]
         if ort:
             vals += [us("onnxruntime", k), _x(x) if x is not None else ""]
+        if ov:
+            vals += [us("openvino", k), ""]
         rows.append((label, *vals))
     width = max(len(cells[0]) for cells in rows) + 2
     for cells in rows:
         lines.append(cells[0].ljust(width) + "".join(v.rjust(12) for v in cells[1:]))
-    how = "om2gen: Model.run - Model.execute_raw" + ("; ORT: session.run - session.run_with_iobinding" if ort else "")
+    how = "om2gen: Model.run - Model.execute_raw" + ("; ORT: session.run - session.run_with_iobinding" if ort else "") \
+        + ("; OpenVINO: infer(feeds) - start_async + wait on bound inputs" if ov else "")
     lines += ["", "per-run overhead = the Python run call minus the same engine's run on buffers bound beforehand",
               f"({how}), median of the paired differences"]
-    noisy = [f"{name} (+-{2 * ov[e]['stderr_us']:.1f} us)" for e, name in (("om2gen", "om2gen"), ("onnxruntime", "ORT"))
-             if e in ov and not ov[e]["resolved"]]
+    noisy = [f"{name} (+-{2 * over[e]['stderr_us']:.1f} us)"
+             for e, name in (("om2gen", "om2gen"), ("onnxruntime", "ORT"), ("openvino", "OpenVINO"))
+             if e in over and not over[e]["resolved"]]
     if noisy:
         lines.append(f"(noise): smaller than this model's run-time noise for {', '.join(noisy)}; measure it on a "
                      "model with little compute, such as a single Add")
@@ -100,10 +122,22 @@ def _shapes(shapes: dict) -> str:
 
 def _per_shape_intro(r: dict, what: str, counts: str) -> tuple[list[str], list[tuple[str, str]]]:
     """The header and load table of a model timed at several shapes (gears, dynamic), and its
-    engines as (result key, column label)."""
+    engines as (result key, column label); OpenVINO's when it ran at some shape."""
     ort = r["onnx"] is not None
     lines = _header(r, what, counts) + _load_rows(r, ort)
-    return lines, [("om2gen", "om2gen")] + ([("onnxruntime", "ORT")] if ort else [])
+    ov = any(measured_openvino(part) for part in r.get("shapes", r.get("gears", [])))
+    return lines, [("om2gen", "om2gen")] + ([("onnxruntime", "ORT")] if ort else []) + \
+        ([("openvino", "OpenVINO")] if ov else [])
+
+
+def _ratios(part: dict, engines) -> list[str]:
+    """om2gen / ORT (and OpenVINO / ORT) of one shape's or gear's run medians."""
+    keys = ["run_median", "openvino_run_median"][:len(engines) - 1]
+    return [_x(part.get("ratio", {}).get(k)) for k in keys]
+
+
+def _ratio_heads(engines) -> list[str]:
+    return ["om2gen/ORT", "OV/ORT"][:len(engines) - 1]
 
 
 def _load_rows(r: dict, ort: bool) -> list[str]:
@@ -118,34 +152,33 @@ def _load_rows(r: dict, ort: bool) -> list[str]:
 
 def render_shapes(r: dict) -> str:
     """A dynamic-shape model: its load times, then per run shape the first run at it and the run figures."""
-    ort = r["onnx"] is not None
     shapes = r["shapes"]
     lines, engines = _per_shape_intro(r, f"{r['format']}, dynamic shapes, {len(shapes)} run shape(s)",
                                       f"; per shape {shapes[0]['run']['om2gen']['n']} runs")
     lines += ["", "run at each shape (ms); first = the first run the loaded model makes at that shape"]
     rows = [("shapes", *(f"{name} {k}" for _, name in engines for k in ("first", "median", "p90", "min")),
-             *(["om2gen/ORT"] if ort else []))]
+             *_ratio_heads(engines))]
     for s in shapes:
         rows.append((_shapes(s["shapes"]),
-                     *(v for e, _ in engines for v in (_ms(s["first_run_ms"][e]),
-                                                        *(_ms(s["run"][e][k]) for k in ("median_ms", "p90_ms", "min_ms")))),
-                     *([_x(s["ratio"]["run_median"])] if ort else [])))
+                     *(v for e, _ in engines for v in (_ms(s["first_run_ms"].get(e)),
+                                                        *(_ms(s["run"].get(e, {}).get(k))
+                                                          for k in ("median_ms", "p90_ms", "min_ms")))),
+                     *_ratios(s, engines)))
     return "\n".join(lines + _table(rows))
 
 
 def render_gears(r: dict) -> str:
     """A model with gears: its load times, the run figures at every gear and the gear switch."""
-    ort = r["onnx"] is not None
     gears = r["gears"]
     lines, engines = _per_shape_intro(r, f"{r['format']}, {len(gears)} gears of {r['gear_type']}",
                                       f"; per gear {gears[0]['run']['om2gen']['n']} runs")
     lines += ["", "run at each gear (ms)"]
     rows = [("gear", "shapes", *(f"{name} {k}" for _, name in engines for k in ("median", "p90", "min")),
-             *(["om2gen/ORT"] if ort else []))]
+             *_ratio_heads(engines))]
     for g in gears:
         rows.append((str(g["gear"]), _shapes(g["shapes"]),
-                     *(_ms(g["run"][e][k]) for e, _ in engines for k in ("median_ms", "p90_ms", "min_ms")),
-                     *([_x(g["ratio"]["run_median"])] if ort else [])))
+                     *(_ms(g["run"].get(e, {}).get(k)) for e, _ in engines for k in ("median_ms", "p90_ms", "min_ms")),
+                     *_ratios(g, engines)))
     lines += _table(rows)
     sw = r.get("switch")
     if sw:
@@ -156,7 +189,7 @@ def render_gears(r: dict) -> str:
                   "cost = median of the paired differences"]
         rows = [("", "repeat", "switched", "cost", "cost / repeat")]
         for e, name in engines:
-            for gear, x in zip((a, b), sw[e]):
+            for gear, x in zip((a, b), sw.get(e, [])):   # (OpenVINO has no gears to switch)
                 cost = f"{x['cost_ms']:+.3g}" if x["resolved"] else f"(noise +-{2 * x['stderr_ms']:.2g})"
                 rel = f"{x['cost_ms'] / x['repeat']['median_ms'] * 100:+.1f}%" if x["resolved"] else ""
                 rows.append((f"{name}, gear {gear}", _ms(x["repeat"]["median_ms"]), _ms(x["switched"]["median_ms"]),

@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                         "directory of more")
     # ATC names the chip --soc_version; a comma list carries one kernel set per target (an .om2 only)
     c.add_argument("--target", "--soc_version", "--soc-version", dest="target",
-                   help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64), or several separated by commas "
+                   help="CPU target (x86_64, x86_64-avx2, x86_64-avx512, aarch64), optionally tuned for a "
+                        "microarchitecture (x86_64-avx2:znver1), or several separated by commas "
                         "(x86_64-avx2,x86_64-avx512): the .om2 carries each kernel set and a load runs the best the "
                         "CPU supports; default: this machine")
     c.add_argument("--debug", action="store_true", help="also pack debug/ge_model.json and debug/task_info.json")

@@ -48,13 +48,15 @@ def render(call: KernelCall, ctx) -> Kernel:
     determines the source, so the same specialisation always gets the same name and binary."""
     # The name is also the kernel's id in the process-wide bin-handle store, so everything that
     # changes the binary is in it: source inputs (the template and every template it imports),
-    # target and compiler.
+    # target and compiler (and a tuned target's -mtune, when the compiler has it: an untuned
+    # target's names stay as they were).
     key = hashlib.sha256()
     imported = [jinja.template_source(t) for t in jinja.imported_templates(call.template)]
     addr = addresses(call)
     for part in (call.template, jinja.template_source(call.template), *imported,
                  call.name, _canonical(call.params), _canonical(addr), GENERATOR, ctx.target.name,
-                 compiler.compiler_identity(), compiler.headers_digest(), "sink" if call.sink else ""):
+                 compiler.compiler_identity(), compiler.headers_digest(), "sink" if call.sink else "",
+                 *compiler.tune_flags(ctx.target)):
         key.update(part.encode())
         key.update(b"\0")
     entry = f"{call.name}_{key.hexdigest()[:12]}"

@@ -18,6 +18,11 @@ constant true): its shape is [trip count, ...]. A body whose shapes depend on th
 number (a Slice by it) cannot be one compiled body; with a small known trip count the loop is
 unrolled instead, each iteration with iteration_num a constant (the one case where unrolling is
 the better choice: the real loop cannot be compiled at all).
+
+A carried value the body passes through unchanged (its output is its input: paddle2onnx carries
+every weight of SLANet's decoder so) is read from outside the loop instead (Loop.expand): its
+final value is its initial one, and a constant stays a constant inside the body, where its
+Transpose folds and its MatMul packs it at compile time.
 """
 from __future__ import annotations
 
@@ -141,6 +146,42 @@ class Loop(Op):
 
     def infer(self, node, ins):
         raise AssertionError("Loop is inferred through infer_regions")
+
+    def expand(self, node: Node, ins) -> list[Node] | None:
+        """The loop without its pass-through carried values (the body reads their initial values
+        from outside; each final value is an Identity of its initial one), or None if it has none."""
+        body = self.attr(node, "body")
+        n = len(node.inputs) - 2
+        through = [j for j in range(n) if 2 + j < len(body.input) and 1 + j < len(body.output)
+                   and body.output[1 + j].name == body.input[2 + j].name and node.inputs[2 + j]]
+        if not through:
+            return None
+        new = onnx.GraphProto()
+        new.CopyFrom(body)
+        renames = {body.input[2 + j].name: node.inputs[2 + j] for j in through}
+        for j in sorted(through, reverse=True):
+            del new.input[2 + j]
+            del new.output[1 + j]
+        _rename_reads(new, renames)
+        keep = [j for j in range(n) if j not in through]
+        loop = Node(node.name, "Loop", node.inputs[:2] + [node.inputs[2 + j] for j in keep],
+                    [node.outputs[j] if j < len(node.outputs) else "" for j in keep] + node.outputs[n:],
+                    {**node.attrs, "body": new}, node.domain, node.opset, list(node.fused_from))
+        finals = [Node(f"{node.name}/invariant:{j}", "Identity", [node.inputs[2 + j]], [node.outputs[j]], {}, "",
+                       node.opset) for j in through if j < len(node.outputs) and node.outputs[j]]
+        return [loop, *finals]
+
+
+def _rename_reads(g: onnx.GraphProto, renames: dict[str, str]) -> None:
+    """Every read of a renamed value in g, its outputs and its nodes' subgraphs (which see g's
+    names as outer ones) reads the new name."""
+    for node in g.node:
+        node.input[:] = [renames.get(x, x) for x in node.input]
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _rename_reads(sub, renames)
+    for out in g.output:
+        out.name = renames.get(out.name, out.name)
 
 
 def _carried_shape(initial: Value, got: Value, shape: tuple, unread: bool) -> tuple:

@@ -30,7 +30,7 @@ R = 3                               # kernel taps per dim
 # F(4,3) sums a longer chain of larger transform coefficients: above this many input channels
 # its error would come within 10x of the 1e-4 tolerance, so F(2,3) (or im2col) is used instead.
 MAX_CHANNELS_F4 = 1024
-V_BUDGET_FLOATS = 96 * 1024         # a tile block's transformed input, kept in L2
+V_L2_SHARE = 3 / 8                  # of the L2: a tile block's transformed input (96 Ki floats on Zen 4's 1 MiB)
 MIN_ITEMS = 4                       # blocks a launch should offer the cores, if the shape allows
 MIN_K_RANGE = 64                    # output channels per block below which ranges stop splitting
 BALANCE_PANELS = 16                 # an image with up to this many panels of tiles gets a block per panel
@@ -40,7 +40,6 @@ WINO_EFFICIENCY = 0.90              # the Winograd products (no packing: V is bu
 INPUT_OPS = {2: 9.0, 4: 26.0}       # vector ops per (input channel, vector of tiles)
 OUTPUT_OPS = {2: 6.0, 4: 12.0}      # vector ops per (output channel, vector of tiles)
 U_BYTES_PER_CYCLE = 6.0             # transformed weights streamed per tile block from L3/DRAM
-L2_BYTES = 1 << 20
 
 
 def _frac(v) -> Fraction:
@@ -186,7 +185,7 @@ def plan(g: dict, m: int, bl: gemm_pack.Blocking) -> Plan:
     th, tw = _ceil(g["OH"], m), _ceil(g["OW"], m)
     tiles = th * tw
     panels = _ceil(tiles, bl.nr)
-    fit = max(1, V_BUDGET_FLOATS // (a * a * g["C"] * bl.nr))
+    fit = max(1, int(bl.l2_bytes * V_L2_SHARE) // 4 // (a * a * g["C"] * bl.nr))
     # enough tile blocks for the cores where the image has the panels (they transform no input twice);
     # up to BALANCE_PANELS panels, one each: blocks of whole panels then divide evenly over the cores
     blocks = max(_ceil(panels, fit), min(panels, max(BALANCE_PANELS, _ceil(MIN_ITEMS, g["N"]))))
@@ -216,7 +215,7 @@ def cost(g: dict, p: Plan, bl: gemm_pack.Blocking) -> float:
     products = a * a * _ceil(g["M"], bl.mr) * bl.mr * lanes * g["C"] / vl / WINO_EFFICIENCY
     transforms = (p.k_ranges * g["C"] * INPUT_OPS[p.m] + g["M"] * OUTPUT_OPS[p.m]) * lanes / vl
     u_bytes = a * a * g["M"] * g["C"] * 4
-    streamed = 0.0 if u_bytes <= L2_BYTES // 2 else u_bytes * p.tile_blocks / U_BYTES_PER_CYCLE
+    streamed = 0.0 if u_bytes <= bl.l2_bytes // 2 else u_bytes * p.tile_blocks / U_BYTES_PER_CYCLE
     return max(products, streamed) + transforms
 
 

@@ -55,7 +55,11 @@ def describe(node: Node, graph: Graph, ctx) -> Pointwise | None:
     if node.domain or REGIONS in node.attrs or len(node.outputs) != 1 or not node.outputs[0]:
         return None
     out = graph.values[node.outputs[0]]
-    if out.size == 0 or out.is_const:
+    try:
+        empty = out.size == 0
+    except symbolic.Undecidable:    # a data-dependent count that may be 0 (a Loop's Slice): not fused
+        return None
+    if empty or out.is_const:
         return None
     ins = [graph.values[n] if n else None for n in node.inputs]
     try:

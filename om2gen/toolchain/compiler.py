@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import CompileError
 from ..resources import include_dir
-from . import elfcheck
+from . import elfcheck, uarch
 from .targets import Target, host_arch
 
 # -z noseparate-code: code and read-only data share one page-aligned segment, which halves a
@@ -92,6 +92,21 @@ def compiler_identity(cxx: bool = False, target: Target | None = None) -> str:
     return _version(_compiler(cxx, target))
 
 
+def tune_flags(target: Target) -> tuple[str, ...]:
+    """The -mtune flag of a tuned target when the C compiler knows its microarchitecture, else
+    () (the ISA target's own -mtune=generic stays)."""
+    if target.tune == uarch.GENERIC:
+        return ()
+    flag = uarch.mtune_flag(target.tune, _compiler(False, target))
+    return () if flag == f"-mtune={uarch.GENERIC}" else (flag,)
+
+
+def march_flags(target: Target) -> tuple[str, ...]:
+    """The target's -march/-mtune flags, -mtune as tune_flags gives it."""
+    tuned = tune_flags(target)
+    return tuple(tuned[0] if tuned and f.startswith("-mtune=") else f for f in target.march_flags)
+
+
 def _run(real: list[str], cwd: str, what: str) -> None:
     try:
         proc = subprocess.run(real, cwd=cwd, capture_output=True, text=True, timeout=600)
@@ -144,7 +159,7 @@ def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs:
            what: str, exports: tuple[str, ...], target: Target) -> BuildResult:
     """One source file straight to a shared object."""
     cc = _compiler(cxx, target)
-    args = [*flags, *target.march_flags, *COMMON_FLAGS, "-I", str(include_dir()), "-o", "out.so", file_name, *libs]
+    args = [*flags, *march_flags(target), *COMMON_FLAGS, "-I", str(include_dir()), "-o", "out.so", file_name, *libs]
 
     def produce() -> bytes:
         with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
@@ -203,7 +218,7 @@ def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
     any_built = False
     for name, text in sorted(sources.items()):
         obj = name.rsplit(".", 1)[0] + ".o"
-        args = [*MODEL_FLAGS, *target.march_flags, "-fPIC", "-fvisibility=hidden", "-I", str(include_dir()),
+        args = [*MODEL_FLAGS, *march_flags(target), "-fPIC", "-fvisibility=hidden", "-I", str(include_dir()),
                 "-c", "-o", obj, name]
 
         def produce(name=name, text=text, args=args, obj=obj) -> bytes:

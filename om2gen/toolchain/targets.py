@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..errors import AbiError
+from . import uarch
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,12 @@ class Target:
     march_flags: tuple[str, ...]
     isa_features: tuple[str, ...]   # /proc/cpuinfo flags the code needs
     elf_machine: str            # pyelftools e_machine name
+    tune: str = uarch.GENERIC   # the microarchitecture tuned for (toolchain/uarch.py): "x86_64-avx2:znver1"
+
+    @property
+    def spec(self) -> str:
+        """The target as --target names it: the ISA target, and its tuning unless generic."""
+        return self.name if self.tune == uarch.GENERIC else f"{self.name}:{self.tune}"
 
 
 TARGETS = {
@@ -49,21 +56,30 @@ def host_arch() -> str:
 
 
 def default_target() -> Target:
-    """The best target this machine runs."""
+    """The best target this machine runs, tuned for its microarchitecture."""
     arch = host_arch()
     for name in ("x86_64-avx512", "x86_64-avx2", "x86_64", "aarch64"):
         t = TARGETS[name]
         if t.arch == arch and set(t.isa_features) <= host_features():
-            return t
+            return replace(t, tune=uarch.host_uarch()) if arch == "x86_64" else t
     raise AbiError(f"om2gen has no target for this machine ({arch}); known targets: {', '.join(TARGETS)}")
 
 
 def get_target(name: str | None) -> Target:
+    """A --target: an ISA target ("x86_64-avx2", untuned), optionally with the microarchitecture
+    to tune for after a colon ("x86_64-avx2:znver1"); None: this machine's (default_target)."""
     if name is None:
         return default_target()
-    if name not in TARGETS:
-        raise AbiError(f"unknown --target {name!r}; choose one of: {', '.join(TARGETS)}")
-    return TARGETS[name]
+    isa, _, tune = name.partition(":")
+    if isa not in TARGETS:
+        raise AbiError(f"unknown --target {name!r}; choose one of: {', '.join(TARGETS)} (optionally tuned for a "
+                       f"microarchitecture: {next(iter(TARGETS))}:znver1)")
+    t = TARGETS[isa]
+    if not tune:
+        return t
+    if t.arch != "x86_64":
+        raise AbiError(f"--target {name!r}: microarchitecture tunings are for x86_64 targets; give {isa} alone")
+    return replace(t, tune=uarch.tuning(tune).name)
 
 
 def get_targets(value) -> list[Target]:

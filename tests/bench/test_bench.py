@@ -58,8 +58,35 @@ def test_bench_json_has_the_measurements(tiny, capsys):
         assert isinstance(ov["resolved"], bool) and isinstance(ov["overhead_us"], float)
     run = r["run"]
     assert r["ratio"]["run_median"] == pytest.approx(run["om2gen"]["median_ms"] / run["onnxruntime"]["median_ms"])
-    assert set(r["ratio"]) == {"load", "run_median", "run_p90", "run_min", "overhead"}
+    core = {"load", "run_median", "run_p90", "run_min", "overhead"}
+    if r["openvino"]["status"] == "measured":   # (OpenVINO installed: the optional bench extra)
+        assert r["machine"]["openvino"] == r["openvino"]["version"]
+        assert r["openvino"]["config"] == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": 1,
+                                           "INFERENCE_PRECISION_HINT": "f32"}
+        ov_run = run["openvino"]
+        assert ov_run["n"] == 3 and 0 < ov_run["min_ms"] <= ov_run["median_ms"] <= ov_run["p90_ms"]
+        assert r["overhead"]["openvino"]["engine_call_us"] > 0
+        assert r["ratio"]["openvino_run_median"] == pytest.approx(ov_run["median_ms"] / run["onnxruntime"]["median_ms"])
+        assert r["ratio"]["run_median_vs_openvino"] == pytest.approx(run["om2gen"]["median_ms"] / ov_run["median_ms"])
+        core |= {f"openvino_run_{k}" for k in ("median", "p90", "min")} | \
+            {f"run_{k}_vs_openvino" for k in ("median", "p90", "min")}
+    else:
+        assert r["openvino"]["status"].startswith("not installed") and "openvino" not in run
+    assert set(r["ratio"]) == core
     assert r["machine"]["onnxruntime"] and r["machine"]["cores"] >= 1
+
+
+def test_bench_without_openvino_says_so_and_measures_the_others(tiny, capsys, monkeypatch):
+    from om2gen.cli import bench_openvino
+    monkeypatch.setattr(bench_openvino, "_openvino", lambda: None)
+    assert main(["bench", str(tiny / "tiny.om2"), "--onnx", str(tiny / "tiny.onnx"), *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "OpenVINO: not installed (pip install 'om2gen[bench]')" in out and "OV/ORT" not in out
+    assert "om2gen/ORT" in out
+    assert main(["bench", str(tiny / "tiny.om2"), "--onnx", str(tiny / "tiny.onnx"), "--no-openvino", "--json",
+                 *RUN]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["openvino"]["status"] == "not measured (--no-openvino)" and set(r["run"]) == {"om2gen", "onnxruntime"}
 
 
 def test_bench_without_onnx_and_of_a_classic_om_file(tiny, capsys):
@@ -127,9 +154,11 @@ def test_bench_of_a_gear_model_times_every_gear_and_the_switch(geared, capsys):
         assert len(next(ln for ln in out.splitlines() if ln.startswith(row))[len(row):].split()) == 3
     table = out.split("run at each gear (ms)\n")[1].splitlines()
     assert table[0].split()[:2] == ["gear", "shapes"]
+    engines = 3 if "OV/ORT" in table[0] else 2   # (OpenVINO's columns when it is installed)
     for gear, batch in enumerate((1, 2, 4)):
         cells = table[1 + gear].split()
-        assert cells[:2] == [str(gear), f"x[{batch},8]"] and len(cells) == 9, cells   # 3 + 3 figures and the ratio
+        # 3 figures per engine and the ratios to ORT
+        assert cells[:2] == [str(gear), f"x[{batch},8]"] and len(cells) == 2 + 3 * engines + engines - 1, cells
     assert "gear switch between gear 0 (x[1,8]) and gear 1 (x[2,8])" in out
     for who in ("om2gen, gear 0", "om2gen, gear 1", "ORT, gear 0", "ORT, gear 1"):
         assert len(next(ln for ln in out.splitlines() if ln.startswith(who))[len(who):].split()) >= 3, who
@@ -268,10 +297,19 @@ def test_suite_writes_the_markdown_table(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert text in proc.stdout
-    assert "| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run ratio |" in text
+    assert ("| model | threads | load om2gen | load ORT | load ratio | run om2gen | run ORT | run OpenVINO | run ratio "
+            "| OpenVINO ratio |") in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| add | 1 |"))
-    assert len(row.strip("|").split("|")) == 8 and "-" not in row.replace("| add", "")
-    assert "Geometric mean of the run ratios" in text and "| issue 6 target | measured | met |" in text
+    cells = row.strip("|").split("|")
+    assert len(cells) == 10 and "-" not in "".join(cells[:7] + cells[8:9])
+    raw_row = json.loads(raw.read_text())["rows"][0]["result"]
+    if raw_row["openvino"]["status"] == "measured":   # (the optional bench extra installed)
+        assert float(cells[7]) > 0 and float(cells[9]) > 0 and "OpenVINO ratios (OpenVINO / ORT)" in text
+    else:
+        assert cells[7].strip() == "not installed" and "OpenVINO not installed" in text
+    assert "CPU: " in text and "ISA flags: " in text
+    assert "Geometric mean of the run ratios" in text and "| issue 6 and 16 target | measured | met |" in text
+    assert "| no row's run ratio above 1.0 (issue 16) |" in text
     assert "| per-run overhead (single-Add run) <= 0.5 of ORT, 1 thread(s) |" in text
     assert "ONNX Runtime" in text and "Python" in text
     assert json.loads(raw.read_text())["rows"][0]["result"]["run"]["om2gen"]["n"] == 3
@@ -331,9 +369,11 @@ def test_bench_of_a_dynamic_model_times_each_shape_and_its_first_run(dynamic, ca
     assert "(OM2, dynamic shapes, 2 run shape(s))" in out and "per shape 3 runs" in out
     table = out.split("first = the first run the loaded model makes at that shape\n")[1].splitlines()
     assert table[0].split()[:3] == ["shapes", "om2gen", "first"]
+    engines = 3 if "OV/ORT" in table[0] else 2   # (OpenVINO's columns when it is installed)
     for row, batch in zip(table[1:], (3, 16)):
         cells = row.split()
-        assert cells[0] == f"x[{batch},8]" and len(cells) == 10, cells   # 2 x (first + 3 figures) and the ratio
+        # per engine the first run and 3 figures, and the ratios to ORT
+        assert cells[0] == f"x[{batch},8]" and len(cells) == 1 + 4 * engines + engines - 1, cells
 
 
 def test_bench_of_a_dynamic_model_json_defaults_to_its_largest_shape(dynamic, capsys, tmp_path):

@@ -452,3 +452,32 @@ def test_cond_in_that_the_body_never_reads_keeps_its_bytes(tmp_path):
     with om2gen.load(tmp_path / "x.om2") as loaded:
         got = loaded.run({"x": x})["y"]
     np.testing.assert_array_equal(got, ort_run(m, {"x": x})[0])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_carried_values_the_body_passes_through_are_read_from_outside(fmt, tmp_path):
+    """paddle2onnx's form (SLANet's decoder): every weight is a carried value the body returns
+    unchanged. W (a constant) is read from outside the loop, so its Transpose folds at compile
+    time; v (a model input) too, read by an If inside the body; both final values are the
+    initial ones (also at zero iterations), and h is an ordinary carried value."""
+    then_g = helper.make_graph([mk("Add", ["hn", "v_in"], ["t"])], "then", [], [vi("t", T.FLOAT, [1, 8])])
+    else_g = helper.make_graph([mk("Sub", ["hn", "v_in"], ["e"])], "else", [], [vi("e", T.FLOAT, [1, 8])])
+    body = helper.make_graph(
+        [mk("Identity", ["c_in"], ["c_out"]), mk("Transpose", ["W_in"], ["Wt"], perm=[1, 0]),
+         mk("MatMul", ["h_in", "Wt"], ["hw"]), mk("Tanh", ["hw"], ["hn"]),
+         mk("Greater", ["i", "one"], ["late"]), mk("If", ["late"], ["h_out"], then_branch=then_g, else_branch=else_g)],
+        "body", counter_inputs(("h_in", T.FLOAT, [1, 8]), ("W_in", T.FLOAT, [8, 8]), ("v_in", T.FLOAT, [1, 8])),
+        [vi("c_out", T.BOOL, []), vi("h_out", T.FLOAT, [1, 8]), vi("W_in", T.FLOAT, [8, 8]),
+         vi("v_in", T.FLOAT, [1, 8])])
+    nodes = [mk("Loop", ["M", "", "h0", "W", "v"], ["h", "W_final", "v_final"], body=body, name="decoder"),
+             mk("Relu", ["W_final"], ["w_relu"])]
+    m = model(nodes, [("h0", T.FLOAT, [1, 8]), ("v", T.FLOAT, [1, 8]), ("M", T.INT64, [])],
+              [("h", T.FLOAT, [1, 8]), ("w_relu", T.FLOAT, [8, 8]), ("v_final", T.FLOAT, [1, 8])],
+              {"W": rand(8, 8, seed=1, low=-0.5, high=0.5), "one": np.array(1, np.int64)})
+    check_runs(m, [{"h0": rand(1, 8, seed=s), "v": rand(1, 8, seed=s + 5), "M": np.array(t, np.int64)}
+                   for s, t in ((1, 4), (2, 0), (3, 1))], tmp_path, fmt)
+    labels = [label for _, label in task_kinds(m, tmp_path)]
+    assert not any("Transpose" in label for label in labels), labels
+    # copies: h in and back, each If branch's result, the two final values (Identities after the loop); carried,
+    # W and v would add two in and two back
+    assert sum(label.endswith("_Copy") for label in labels) == 6, labels

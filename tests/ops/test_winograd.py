@@ -168,7 +168,7 @@ def test_plan_fits_budget_and_splits_channels():
     bl = gemm_pack.BLOCKING["x86_64-avx512"]
     p = winograd.plan(_geom(64, 64, 56), 4, bl)
     assert p.tile_block % bl.nr == 0 and p.tile_blocks * p.tile_block >= p.tiles
-    assert 36 * p.tile_block * 64 <= max(winograd.V_BUDGET_FLOATS, 36 * bl.nr * 64)
+    assert 36 * p.tile_block * 64 <= max(winograd.V_L2_SHARE * bl.l2_bytes / 4, 36 * bl.nr * 64)
     small = winograd.plan(_geom(512, 512, 7), 2, bl)
     assert small.tile_blocks == 1 and small.k_ranges > 1 and small.k_range % bl.mr == 0
 
