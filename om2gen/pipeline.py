@@ -154,7 +154,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     tgts = targets.get_targets(opts.target)
     if len(tgts) > 1:   # several kernel sets: one model_N per target (formats/om2/kernel_sets.py)
         return _compile_sets(model, out, opts, format, frontend, tgts)
-    return _compile(model, out, dataclasses.replace(opts, target=tgts[0].name), format, frontend)
+    return _compile(model, out, dataclasses.replace(opts, target=tgts[0].spec), format, frontend)
 
 
 def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) -> Path:
@@ -171,7 +171,7 @@ def _compile_sets(model, out: Path, opts: Options, format: str, frontend, tgts) 
         parts = []
         for t in tgts:
             report.stage(f"kernel set {t.name}")
-            parts.append((t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.name),
+            parts.append((t, _compile(model, Path(tmp) / f"{t.name}.om2", dataclasses.replace(opts, target=t.spec),
                                       format, frontend, pool)))
         kernel_sets.merge(out, parts, names)
     report.stage(f"wrote {out} with kernel sets {names}")
