@@ -70,7 +70,7 @@ def zero_point(node, zp, of, what: str):
     return zp.name
 
 
-def _zeros_after_shift(zb, b_shift: int) -> bool:
+def zeros_after_shift(zb, b_shift: int) -> bool:
     """Whether every zb' = zb - shift is 0 (zb a constant, or None: 0): then rowsum(A') is never needed."""
     if zb is None:
         return b_shift == 0
@@ -132,10 +132,10 @@ def igemm_call(node, name, a, b, y, *, m, n, k, za, zb, epi: Epilogue, batch_dim
         tiling.update({f"batch{d}": size, f"a_batch{d}": sa, f"b_batch{d}": sb})
     params.update(
         summary=f"{name}: {a.describe()} x {b.describe()} -> {y.describe()} as the integer GEMM",
-        formula=_formula(epi), mr=igemm_pack.mr(ctx.target), a_type=a.dtype.c_type, b_type=b.dtype.c_type,
+        formula=formula(epi), mr=igemm_pack.mr(ctx.target), a_type=a.dtype.c_type, b_type=b.dtype.c_type,
         b_packed=b_packed, a_flip=igemm_pack.FLIP if a_signed else 0, b_flip=0 if b_signed else igemm_pack.FLIP,
         a_shift=128 if a_signed else 0, b_shift=b_shift, b_signed=int(b_signed), slot=slot, nbatch=len(batch_dims),
-        need_rowsum=0 if _zeros_after_shift(zb, b_shift) else 1, fields=list(tiling))
+        need_rowsum=0 if zeros_after_shift(zb, b_shift) else 1, fields=list(tiling))
     items = tiling["batch"] * tiles.tiles_m * tiles.tiles_n
     blocks = igemm_pack.block_dim(items)
     return KernelCall("kernels/igemm.c.j2", name, params, inputs, [y.name], block_dim=blocks, tiling=tiling,
@@ -147,7 +147,7 @@ def batch_dims_of_b(b_batch_strides) -> bool:
     return any(s != 0 for s in b_batch_strides)
 
 
-def _formula(epi: Epilogue) -> str:
+def formula(epi: Epilogue) -> str:
     core = "sum_k (A - za)(B - zb)"
     if epi.kind == "I32":
         return f"{core} (int32)"

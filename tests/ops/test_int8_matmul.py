@@ -2,6 +2,7 @@
 (incl. the edge values 0, 255, -128 and saturation), float outputs within ORT's tolerance, on
 each x86 kernel (AVX-512 with VNNI, AVX2, portable C) where this machine runs it."""
 import numpy as np
+import onnx
 import pytest
 from helpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
@@ -27,15 +28,20 @@ def ints(rng, dtype, shape, edges=True):
 
 
 def model(nodes, inputs: dict, consts: dict, outputs: dict, ms=False):
-    """inputs/consts: {name: array}; outputs: {name: (onnx type, shape)}."""
+    """inputs/consts: {name: array}; outputs: {name: (onnx type, shape)}; a shape None: onnx infers it."""
     g = helper.make_graph(
         nodes, "t",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()],
-        [helper.make_tensor_value_info(n, t, s) for n, (t, s) in outputs.items()],
+        [helper.make_tensor_value_info(n, t, s) if s is not None else helper.make_empty_tensor_value_info(n)
+         for n, (t, s) in outputs.items()],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
     opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(MS, 1)] if ms else [])
     m = helper.make_model(g, opset_imports=opsets)
     m.ir_version = 8
+    if any(s is None for _, s in outputs.values()):
+        inferred = onnx.shape_inference.infer_shapes(m)
+        m.graph.ClearField("output")
+        m.graph.output.extend(inferred.graph.output)
     return m
 
 
