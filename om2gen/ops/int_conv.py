@@ -1,0 +1,152 @@
+"""The integer and quantized convolutions, ConvInteger and QLinearConv (1-D and 2-D; groups incl.
+depthwise; pads, strides, dilations and auto_pad as Conv takes them), over constant weights.
+
+A convolution is the exact integer GEMM (om2/om2_igemm.h) per image and group, computed
+transposed (templates/kernels/iconv.c.j2): the output positions are the rows of A, read from
+the image through im2col as A is packed (pads read the input's zero point, so they add 0), the
+output channels the columns of B, the weights packed at compile time. A depthwise convolution
+(one input and one output channel per group) runs the direct kernel instead
+(templates/kernels/idwconv.c.j2), whose GEMM would have K = taps only. QLinearConv requantizes
+as MLAS does: (sum + int32 bias) * (x_scale * w_scale[c]) / y_scale, half to even, + y_zero_point,
+saturated.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import NeedsConstantError, UnsupportedOpError
+from ..ir import dtypes
+from ..ir.program import Derived, KernelCall
+from . import common, conv, igemm_pack
+from .igemm import Epilogue, formula, per_column, require_bytes, require_float_scalar, zero_point, zeros_after_shift
+from .registry import register
+
+
+def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
+    require_bytes(node, x, "x")
+    require_bytes(node, w, "w")
+    if not w.is_const:
+        raise NeedsConstantError(f"node {node.name!r} ({node.op_type}): the weights {w.name!r} must be a constant "
+                                 "(om2gen packs them at compile time)", w.name)
+    if zx is not None and zx.size != 1:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): x's zero point {zx.name!r} has shape "
+                                 f"{list(zx.shape)}; it must be one value")
+    g = op.geometry(node, [x, w])
+    if g["D"] != 1 or g["KD"] != 1:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): om2gen compiles 1-D and 2-D integer "
+                                 f"convolutions, got input {list(x.shape)}")
+    zw_step = per_column(node, zw, g["M"], "w's zero point") if zw is not None else 0
+    a_signed, b_signed = igemm_pack.signed(x.dtype), igemm_pack.signed(w.dtype)
+    b_shift = 0 if b_signed else 128
+    inputs = [x.name]
+    slot = {"a": 0}
+    params = dict(out=epi.kind, a_type=x.dtype.c_type, b_type=w.dtype.c_type, formula=formula(epi),
+                  y_type="int32_t", y_signed=0, a_flip=igemm_pack.FLIP if a_signed else 0,
+                  a_shift=128 if a_signed else 0, b_shift=b_shift, b_signed=int(b_signed),
+                  need_rowsum=0 if zeros_after_shift(zw, b_shift) else 1,
+                  notes=[f"{g['rank']}-D, group={g['G']} strides={g['strides']} dilations={g['dilations']} "
+                         f"pads={g['pads']}"])
+    depthwise = g["CG"] == 1 and g["MG"] == 1
+    if depthwise:
+        inputs.append(w.name)
+        cols = conv.kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
+        table = np.array([c["lo"] for c in cols] + [c["hi"] for c in cols], np.int64)
+        lo_slot = None
+    else:
+        k = g["CG"] * g["KH"] * g["KW"]
+        wg = np.asarray(w.const).reshape(g["G"], g["MG"], k).swapaxes(1, 2)
+        panels, colsum = ctx.derive(("igemm_conv", b_signed), np.ascontiguousarray(wg),
+                                    lambda m: igemm_pack.pack_b(m, b_signed))
+        inputs += [Derived(panels, (w.name,), f"packed into the integer GEMM's panels of 16 columns ({g['G']} "
+                                              "group(s))"),
+                   Derived(colsum, (w.name,), "column sums of the packed weights")]
+        slot["bsum"] = 2
+    slot["b"] = 1
+    slot["za"], slot["zb"] = len(inputs), len(inputs) + 1
+    inputs += [zero_point(node, zx, x, "x's zero point"), zero_point(node, zw, w, "w's zero point")]
+    sb_step = 0
+    if epi.kind == "Q8":
+        sb_step = per_column(node, epi.sb, g["M"], "w_scale", "float32")
+        slot.update(sa=len(inputs), sb=len(inputs) + 1, sy=len(inputs) + 2, zy=len(inputs) + 3)
+        inputs += [epi.sa.name, epi.sb.name, epi.sy.name, epi.zy.name]
+        ysig = igemm_pack.signed(epi.zy.dtype)
+        params.update(y_type=epi.zy.dtype.c_type, y_signed=int(ysig), qmin=-128 if ysig else 0, qmax=127 if ysig else 255)
+    slot["bias"] = None
+    if epi.bias is not None:
+        slot["bias"] = len(inputs)
+        inputs.append(epi.bias if isinstance(epi.bias, np.ndarray) else epi.bias.name)
+    if depthwise:
+        slot["lo"] = lo_slot = len(inputs)
+        inputs.append(Derived(table, (), "the output columns each kernel column reaches inside the image"))
+    slot["y"] = len(inputs)
+    dims = {d: g[d] for d in ("N", "C", "M", "G", "CG", "MG", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "DH", "DW",
+                              "PT", "PL")}
+    summary = f"{node.op_type}: {x.describe()} * {w.describe()} -> {y.describe()}"
+    if depthwise:
+        tiling = dict(dims, zb_step=zw_step, sb_step=sb_step)
+        params.update(summary=f"{summary} (depthwise, direct)", slot=slot, kw=g["KW"], fields=list(tiling))
+        rows = g["N"] * g["C"] * g["OH"]
+        blocks = common.block_dim_for(rows, g["OW"] * g["KH"] * g["KW"])
+        assert lo_slot is not None
+        return KernelCall("kernels/idwconv.c.j2", node.op_type, params, inputs, [y.name], block_dim=blocks,
+                          tiling=tiling, workspace=blocks * g["OW"] * 4)
+    k = g["CG"] * g["KH"] * g["KW"]
+    p = g["OH"] * g["OW"]
+    pointwise = (g["KH"], g["KW"], g["SH"], g["SW"], g["PT"], g["PL"]) == (1, 1, 1, 1, 0, 0) and \
+        (g["OH"], g["OW"]) == (g["H"], g["W"])
+    tiles = igemm_pack.split(p, g["MG"], k, ctx.target, items=g["N"] * g["G"])
+    ws = igemm_pack.workspace_bytes(k, tiles.tile_n, True, ctx.target)
+    tiling = dict(dims, K=k, P=p, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n, ws_bytes=ws,
+                  w_group_stride=int(np.prod(panels.shape[1:])), sum_group_stride=colsum.shape[-1],
+                  pointwise=int(pointwise), zb_step=zw_step, sb_step=sb_step)
+    params.update(summary=f"{summary} as the integer GEMM", slot=slot, mr=igemm_pack.mr(ctx.target),
+                  fields=list(tiling))
+    items = g["N"] * g["G"] * tiles.tiles_m * tiles.tiles_n
+    blocks = igemm_pack.block_dim(items)
+    return KernelCall("kernels/iconv.c.j2", node.op_type, params, inputs, [y.name], block_dim=blocks, tiling=tiling,
+                      workspace=blocks * ws)
+
+
+_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None, "strides": None}
+
+
+@register("ConvInteger", since=10)
+class ConvInteger(conv.Conv):
+    """x, w, x_zero_point?, w_zero_point? -> int32."""
+    attrs = _ATTRS
+    dynamic_shapes = False
+
+    def infer(self, node, ins):
+        require_bytes(node, ins[0], "x")
+        require_bytes(node, ins[1], "w")
+        g = self.geometry(node, ins[:2])
+        return [common.out(dtypes.BY_NAME["int32"], (g["N"], g["M"], *g["out_spatial"]))]
+
+    def lower(self, node, ins, outs, ctx):
+        return conv_call(self, node, ins[0], ins[1], outs[0], zx=ins[2] if len(ins) > 2 else None,
+                         zw=ins[3] if len(ins) > 3 else None, epi=Epilogue("I32"), ctx=ctx)
+
+
+@register("QLinearConv", since=10)
+class QLinearConv(conv.Conv):
+    """x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B? -> y's type."""
+    attrs = _ATTRS
+    dynamic_shapes = False
+
+    def infer(self, node, ins):
+        x, sx, zx, w, sw, zw, sy, zy = ins[:8]
+        for v, what in ((x, "x"), (w, "w"), (zy, "y_zero_point")):
+            require_bytes(node, v, what)
+        require_float_scalar(node, sx, "x_scale")
+        require_float_scalar(node, sy, "y_scale")
+        g = self.geometry(node, [x, w])
+        bias = ins[8] if len(ins) > 8 else None
+        if bias is not None and (bias.dtype.name != "int32" or bias.shape != (g["M"],)):
+            raise UnsupportedOpError(f"node {node.name!r} (QLinearConv): B {bias.name!r} must be int32 of shape "
+                                     f"[{g['M']}], got {bias.dtype.name}{list(bias.shape)}")
+        return [common.out(zy.dtype, (g["N"], g["M"], *g["out_spatial"]))]
+
+    def lower(self, node, ins, outs, ctx):
+        x, sx, zx, w, sw, zw, sy, zy = ins[:8]
+        epi = Epilogue("Q8", sa=sx, sb=sw, sy=sy, zy=zy, bias=ins[8] if len(ins) > 8 else None)
+        return conv_call(self, node, x, w, outs[0], zx=zx, zw=zw, epi=epi, ctx=ctx)

@@ -1,0 +1,53 @@
+"""ConvInteger and QLinearConv against ONNX Runtime, bit for bit: per-tensor and per-channel
+weights, groups incl. depthwise, pads, strides, dilations, pointwise; every x86 kernel."""
+import numpy as np
+import pytest
+from helpers import ort_run
+from onnx import TensorProto, helper
+from test_int8_matmul import TARGETS, ints, model, run
+
+COVERS = {"ConvInteger", "QLinearConv"}
+
+# (x shape, w shape, attributes)
+CASES = {
+    "3x3_pad": ((1, 8, 11, 13), (20, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "stride2_dilation": ((2, 5, 15, 14), (7, 5, 3, 3), {"strides": [2, 2], "dilations": [2, 1], "pads": [2, 0, 1, 1]}),
+    "pointwise": ((1, 40, 9, 9), (36, 40, 1, 1), {}),
+    "group": ((1, 12, 8, 8), (18, 4, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    "depthwise": ((1, 16, 10, 12), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1], "strides": [2, 1]}),
+    "conv1d_same": ((1, 6, 30), (10, 6, 5), {"auto_pad": "SAME_UPPER"}),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_conv_integer_exact(target, case, tmp_path):
+    xs, wsh, attrs = CASES[case]
+    rng = np.random.default_rng(7)
+    x, w = ints(rng, np.uint8, xs), ints(rng, np.uint8 if case == "group" else np.int8, wsh)
+    consts = {"w": w, "zx": np.uint8(77), "zw": np.array(5, w.dtype)}
+    node = helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], **attrs)
+    m = model([node], {"x": x}, consts, {"y": (TensorProto.INT32, None)})
+    ref = ort_run(m, {"x": x})[0]
+    np.testing.assert_array_equal(run(m, {"x": x}, tmp_path, target)["y"], ref)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv_bit_exact(target, case, per_channel, tmp_path):
+    xs, wsh, attrs = CASES[case]
+    rng = np.random.default_rng(8)
+    x, w = ints(rng, np.uint8, xs), ints(rng, np.int8, wsh)
+    mch = wsh[0]
+    n = mch if per_channel else 1
+    shape = (n,) if per_channel else ()
+    consts = {"sx": np.float32(0.05), "zx": np.uint8(100), "w": w,
+              "sw": rng.uniform(0.002, 0.02, n).astype(np.float32).reshape(shape), "zw": np.zeros(shape, np.int8),
+              # outputs of a std of a few hundred: both ends saturate
+              "sy": np.float32(0.01 * np.sqrt(np.prod(wsh[1:]))), "zy": np.uint8(110), "b": rng.integers(-3000, 3000, mch).astype(np.int32)}
+    node = helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], **attrs)
+    m = model([node], {"x": x}, consts, {"y": (TensorProto.UINT8, None)})
+    ref = ort_run(m, {"x": x})[0]
+    assert (ref == 0).any() and (ref == 255).any()      # saturation reached at both ends
+    np.testing.assert_array_equal(run(m, {"x": x}, tmp_path, target)["y"], ref)
