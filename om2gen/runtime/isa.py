@@ -44,8 +44,6 @@ def choose(sets: list[dict], where: str, isa: str | None = None) -> int:
     CPU runs. Raises AbiError naming the sets when none fits."""
     names = [s["name"] for s in sets]
     want, said = forced(isa)
-    if want is None and len(sets) == 1:   # one set: the load's platform and target checks say what is wrong
-        return 0
     if want is not None:
         if want not in names:
             carry = f" (recompile with --target {','.join([*names, want])} to carry it)" \
@@ -62,6 +60,8 @@ def choose(sets: list[dict], where: str, isa: str | None = None) -> int:
         return names.index(want)
     runnable = [i for i, s in enumerate(sets) if not targets.missing_features(s["arch"], s["isa_features"])]
     if not runnable:
+        if len(sets) == 1:
+            targets.check_runs_here(where, sets[0]["name"], sets[0]["arch"], sets[0]["isa_features"])
         lacks = "; ".join(f"{s['name']} needs {', '.join(targets.missing_features(s['arch'], s['isa_features']))}"
                           for s in sets)
         raise AbiError(f"{where}: carries kernel sets {', '.join(names)}, and this CPU runs none of them ({lacks}); "
