@@ -6,8 +6,19 @@
 """
 from .errors import (AbiError, ArchiveError, CompileError, InputError, ModelClosedError, ModelError, Om2Error,
                      RuntimeFailure, ShapeError, UnsupportedOpError)
-from .pipeline import compile
+from .runtime.model import load as _load
 from .version import __version__
+
+
+def __getattr__(name):
+    """om2gen.compile, imported on first use: the compiler side (onnx, jinja2, the passes and
+    lowering) takes hundreds of milliseconds to import, and a process that only loads and runs models
+    (a server replica, a serverless worker) never needs it."""
+    if name == "compile":
+        from .pipeline import compile
+        globals()["compile"] = compile
+        return compile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=None, pad_to_gear=False, isa=None):
@@ -26,7 +37,6 @@ def load(source, threads=None, *, allow_platform_mismatch=False, trusted_keys=No
     isa: the kernel set to run, of an archive compiled for several targets (target="x86_64-avx2,
     x86_64-avx512"); None: $OM2GEN_ISA, else the best this CPU supports. `Model.isa` says which
     runs, `Model.kernel_sets` what the model carries."""
-    from .runtime.model import load as _load
     return _load(source, threads, allow_platform_mismatch=allow_platform_mismatch, trusted_keys=trusted_keys,
                  pad_to_gear=pad_to_gear, isa=isa)
 

@@ -220,7 +220,8 @@ def _compile(model, out: Path, opts: Options, format: str, frontend, pool=None) 
         program.dynamic.host_plan.check()
 
     own = [k for k in program.kernels if not k.library]    # (the rest: the device tiling library's)
-    builds = compiler.build_all([(k.source, k.entry) for k in own], tgt, opts.jobs, report.kernels)
+    builds = compiler.build_all([(k.source, k.entry) for k in own], tgt, opts.jobs, report.kernels,
+                                model_sources=model_cpp.load_and_run_source() if format != "om" else None)
     notes = launch_note.of_program(program)   # what each kernel is launched with: checked at load
     index = {id(k): i for i, k in enumerate(program.kernels)}
     for k, b in zip(own, builds):

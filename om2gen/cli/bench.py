@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError, Om2Error, RuntimeFailure
 from ..runtime import gears as gears_mod
-from . import bench_openvino
+from . import bench_fresh, bench_openvino
 from . import bench_report as report
 from . import bench_shapes, parsing
 
@@ -293,7 +293,8 @@ def measure_loads(model_path, onnx_path, threads: int, loads: int, max_seconds: 
 
 def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int = 50, warmup: int = 5,
             loads: int = 10, seed: int = 0, feeds: dict | None = None, max_seconds: float | None = None,
-            switch: tuple[int, int] | None = None, shapes: list[dict] | None = None, openvino: bool = True) -> dict:
+            switch: tuple[int, int] | None = None, shapes: list[dict] | None = None, openvino: bool = True,
+            fresh: int = 3) -> dict:
     """Everything `om2gen bench` prints, as a dict (times in milliseconds).
 
     feeds: {name: array} overriding the random inputs (and giving ORT-only inputs);
@@ -304,7 +305,8 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
     model is measured at each of `shapes` ({input: shape} each; default: its largest), with the
     first run at each (`shapes` in the result: bench_shapes.py). With onnx_path, OpenVINO runs too
     (bench_openvino.py) unless `openvino` is False; `openvino` in the result says whether it was
-    measured, and why not."""
+    measured, and why not. fresh: the number of fresh processes per engine that time the first
+    load and the first run of a static model (`fresh`: bench_fresh.py; 0: none)."""
     threads = threads or default_threads()
     if threads < 1 or runs < 1 or warmup < 0 or loads < 1:
         raise InputError(f"bench needs threads >= 1, runs >= 1, warmup >= 0, loads >= 1 "
@@ -339,6 +341,10 @@ def measure(model_path, onnx_path=None, *, threads: int | None = None, runs: int
         elif model._gears is None:
             f = run_feeds(model.inputs, given, seed)
             result.update(run_figures(_timed_blocks(_blocks(model, session, onnx_path, f, given, ov=ov), **timing)))
+            if fresh:
+                time.sleep(IDLE_GAP_SECONDS)   # this process's ORT workers go idle first
+                o_feeds = ort_feeds(session, {**f, **given}, onnx_path) if session is not None else None
+                result["fresh"] = bench_fresh.measure_fresh(model_path, f, threads, fresh, onnx_path, o_feeds)
         else:
             result.update(measure_gears(model, session, onnx_path, given, seed, timing, switch, ov))
         if ov is not None:
@@ -610,6 +616,8 @@ def add_parser(sub) -> None:
                         "shape; default: its largest)")
     b.add_argument("--no-openvino", action="store_true",
                    help="with --onnx: do not also time OpenVINO (measured when it is installed)")
+    b.add_argument("--fresh", type=_int_at_least(0), default=3,
+                   help="fresh processes per engine timing the first load and first run (default: 3; 0: none)")
     b.add_argument("--json", action="store_true", help="machine-readable output")
     b.set_defaults(func=cmd_bench)
 
@@ -653,7 +661,7 @@ def cmd_bench(args) -> int:
     result = measure(models[0], args.onnx, threads=args.threads, runs=args.runs, warmup=args.warmup,
                      loads=args.loads or 10, seed=args.seed, feeds=_read_inputs(args.input), switch=args.switch,
                      shapes=[parsing.merged([group], "--input-shape") for group in args.input_shape or []],
-                     openvino=not args.no_openvino)
+                     openvino=not args.no_openvino, fresh=args.fresh)
     print(json.dumps(result, indent=1) if args.json else report.render_text(result))
     sys.stdout.flush()
     return 0

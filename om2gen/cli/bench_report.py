@@ -76,6 +76,12 @@ def render_text(r: dict) -> str:
     row("load, median", "load", "median_ms", rat.get("load"))
     row("load, first in process", "load", "first_ms",
         ratio(r["load"]["om2gen"]["first_ms"], r["load"].get("onnxruntime", {}).get("first_ms")))
+    for label, sub in (("fresh process: import", "import_ms"), ("fresh process: load", "load_ms"),
+                       ("fresh process: first run", "first_run_ms"), ("fresh process: load + first run",
+                                                                     "load_first_run_ms")):
+        if "fresh" in r:
+            fr = r["fresh"]
+            row(label, "fresh", sub, ratio(fr["om2gen"][sub], fr.get("onnxruntime", {}).get(sub)))
     for k in ("median", "p90", "min"):
         row(f"run, {k}", "run", f"{k}_ms", rat.get(f"run_{k}"), rat.get(f"openvino_run_{k}"))
     over = r["overhead"]
@@ -98,6 +104,10 @@ def render_text(r: dict) -> str:
         lines.append(cells[0].ljust(width) + "".join(v.rjust(12) for v in cells[1:]))
     how = "om2gen: Model.run - Model.execute_raw" + ("; ORT: session.run - session.run_with_iobinding" if ort else "") \
         + ("; OpenVINO: infer(feeds) - start_async + wait on bound inputs" if ov else "")
+    if "fresh" in r:
+        peer = ("; ORT: onnxruntime, then session creation" if ort else "")
+        lines += ["", f"fresh process: median of {r['fresh']['om2gen']['n']} new processes per engine, each importing "
+                      f"the engine (om2gen: numpy and the executor{peer}), then timing the load and the first run"]
     lines += ["", "per-run overhead = the Python run call minus the same engine's run on buffers bound beforehand",
               f"({how}), median of the paired differences"]
     noisy = [f"{name} (+-{2 * over[e]['stderr_us']:.1f} us)"

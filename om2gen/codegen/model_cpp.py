@@ -21,8 +21,13 @@ def render_sources(program: Program, stem: str, arch: str, producer: str = "", i
     are this model; the load-and-run code is the same for every model (so its object is compiled
     once and cached)."""
     tables = layout.tables_source(stem)
-    return {tables: render_tables(program, tables, arch, producer, index),
-            layout.LOAD_AND_RUN_SOURCE: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR,
+    return {tables: render_tables(program, tables, arch, producer, index), **load_and_run_source()}
+
+
+def load_and_run_source() -> dict[str, str]:
+    """{file name: text} of the model library's load-and-run code, the same for every model
+    (the pipeline has it compiled while the kernels compile)."""
+    return {layout.LOAD_AND_RUN_SOURCE: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR,
                                                      table_driven=False)}
 
 

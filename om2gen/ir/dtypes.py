@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import TensorProto
 
 from ..errors import UnsupportedOpError
 
@@ -16,7 +15,8 @@ from ..errors import UnsupportedOpError
 @dataclass(frozen=True)
 class DType:
     name: str          # om2gen's name, also numpy's
-    onnx: int          # TensorProto.DataType
+    onnx: int          # TensorProto.DataType (onnx.proto3's numbers, written out: loading a model
+                       # imports this table and must not import onnx)
     ge_proto: int      # ge.proto.DataType (ge_ir.proto)
     acl: int           # ge::DataType == aclDataType
     acl_name: str      # the aclDataType enumerator (acl_base.h), as generated C++ spells it
@@ -30,18 +30,18 @@ class DType:
 
 
 _TABLE = [
-    DType("float32", TensorProto.FLOAT, 1, 0, "ACL_FLOAT", "DT_FLOAT", "float", 4),
-    DType("float16", TensorProto.FLOAT16, 2, 1, "ACL_FLOAT16", "DT_FLOAT16", "uint16_t", 2),
-    DType("int8", TensorProto.INT8, 3, 2, "ACL_INT8", "DT_INT8", "int8_t", 1),
-    DType("uint8", TensorProto.UINT8, 4, 4, "ACL_UINT8", "DT_UINT8", "uint8_t", 1),
-    DType("int16", TensorProto.INT16, 5, 6, "ACL_INT16", "DT_INT16", "int16_t", 2),
-    DType("uint16", TensorProto.UINT16, 6, 7, "ACL_UINT16", "DT_UINT16", "uint16_t", 2),
-    DType("int32", TensorProto.INT32, 7, 3, "ACL_INT32", "DT_INT32", "int32_t", 4),
-    DType("int64", TensorProto.INT64, 8, 9, "ACL_INT64", "DT_INT64", "int64_t", 8),
-    DType("uint32", TensorProto.UINT32, 9, 8, "ACL_UINT32", "DT_UINT32", "uint32_t", 4),
-    DType("uint64", TensorProto.UINT64, 10, 10, "ACL_UINT64", "DT_UINT64", "uint64_t", 8),
-    DType("bool", TensorProto.BOOL, 11, 12, "ACL_BOOL", "DT_BOOL", "uint8_t", 1),
-    DType("float64", TensorProto.DOUBLE, 12, 11, "ACL_DOUBLE", "DT_DOUBLE", "double", 8),
+    DType("float32", 1, 1, 0, "ACL_FLOAT", "DT_FLOAT", "float", 4),
+    DType("float16", 10, 2, 1, "ACL_FLOAT16", "DT_FLOAT16", "uint16_t", 2),
+    DType("int8", 3, 3, 2, "ACL_INT8", "DT_INT8", "int8_t", 1),
+    DType("uint8", 2, 4, 4, "ACL_UINT8", "DT_UINT8", "uint8_t", 1),
+    DType("int16", 5, 5, 6, "ACL_INT16", "DT_INT16", "int16_t", 2),
+    DType("uint16", 4, 6, 7, "ACL_UINT16", "DT_UINT16", "uint16_t", 2),
+    DType("int32", 6, 7, 3, "ACL_INT32", "DT_INT32", "int32_t", 4),
+    DType("int64", 7, 8, 9, "ACL_INT64", "DT_INT64", "int64_t", 8),
+    DType("uint32", 12, 9, 8, "ACL_UINT32", "DT_UINT32", "uint32_t", 4),
+    DType("uint64", 13, 10, 10, "ACL_UINT64", "DT_UINT64", "uint64_t", 8),
+    DType("bool", 9, 11, 12, "ACL_BOOL", "DT_BOOL", "uint8_t", 1),
+    DType("float64", 11, 12, 11, "ACL_DOUBLE", "DT_DOUBLE", "double", 8),
 ]
 
 BY_NAME = {d.name: d for d in _TABLE}
@@ -56,6 +56,7 @@ def from_onnx(elem_type: int, where: str = "") -> DType:
     try:
         return BY_ONNX[elem_type]
     except KeyError:
+        from onnx import TensorProto
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
         raise UnsupportedOpError(f"{where}: data type {name} is not supported by om2gen "
                                  f"(supported: {', '.join(sorted(BY_NAME))})") from None

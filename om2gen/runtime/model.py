@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import math
 import os
 import threading
@@ -40,15 +41,16 @@ from ..ir import dtypes
 from ..native import ffi, lib, recent_runtime_error, string
 from ..so_in_om import custom_libraries as custom_ops
 from ..so_in_om import info as so_in_om
-from ..so_in_om import loading as so_loading
 from ..version import KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 from . import dynamic as dynamic_mod
 from . import gears as gears_mod
 from . import isa as isa_mod
 from . import libraries as model_libraries
-from . import om_loader
 
 _ERR_LEN = 1024
+# every load validates model_meta.json with the schemas' generated code (formats/om2/schema.py
+# imports it on first use): imported with the executor, not inside the first load
+importlib.import_module("om2gen.formats.om2._schema_code")
 
 
 @dataclass(frozen=True)
@@ -335,6 +337,7 @@ class Model:
         packed = so_in_om.bins_from_archive(a, meta)
         libraries = ()
         if packed:
+            from ..so_in_om import loading as so_loading  # pyelftools: only for a model that packs SOs
             self._sos = so_loading.load_packed(packed, self.path)
             libraries = self._sos.custom_libraries
             clock("load packed shared objects")
@@ -358,6 +361,7 @@ class Model:
 
     # ---- loading a classic OM file (runtime/om_loader.py reads and places it) ----
     def _load_om(self, image, clock, trusted_keys=None):
+        from . import om_loader  # the OM reader and its protobuf code: only for a classic .om
         om = self._om = om_loader.read(image, self.path, clock, trusted_keys, self.allow_platform_mismatch, self._isa)
         self.signed_by = om.signed_by
         self.isa, self.kernel_sets = om.isa, [om.isa]

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 from ..errors import AbiError, ArchiveError
 from ..formats import op_so_store
 from ..formats.om2 import integrity, layout
-from ..formats.om.model_def_attrs import flag_from_model_def, model_def_attr
 from ..formats.op_so_store import OpSoBin, SoBinType
 from ..version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION, __version__
 
@@ -124,6 +123,7 @@ def check(recorded: SoInOmInfo | None, where: str, allow_mismatch: bool = False)
 def from_model_def(model_def, where: str) -> SoInOmInfo | None:
     """The SoInOmInfo in a ge.proto.ModelDef's attrs; None if it records none (a GE-written OM
     without SOs, for example). Partially present or non-string attrs are corrupt."""
+    from ..formats.om.model_def_attrs import model_def_attr  # the OM's protobuf code: not for an .om2
     present = {f: model_def_attr(model_def, k, "s", where).decode("utf-8", "replace")
                for f, k in MODEL_DEF_ATTRS.items() if k in model_def.attr}
     if not present or set(present) == {"compiler_version"}:
@@ -216,6 +216,7 @@ def check_flag(bins: list[OpSoBin], flag, where: str) -> None:
     """The so_in_om_flag (an int, or a ModelDef whose attr holds it) must declare exactly the
     packed types: a flag without its SOs, or SOs the flag hides, is a corrupt model."""
     if hasattr(flag, "attr"):
+        from ..formats.om.model_def_attrs import flag_from_model_def
         flag = flag_from_model_def(flag, where)
     declared = set(op_so_store.types_of(flag))
     packed = {b.bin_type for b in bins}

@@ -136,18 +136,25 @@ def _library_linker(cxx: str) -> tuple[str, ...]:
     """The flags that link a model library: GNU gold where this toolchain has it (it links one
     against libstdc++ in about 55 ms where ld.bfd takes 140 ms, and a test run links thousands),
     else the default linker with -z noseparate-code. gold never splits code into a segment of its
-    own, so both give one R+X and one RW segment. Decided once per compiler by linking an empty
-    library."""
+    own, so both give one R+X and one RW segment. Decided once per compiler version by linking an
+    empty library, and the answer cached with the objects: a compile whose objects are all cached
+    runs no compiler at all."""
+    gold, _ = _cached(["library linker: links with gold", cxx, _version(cxx)], ".linker",
+                      lambda: b"gold" if _links_with_gold(cxx) else b"default")
+    if gold != b"gold":
+        return COMMON_FLAGS
+    return ("-fuse-ld=gold", *(f for f in COMMON_FLAGS if f != _NOSEPARATE))
+
+
+def _links_with_gold(cxx: str) -> bool:
     with tempfile.TemporaryDirectory(prefix="om2gen-ld-") as tmp:
         (Path(tmp) / "probe.cpp").write_text("int om2gen_probe() { return 0; }\n")
         try:
             proc = subprocess.run([cxx, "-fuse-ld=gold", *(f for f in COMMON_FLAGS if f != _NOSEPARATE),
                                    "-o", "probe.so", "probe.cpp"], cwd=tmp, capture_output=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
-            return COMMON_FLAGS
-    if proc.returncode != 0:
-        return COMMON_FLAGS
-    return ("-fuse-ld=gold", *(f for f in COMMON_FLAGS if f != _NOSEPARATE))
+            return False
+    return proc.returncode == 0
 
 
 def _shown(cc: str, args: list[str]) -> list[str]:
@@ -210,6 +217,25 @@ MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLo
                  "Om2ModelGetTables")
 
 
+def _model_object(name: str, text: str, target: Target) -> tuple[str, list[str], bytes, bool]:
+    """One model library source compiled to an object, cached by content: (object file name,
+    the command as recorded, its bytes, whether it came from the cache)."""
+    cxx = _compiler(True, target)
+    obj = name.rsplit(".", 1)[0] + ".o"
+    args = [*MODEL_FLAGS, *march_flags(target), "-fPIC", "-fvisibility=hidden", "-I", str(include_dir()),
+            "-c", "-o", obj, name]
+
+    def produce() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
+            (Path(tmp) / name).write_text(text)
+            _run([cxx, f"-ffile-prefix-map={tmp}=.", *args], tmp, f"model source {name}")
+            return (Path(tmp) / obj).read_bytes()
+
+    command = _shown(cxx, args)
+    data, cached = _cached([text, *command, _version(cxx), headers_digest()], ".o", produce)
+    return obj, command, data, cached
+
+
 def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
     """Compiles each C++ source to an object (cached by content: the load-and-run source is the
     same for every model, so only the tables compile per model), then links the library."""
@@ -217,18 +243,7 @@ def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
     commands, objects = [], []
     any_built = False
     for name, text in sorted(sources.items()):
-        obj = name.rsplit(".", 1)[0] + ".o"
-        args = [*MODEL_FLAGS, *march_flags(target), "-fPIC", "-fvisibility=hidden", "-I", str(include_dir()),
-                "-c", "-o", obj, name]
-
-        def produce(name=name, text=text, args=args, obj=obj) -> bytes:
-            with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
-                (Path(tmp) / name).write_text(text)
-                _run([cxx, f"-ffile-prefix-map={tmp}=.", *args], tmp, f"model source {name}")
-                return (Path(tmp) / obj).read_bytes()
-
-        command = _shown(cxx, args)
-        data, cached = _cached([text, *command, _version(cxx), headers_digest()], ".o", produce)
+        obj, command, data, cached = _model_object(name, text, target)
         any_built |= not cached
         commands.append(command)
         objects.append((obj, data))
@@ -251,14 +266,25 @@ def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
 
 
 def build_all(kernels: list[tuple[str, str]], target: Target, jobs: int | None = None,
-              progress=None) -> list[BuildResult]:
-    """Builds (source, entry) kernels in parallel; results in the same order."""
+              progress=None, model_sources: dict[str, str] | None = None) -> list[BuildResult]:
+    """Builds (source, entry) kernels in parallel; results in the same order. model_sources:
+    model library sources ({file name: text}) whose objects are compiled into the cache in the
+    same pool, so that build_model_library finds them there (the load-and-run source, the same
+    for every model, took 6 s of a cold compile after all kernels were done). The longest
+    sources are started first, so that no long compile is left running alone at the end."""
     jobs = jobs or os.cpu_count() or 1
     results: list[BuildResult | None] = [None] * len(kernels)
+    objects = sorted((model_sources or {}).items())
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(build_kernel, src, entry, target): i for i, (src, entry) in enumerate(kernels)}
+        pending = [pool.submit(_model_object, name, text, target) for name, text in objects]
+        futures = {}
+        for i in sorted(range(len(kernels)), key=lambda i: -len(kernels[i][0])):
+            src, entry = kernels[i]
+            futures[pool.submit(build_kernel, src, entry, target)] = i
         for done, future in enumerate(futures, 1):
             results[futures[future]] = future.result()
             if progress:
                 progress(done, len(kernels))
+        for future in pending:
+            future.result()
     return results  # type: ignore[return-value]

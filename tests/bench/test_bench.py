@@ -17,7 +17,7 @@ from om2gen.cli import bench, bench_report
 from om2gen.cli.entry import main
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ["--runs", "3", "--warmup", "1", "--loads", "2", "--threads", "1"]
+RUN = ["--runs", "3", "--warmup", "1", "--loads", "2", "--threads", "1", "--fresh", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,8 @@ def test_bench_prints_every_figure_next_to_onnxruntime(tiny, capsys):
     out = capsys.readouterr().out
     assert "(OM2)" in out and "ONNX Runtime" in out and "1 thread(s)" in out
     assert "x float32[1, 8] (random, seed 0)" in out
-    for row in ("load, median", "load, first in process", "run, median", "run, p90", "run, min",
+    for row in ("load, median", "load, first in process", "fresh process: import", "fresh process: load",
+                "fresh process: first run", "fresh process: load + first run", "run, median", "run, p90", "run, min",
                 "per-run overhead (us)", "Python run call (us)", "engine call, bound buffers (us)"):
         line = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith(row))
         assert len(line[len(row):].split()) >= 2, line   # om2gen, ORT (and the ratio)
@@ -74,6 +75,10 @@ def test_bench_json_has_the_measurements(tiny, capsys):
         assert r["openvino"]["status"].startswith("not installed") and "openvino" not in run
     assert set(r["ratio"]) == core
     assert r["machine"]["onnxruntime"] and r["machine"]["cores"] >= 1
+    for engine in ("om2gen", "onnxruntime"):   # one fresh process each: the sum is of the same process
+        fresh = r["fresh"][engine]
+        assert fresh["n"] == 1 and min(fresh[f"{k}_ms"] for k in ("import", "load", "first_run")) > 0
+        assert fresh["load_first_run_ms"] == pytest.approx(fresh["load_ms"] + fresh["first_run_ms"])
 
 
 def test_bench_without_openvino_says_so_and_measures_the_others(tiny, capsys, monkeypatch):
