@@ -22,8 +22,9 @@ _BINARY = {
 
 _UNARY_F32 = {
     "Relu": "x0 > 0.0f ? x0 : 0.0f",
-    "Sigmoid": "1.0f / (1.0f + expf(-x0))",
-    "Tanh": "tanhf(x0)",
+    # MLAS's rational approximations (om2/om2_vmath.h), so that results equal ORT's bit for bit
+    "Sigmoid": "om2_mlas_logisticf(x0)",
+    "Tanh": "om2_mlas_tanhf(x0)",
 }
 
 _INT_TYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}

@@ -153,7 +153,7 @@ def _steps(spec: FusedSpec) -> dict:
     """The template parameters of the computation itself (the same for any shape)."""
     return {
         "literals": [{"ctype": t, "value": v} for t, v in spec.literals],
-        "vmath": any(_VMATH.search(s.expr) for s in spec.steps),
+        "vmath": any(_VMATH.search(s.expr) or "om2_" in s.expr for s in spec.steps),
         "steps": [{"op_type": s.op_type, "expr": vectorizable(s.expr), "in_ctypes": list(s.in_ctypes),
                    "out_ctype": s.out_ctype, "args": [_ARG[kind] + str(i) for kind, i in s.args]} for s in spec.steps],
         "outputs": [{"ctype": spec.steps[i].out_ctype, "step": i} for i in spec.outputs],

@@ -75,7 +75,8 @@ def _fma(a, b, c) -> np.ndarray:
 
 
 def mlas_logistic(x: np.ndarray) -> np.ndarray:
-    """MLAS's logistic (logistic.cpp, its FMA3 kernel): a rational approximation on [-18, 18]."""
+    """MLAS's logistic (logistic.cpp, its FMA3 kernel): a rational approximation on [-18, 18]
+    (om2_mlas_logisticf in om2/om2_vmath.h is the kernels' version)."""
     a = (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
          2.48287947061529e-01)
     b = (6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
@@ -89,7 +90,7 @@ def mlas_logistic(x: np.ndarray) -> np.ndarray:
     q = _fma(v2, np.float32(b[0]), np.float32(b[1]))
     for c in b[2:]:
         q = _fma(q, v2, np.float32(c))
-    return np.clip(p / q + np.float32(0.5), np.float32(0), np.float32(1)).astype(np.float32)
+    return np.maximum(p / q + np.float32(0.5), np.float32(0)).astype(np.float32)   # no clamp at 1, as MLAS
 
 
 def check_type(node: Node, x: Value) -> None:

@@ -8,8 +8,8 @@ once (range widened to hold 0, scale (max - min) / 255) and projected by one int
 step quantizes each sequence's hidden state the same way (ORT runs the batch's rows apart) and
 adds its integer projection, each
 product dequantized by the activation's scale times the weight's. The gates are LSTM's
-(ops/recurrent.py: activations, clip, peepholes, input_forget); om2gen's own sigmoid and tanh
-stand in for MLAS's, so results agree within float rounding of ORT's, not bit for bit.
+(ops/recurrent.py: activations, clip, peepholes, input_forget), with MLAS's sigmoid and tanh; the
+gates' float sums run in another order than ORT's, so results agree within float rounding.
 The weights' zero points are taken out at compile time (int16 weights); W, R, their scales and
 zero points must be constants, and sequence_lens is not supported.
 """

@@ -27,8 +27,8 @@ from .registry import Op, register
 # None marks a parameter the function does not take (it then consumes no activation_alpha/beta).
 _ACTIVATIONS = {
     "relu": ("x > 0.0f ? x : 0.0f", None, None),
-    "tanh": ("om2_tanhf(x)", None, None),
-    "sigmoid": ("1.0f / (1.0f + om2_expf(-x))", None, None),
+    "tanh": ("om2_mlas_tanhf(x)", None, None),          # ORT's gates use MLAS's (om2_vmath.h)
+    "sigmoid": ("om2_mlas_logisticf(x)", None, None),
     "affine": ("{alpha} * x + {beta}", 1.0, 0.0),
     "leakyrelu": ("x >= 0.0f ? x : {alpha} * x", 0.01, None),
     "thresholdedrelu": ("x > {alpha} ? x : 0.0f", 1.0, None),

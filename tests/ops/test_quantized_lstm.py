@@ -1,7 +1,7 @@
 """com.microsoft.DynamicQuantizeLSTM (ops/quantized_lstm.py) as onnxruntime.quantization's
 quantize_dynamic makes it from an LSTM, against ONNX Runtime running the quantized model: the
 same dynamic quantization of X and of each step's hidden state and the same integer products,
-so the outputs agree within float rounding (om2gen's sigmoid and tanh are not MLAS's)."""
+so the outputs agree within float rounding (the gates' float sums run in another order)."""
 import numpy as np
 import onnx
 import pytest

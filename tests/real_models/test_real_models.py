@@ -18,10 +18,7 @@ import catalog  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-KNOWN: dict[str, str] = {   # name -> reason, for a model that is expected to fail (strict xfail)
-    "ddddocr_old": "compiles and runs since the int8 ops landed; its output 387 differs from ORT by up to 0.12 "
-                   "(to find: which integer op rounds apart from ORT over the whole model)",
-}
+KNOWN: dict[str, str] = {}   # name -> reason, for a model that is expected to fail (strict xfail)
 
 
 @pytest.mark.parametrize("name", [pytest.param(m.name, marks=pytest.mark.xfail(reason=KNOWN[m.name], strict=True))

@@ -1,5 +1,6 @@
 /*
- * om2_vmath.h -- expf, erff and tanhf that a C compiler can vectorize.
+ * om2_vmath.h -- expf, erff and tanhf that a C compiler can vectorize, and the logistic and
+ * tanh of ONNX Runtime's MLAS.
  *
  * The C library's float functions are calls the compiler cannot inline, so a loop that calls
  * them runs one element at a time. These are branch-free (selects, no calls), float-only and
@@ -95,6 +96,51 @@ static inline float om2_tanhf(float x) {
     const float mag = 1.0f - 2.0f / (om2_expf(2.0f * u) + 1.0f);
     const float large = x < 0.0f ? -mag : mag;
     return t < 0.625f ? small : (x == x ? large : x);
+}
+
+/* The logistic function and tanh as MLAS (ONNX Runtime's CPU math library: logistic.cpp,
+ * tanh.cpp and their FMA3 kernels) computes them, so that Sigmoid, Tanh and the recurrent ops'
+ * gates equal ORT's bit for bit: an odd over an even polynomial in x^2 (Eigen's rational
+ * interpolants), the input clamped to [-18, 18] (logistic) or [-9, 9] (tanh) as MAXPS/MINPS do
+ * (a NaN passes through), Horner steps as fused multiply-adds in MLAS's order (its kernel for
+ * targets without FMA uses a multiply and an add, as OM2_VM_FMA does there). The logistic adds
+ * 0.5 and clamps at 0 (not at 1). Within 1.7e-7 (logistic) and 3.1e-7 (tanh) of the exact values:
+ * less accurate than om2_tanhf near 0, which is why both exist. Why it matters: a quantized
+ * model quantizes activations dynamically, so one ulp of a Sigmoid moves a value across a
+ * rounding boundary and the difference grows through every integer layer after it. */
+static inline float om2_mlas_logisticf(float x) {
+    float v = x < -18.0f ? -18.0f : x;
+    v = v > 18.0f ? 18.0f : v;
+    const float s = v * v;
+    float p = OM2_VM_FMA(s, 4.37031012579801e-11f, 1.15627324459942e-07f);
+    p = OM2_VM_FMA(p, s, 6.08574864600143e-05f);
+    p = OM2_VM_FMA(p, s, 8.51377133304701e-03f);
+    p = OM2_VM_FMA(p, s, 2.48287947061529e-01f);
+    p = p * v;
+    float q = OM2_VM_FMA(s, 6.10247389755681e-13f, 5.76102136993427e-09f);
+    q = OM2_VM_FMA(q, s, 6.29106785017040e-06f);
+    q = OM2_VM_FMA(q, s, 1.70198817374094e-03f);
+    q = OM2_VM_FMA(q, s, 1.16817656904453e-01f);
+    q = OM2_VM_FMA(q, s, 9.93151921023180e-01f);
+    const float r = p / q + 0.5f;
+    return r < 0.0f ? 0.0f : r;   /* MLAS clamps below only: near 18 it gives 1.0000001 */
+}
+
+static inline float om2_mlas_tanhf(float x) {
+    float v = x < -9.0f ? -9.0f : x;
+    v = v > 9.0f ? 9.0f : v;
+    const float s = v * v;
+    float p = OM2_VM_FMA(s, -2.76076847742355e-16f, 2.00018790482477e-13f);
+    p = OM2_VM_FMA(p, s, -8.60467152213735e-11f);
+    p = OM2_VM_FMA(p, s, 5.12229709037114e-08f);
+    p = OM2_VM_FMA(p, s, 1.48572235717979e-05f);
+    p = OM2_VM_FMA(p, s, 6.37261928875436e-04f);
+    p = OM2_VM_FMA(p, s, 4.89352455891786e-03f);
+    p = p * v;
+    float q = OM2_VM_FMA(s, 1.19825839466702e-06f, 1.18534705686654e-04f);
+    q = OM2_VM_FMA(q, s, 2.26843463243900e-03f);
+    q = OM2_VM_FMA(q, s, 4.89352518554385e-03f);
+    return p / q;
 }
 
 #endif /* OM2_OM2_VMATH_H */
