@@ -339,7 +339,7 @@ def _gear_spec(model, opts: Options, frontend) -> tuple[gears.GearSpec | None, o
     if frontend == "ge" or isinstance(model, ge_proto.ModelDef):
         raise Om2Error("gears (dynamic_batch_size, dynamic_image_size, dynamic_dims) are compiled from ONNX "
                        "models; export the model to ONNX, or compile one GE graph per shape")
-    loaded = onnx_import.Loaded(*onnx_import.load_model(model))
+    loaded = onnx_import.load_model(model)
     declared = onnx_import.declared_inputs(loaded, opts.input_values)
     pins.check_names(opts.input_shapes, opts.input_values, [(n, pins.dims_text(d)) for n, d in declared])
     spec = gears.resolve(input_shapes=shapes, declared=declared,
@@ -461,8 +461,9 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
                    for i, c in enumerate(program.constants)},
     }
     blob = bytearray(program.constants_size)
-    for c in program.constants:
-        blob[c.offset:c.offset + c.nbytes] = c.array.tobytes()
+    view = memoryview(blob)
+    for c in program.constants:   # copied once, into place (no tobytes() copy of each)
+        view[c.offset:c.offset + c.nbytes] = np.ascontiguousarray(c.array).reshape(-1).view(np.uint8)
     build_cmds = {"model_library": {"sources": sorted(sources), "commands": lib.commands},
                   "kernels": kernel_commands,
                   "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}

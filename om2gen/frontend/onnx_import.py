@@ -32,16 +32,17 @@ class Loaded:
     whether onnx.checker has passed it (the first import checks it, the others need not)."""
     proto: onnx.ModelProto
     raw: bytes
+    whole: bool = True      # raw serializes the whole model (no external data loaded beside it)
     checked: bool = False
 
 
-def load_model(model) -> tuple[onnx.ModelProto, bytes]:
-    """Accepts a path, a ModelProto or a Loaded; returns the proto and its serialized bytes (for
-    the digest)."""
+def load_model(model) -> Loaded:
+    """Accepts a path, a ModelProto or a Loaded; returns the proto with its serialized bytes (the
+    file's, for the digest)."""
     if isinstance(model, Loaded):
-        return model.proto, model.raw
+        return model
     if isinstance(model, onnx.ModelProto):
-        return model, model.SerializeToString()
+        return Loaded(model, model.SerializeToString())
     path = Path(model)
     if not path.is_file():
         raise ModelError(f"{path}: no such model file")
@@ -55,7 +56,8 @@ def load_model(model) -> tuple[onnx.ModelProto, bytes]:
         raise ModelError(f"{path}: the file parsed but holds no ONNX graph; is it really an .onnx model?")
     if proto.graph.initializer and any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         onnx.load_external_data_for_model(proto, str(path.parent))
-    return proto, data
+        return Loaded(proto, data, whole=False)
+    return Loaded(proto, data)
 
 
 def _pinned_shape(vi: onnx.ValueInfoProto, pins: dict[str, tuple], dtype, dims: dynamic_dims.Symbols) -> tuple:
@@ -148,28 +150,28 @@ def _frozen_value(vi: onnx.ValueInfoProto, value, dt) -> np.ndarray:
     return np.asarray(arr, order="C")
 
 
-def _check(model, proto: onnx.ModelProto, raw: bytes) -> None:
+def _check(loaded: Loaded) -> None:
     """onnx.checker over the model, once per Loaded. It checks serialized bytes: the file's when
     they are the whole model (no external data), which saves serializing the proto again (0.8 s
-    of a 200 MB BERT's compile)."""
-    if isinstance(model, Loaded) and model.checked:
+    of a 200 MB BERT's compile, as long again to ask the proto its ByteSize)."""
+    if loaded.checked:
         return
     try:
-        onnx.checker.check_model(raw if len(raw) == proto.ByteSize() else proto)
+        onnx.checker.check_model(loaded.raw if loaded.whole else loaded.proto)
     except onnx.checker.ValidationError as exc:
         first = str(exc).strip().splitlines()[0]
         raise ModelError(f"the ONNX model is invalid: {first}") from None
-    if isinstance(model, Loaded):
-        model.checked = True
+    loaded.checked = True
 
 
 def import_onnx(model, input_shapes: dict[str, tuple[int, ...]] | None = None,
                 input_values: dict[str, object] | None = None) -> Graph:
-    proto, raw = load_model(model)
+    loaded = load_model(model)
+    proto, raw = loaded.proto, loaded.raw
     pins = pins_mod.shapes(input_shapes)
     dims = dynamic_dims.Symbols()
     frozen = dict(input_values or {})
-    _check(model, proto, raw)
+    _check(loaded)
     opsets = {(o.domain or ""): o.version for o in proto.opset_import}
     if "ai.onnx" in opsets:
         opsets.setdefault("", opsets.pop("ai.onnx"))
