@@ -18,7 +18,7 @@ from ..advice import gear_option, shape_option, value_option
 from ..errors import ModelError, Om2Error, ShapeError, UnsupportedOpError
 from ..ir import dtypes, symbolic
 from ..ir.attributes import attribute_value
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Dequantized, Graph, Node, Value
 from ..ops import registry, value_bounds
 from ..passes import fold
 from . import dynamic_dims, limits
@@ -264,6 +264,9 @@ def _infer_nodes(graph: Graph, nodes: list[Node], reads: dict[str, list[str]] | 
             if n and v is None:
                 raise ModelError(f"node {node.name!r} ({node.op_type}) reads {n!r}, which nothing produces")
         outs = shape_dims.evaluate(node, ins) or _try_fold(node, ins)
+        if outs is not None and node.op_type == "DequantizeLinear" and not node.domain and node.outputs[0] \
+                and outs[0].is_const:
+            graph.dequantized[node.outputs[0]] = Dequantized(node, tuple(ins))   # its quantized form
         if outs is None and dynamic.refuses(node, ins, registry.lookup(node)):
             continue
         if outs is None:

@@ -110,6 +110,15 @@ class Origin:
     transforms: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Dequantized:
+    """A constant the importer folded from a DequantizeLinear of constants, kept as the node and
+    its input values were: the float constant is the model's own arithmetic, and a pass that
+    folds QDQ into an integer kernel (passes/qdq_gemm.py) reads the quantized weight from here."""
+    node: Node
+    inputs: tuple               # the node's input Values (None for an absent one)
+
+
 @dataclass
 class Graph:
     name: str
@@ -126,6 +135,8 @@ class Graph:
     # constants the compiler made (folded nodes, fused weights, packed layouts), by value name:
     # how each came about, so that every constant can be traced back to the model (origin())
     derivations: dict[str, Derivation] = field(default_factory=dict)
+    # constants folded from DequantizeLinear at import, by value name (Dequantized)
+    dequantized: dict[str, Dequantized] = field(default_factory=dict)
 
     def derive(self, name: str, sources, transform: str) -> None:
         self.derivations[name] = Derivation(tuple(s for s in sources if s), transform)

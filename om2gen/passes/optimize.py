@@ -13,10 +13,22 @@ import dataclasses
 from ..ir import symbolic
 from ..ir.graph import Graph
 from ..ir.program import LowerContext
-from . import conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm, qdq
+from . import (conv_act, conv_add, dce, deconv_d2s, fold_bn, fuse_elementwise, gemm_act, gemm_bias, layernorm, qdq,
+               qdq_gemm, qdq_types)
+
+
+def _qdq(graph: Graph, ctx: LowerContext) -> int:
+    """Both QDQ passes (qdq.py, qdq_gemm.py), which see the types ORT's selectors compare as the
+    graph had them before either folded anything (qdq_types.converted)."""
+    unsigned = qdq_types.converted(graph)
+    made = qdq.run(graph, ctx, unsigned)
+    if made:
+        dce.run(graph)
+    return made + qdq_gemm.run(graph, ctx, unsigned)
+
 
 PASSES = [
-    ("QDQ around element-wise and pooling ops", qdq.run),   # first: the others see float ops only
+    ("QDQ around element-wise, pooling, Conv, MatMul and Gemm ops", _qdq),   # first: the others see float ops only
     ("BatchNormalization folding", fold_bn.run),
     ("ConvTranspose (kernel = stride) as Conv + DepthToSpace", deconv_d2s.run),
     ("Conv + Add (residual)", conv_add.run),           # before conv_act: Conv, Add, Relu all fuse

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from ..ops.qlinear import MS, TYPES
-from . import rewrite
+from ..ops.quantize import RANGES
+from . import qdq_types, rewrite
 
 _QLINEAR = {"Add": "QLinearAdd", "Mul": "QLinearMul", "Sigmoid": "QLinearSigmoid", "LeakyRelu": "QLinearLeakyRelu",
             "GlobalAveragePool": "QLinearGlobalAveragePool"}
@@ -28,7 +29,10 @@ _ON_INTEGERS = {"MaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transp
 _DATA_INPUTS = {"Add": 2, "Mul": 2, "Concat": None}   # how many inputs are data (None: all); others: the first
 
 
-def run(graph: Graph, ctx=None) -> int:
+def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
+    """unsigned: the int8 tensors ORT makes uint8 (qdq_types.converted of the graph before any
+    QDQ folding), found here if not given."""
+    unsigned = qdq_types.converted(graph) if unsigned is None else unsigned
     producer = rewrite.producers(graph)
     users = graph.consumers()
     outputs = set(graph.outputs)
@@ -37,17 +41,22 @@ def run(graph: Graph, ctx=None) -> int:
         if q.op_type != "QuantizeLinear" or q.domain or id(q) in gone:
             continue
         mid = producer.get(q.inputs[0])
-        if mid is None or mid.domain or mid.op_type not in _QLINEAR.keys() | _ON_INTEGERS \
+        if mid is None or mid.domain or mid.op_type not in _QLINEAR.keys() | _ON_INTEGERS | {"AveragePool"} \
                 or not rewrite.sole_reader(mid, q.inputs[0], users, outputs) or len([o for o in mid.outputs if o]) != 1:
             continue
-        out = _params(graph, q)
+        out = _params(graph, q, unsigned)
         count = _DATA_INPUTS.get(mid.op_type, 1)
         data = mid.inputs[:count] if count else mid.inputs
         dqs = [producer.get(x) for x in data]
         if out is None or not all(d is not None and d.op_type == "DequantizeLinear" and not d.domain for d in dqs):
             continue
-        ins = [_params(graph, d) for d in dqs]
-        if any(p is None or p[2] != out[2] for p in ins):
+        ins = [_params(graph, d, unsigned) for d in dqs]
+        if any(p is None or p[3] != out[3] for p in ins):
+            continue
+        if mid.op_type == "AveragePool":
+            graph.nodes[graph.nodes.index(mid):graph.nodes.index(mid) + 1] = _average_pool(graph, mid, q, dqs[0])
+            gone.add(id(q))
+            made += 1
             continue
         if mid.op_type in _QLINEAR:
             if not graph.values[mid.outputs[0]].is_static:
@@ -66,18 +75,21 @@ def run(graph: Graph, ctx=None) -> int:
     return made
 
 
-def _params(graph: Graph, node: Node):
-    """(scale, zero point, integer type) of a QuantizeLinear/DequantizeLinear whose scale and
-    zero point are per-tensor constants; None otherwise."""
+def _params(graph: Graph, node: Node, unsigned: set[str]):
+    """(scale, zero point, integer type, the type as ORT's selectors see it: qdq_types) of a
+    QuantizeLinear/DequantizeLinear whose scale and zero point are per-tensor constants; None
+    otherwise."""
     scale = rewrite.const_array(graph, node.input(1))
     zp_name = node.input(2)
     zp = rewrite.const_array(graph, zp_name)
     if scale is None or scale.size != 1 or scale.dtype != np.float32 or (zp_name and (zp is None or zp.size != 1)):
         return None
-    dtype = graph.values[node.inputs[0] if node.op_type == "DequantizeLinear" else node.outputs[0]].dtype.name
+    data = node.inputs[0] if node.op_type == "DequantizeLinear" else node.outputs[0]
+    dtype = graph.values[data].dtype.name
     if dtype not in TYPES:
         return None
-    return float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]) if zp is not None else 0, dtype
+    kind = "uint8" if dtype == "int8" and data in unsigned else dtype
+    return float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]) if zp is not None else 0, dtype, kind
 
 
 def _qparams(node: Node) -> list[str]:
@@ -89,6 +101,30 @@ def _qlinear(mid: Node, q: Node, dqs: list[Node]) -> Node:
     attrs = {"alpha": mid.attrs.get("alpha", 0.01)} if mid.op_type == "LeakyRelu" else {}
     return Node(mid.name, _QLINEAR[mid.op_type], inputs, list(q.outputs), attrs, domain=MS, opset=1,
                 fused_from=rewrite.sources(*dqs, mid, q))
+
+
+def _average_pool(graph: Graph, mid: Node, q: Node, dq: Node) -> list[Node]:
+    """ORT's QLinearAveragePool (what its QDQ transformer makes of DQ -> AveragePool -> Q): the
+    float pool of the dequantized input, then round(y / y_scale + y_zero_point), clamped, which
+    differs from QuantizeLinear's rint(y / y_scale) + y_zero_point on the ties a pool of integers
+    often gives (ops/qlinear.py expands the QOperator op the same way)."""
+    out = graph.values[q.outputs[0]]
+    lo, hi = RANGES[out.dtype.name]
+    zp = rewrite.const_array(graph, q.input(2)) if q.input(2) else np.zeros(())
+    consts = {k: rewrite.add_constant(graph, f"{mid.name}_{k}", np.array(v, np.float32), sources=[],
+                                      transform="QLinearAveragePool's requantization")
+              for k, v in (("zy", float(np.asarray(zp).reshape(-1)[0])), ("lo", lo), ("hi", hi))}
+    pooled = mid.outputs[0]
+    shape = graph.values[pooled].shape
+    names = [rewrite.add_value(graph, f"{pooled}_{k}", graph.values[pooled].dtype, shape)
+             for k in ("scaled", "shifted", "rounded", "clipped")]
+    src = rewrite.sources(dq, mid, q)
+    steps = [("Div", [pooled, q.input(1)], 14, {}), ("Add", [names[0], consts["zy"]], 14, {}),
+             ("Round", [names[1]], 11, {}), ("Clip", [names[2], consts["lo"], consts["hi"]], 13, {}),
+             ("Cast", [names[3]], 13, {"to": out.dtype.onnx})]
+    outs = names + list(q.outputs)
+    return [mid] + [Node(f"{mid.name}/{op.lower()}", op, ins, [outs[i]], attrs, opset=opset, fused_from=src)
+                    for i, (op, ins, opset, attrs) in enumerate(steps)]
 
 
 def _on_integers(graph: Graph, mid: Node, q: Node, dqs: list[Node], out) -> Node:
