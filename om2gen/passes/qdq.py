@@ -10,8 +10,9 @@ whose data inputs all come from DequantizeLinear and whose only reader is a Quan
   the same, the op runs on the integer tensor itself (Relu as a Clip at the zero point), which
   the round trip through float gives exactly.
 
-Where the pattern is incomplete (a DequantizeLinear of a constant, folded at import; parameters
-per axis; the float value read elsewhere) the float path stays. The integer folding around Conv,
+A DequantizeLinear of a constant (an Add's bias), folded at import, counts as the node it was
+(qdq_types.dequantized). Where the pattern is incomplete (parameters per axis; the float value
+read elsewhere) the float path stays. The integer folding around Conv,
 MatMul and Gemm is not this pass's.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
     producer = rewrite.producers(graph)
     users = graph.consumers()
     outputs = set(graph.outputs)
-    gone, made = set(), 0
+    gone, made, added = set(), 0, set()
     for q in list(graph.nodes):
         if q.op_type != "QuantizeLinear" or q.domain or id(q) in gone:
             continue
@@ -47,23 +48,25 @@ def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
         out = _params(graph, q, unsigned)
         count = _DATA_INPUTS.get(mid.op_type, 1)
         data = mid.inputs[:count] if count else mid.inputs
-        dqs = [producer.get(x) for x in data]
-        if out is None or not all(d is not None and d.op_type == "DequantizeLinear" and not d.domain for d in dqs):
+        sides = [qdq_types.dequantized(graph, x, producer, unsigned, added) for x in data]
+        if out is None or not all(sides):
             continue
+        dqs = [d.node for d in sides]
+        listed = qdq_types.in_graph(graph, dqs)   # the DQ nodes a fused node lists as its sources
         ins = [_params(graph, d, unsigned) for d in dqs]
         if any(p is None or p[3] != out[3] for p in ins):
             continue
         if mid.op_type == "AveragePool":
-            graph.nodes[graph.nodes.index(mid):graph.nodes.index(mid) + 1] = _average_pool(graph, mid, q, dqs[0])
+            graph.nodes[graph.nodes.index(mid):graph.nodes.index(mid) + 1] = _average_pool(graph, mid, q, listed)
             gone.add(id(q))
             made += 1
             continue
         if mid.op_type in _QLINEAR:
             if not graph.values[mid.outputs[0]].is_static:
                 continue   # the QLinear ops take static shapes only; Q/DQ run a dynamic model as they are
-            replacement = _qlinear(mid, q, dqs)
+            replacement = _qlinear(mid, q, dqs, listed)
         elif all(p[:2] == out[:2] for p in ins):
-            replacement = _on_integers(graph, mid, q, dqs, out)
+            replacement = _on_integers(graph, mid, q, dqs, out, listed)
         else:
             continue
         index = graph.nodes.index(mid)
@@ -72,6 +75,7 @@ def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
         gone.add(id(q))
         made += 1
     graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    qdq_types.drop_unread(graph, added)
     return made
 
 
@@ -96,14 +100,14 @@ def _qparams(node: Node) -> list[str]:
     return [node.input(1), node.input(2)]
 
 
-def _qlinear(mid: Node, q: Node, dqs: list[Node]) -> Node:
+def _qlinear(mid: Node, q: Node, dqs: list[Node], listed: list[Node]) -> Node:
     inputs = [n for d in dqs for n in [d.inputs[0], *_qparams(d)]] + _qparams(q)
     attrs = {"alpha": mid.attrs.get("alpha", 0.01)} if mid.op_type == "LeakyRelu" else {}
     return Node(mid.name, _QLINEAR[mid.op_type], inputs, list(q.outputs), attrs, domain=MS, opset=1,
-                fused_from=rewrite.sources(*dqs, mid, q))
+                fused_from=rewrite.sources(*listed, mid, q))
 
 
-def _average_pool(graph: Graph, mid: Node, q: Node, dq: Node) -> list[Node]:
+def _average_pool(graph: Graph, mid: Node, q: Node, listed: list[Node]) -> list[Node]:
     """ORT's QLinearAveragePool (what its QDQ transformer makes of DQ -> AveragePool -> Q): the
     float pool of the dequantized input, then round(y / y_scale + y_zero_point), clamped, which
     differs from QuantizeLinear's rint(y / y_scale) + y_zero_point on the ties a pool of integers
@@ -118,7 +122,7 @@ def _average_pool(graph: Graph, mid: Node, q: Node, dq: Node) -> list[Node]:
     shape = graph.values[pooled].shape
     names = [rewrite.add_value(graph, f"{pooled}_{k}", graph.values[pooled].dtype, shape)
              for k in ("scaled", "shifted", "rounded", "clipped")]
-    src = rewrite.sources(dq, mid, q)
+    src = rewrite.sources(*listed, mid, q)
     steps = [("Div", [pooled, q.input(1)], 14, {}), ("Add", [names[0], consts["zy"]], 14, {}),
              ("Round", [names[1]], 11, {}), ("Clip", [names[2], consts["lo"], consts["hi"]], 13, {}),
              ("Cast", [names[3]], 13, {"to": out.dtype.onnx})]
@@ -127,13 +131,13 @@ def _average_pool(graph: Graph, mid: Node, q: Node, dq: Node) -> list[Node]:
                     for i, (op, ins, opset, attrs) in enumerate(steps)]
 
 
-def _on_integers(graph: Graph, mid: Node, q: Node, dqs: list[Node], out) -> Node:
+def _on_integers(graph: Graph, mid: Node, q: Node, dqs: list[Node], out, listed: list[Node]) -> Node:
     count = len(dqs)
     inputs = [d.inputs[0] for d in dqs] + mid.inputs[count:]
     if mid.op_type == "Relu":   # max(x, zero point): what Relu is on the quantized scale
         zp = rewrite.add_constant(graph, f"{mid.name}_zero_point", np.array(out[1], out[2]),
                                   sources=[q.input(2)] if q.input(2) else [], transform="Relu on the quantized scale")
         return Node(mid.name, "Clip", [inputs[0], zp], list(q.outputs), opset=13,
-                    fused_from=rewrite.sources(*dqs, mid, q))
+                    fused_from=rewrite.sources(*listed, mid, q))
     return Node(mid.name, mid.op_type, inputs, list(q.outputs), dict(mid.attrs), domain=mid.domain, opset=mid.opset,
-                fused_from=rewrite.sources(*dqs, mid, q))
+                fused_from=rewrite.sources(*listed, mid, q))

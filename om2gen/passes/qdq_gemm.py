@@ -27,7 +27,7 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from ..ops.qlinear import MS
 from . import rewrite
-from .qdq_types import Quantized, converted, dequantized, eight_bit, quantized
+from .qdq_types import Quantized, converted, dequantized, drop_unread, eight_bit, in_graph, quantized
 
 
 def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
@@ -41,9 +41,7 @@ def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
         producer = rewrite.producers(graph)
         users = graph.consumers()
         made += _FOLD[node.op_type](graph, node, producer, users, set(graph.outputs), (unsigned, added))
-    read = {n for node in graph.nodes for n in node.inputs}
-    for name in added - read:   # a folded weight's quantized inputs looked at, not used
-        del graph.values[name]
+    drop_unread(graph, added)
     return made
 
 
@@ -134,7 +132,7 @@ def _zero_point(graph: Graph, side: Quantized) -> str:
 def _replace(graph: Graph, node: Node, replacement: Node, dqs, q: Quantized | None, clip: Node | None) -> int:
     """Puts `replacement` where `node` was and drops the Q (and Relu/Clip) it absorbs; the
     DequantizeLinear nodes go with dead-code removal once nothing else reads them."""
-    present = [d.node for d in dqs if d.node in graph.nodes]
+    present = in_graph(graph, [d.node for d in dqs])
     gone = [n for n in (clip, q.node if q is not None else None) if n is not None]
     replacement.fused_from = rewrite.sources(*present, node, *gone)
     graph.nodes[graph.nodes.index(node)] = replacement

@@ -91,6 +91,19 @@ def dequantized(graph: Graph, name: str, producer: dict, unsigned: set[str], add
     return _side(node, data.dtype.name, unsigned)
 
 
+def in_graph(graph: Graph, nodes) -> list[Node]:
+    """Those of `nodes` in the graph (a folded DequantizeLinear is not: no source node to list)."""
+    ids = {id(n) for n in graph.nodes}
+    return [n for n in nodes if id(n) in ids]
+
+
+def drop_unread(graph: Graph, added: set[str]) -> None:
+    """Removes the folded DequantizeLinear inputs `dequantized` put back that no node reads."""
+    read = {n for node in graph.nodes for n in node.inputs}
+    for name in added - read:
+        del graph.values[name]
+
+
 def quantized(graph: Graph, node: Node, unsigned: set[str]) -> Quantized | None:
     """A QuantizeLinear's output side."""
     if node.op_type != "QuantizeLinear" or node.domain:

@@ -1,13 +1,20 @@
-"""Models quantized by onnxruntime.quantization (static, QDQ and QOperator formats) against ONNX
-Runtime running the quantized model. The CNN has Conv, Add, MaxPool, AveragePool, LeakyRelu,
-Concat, Sigmoid, Mul and GlobalAveragePool. QDQ around the element-wise and pooling ops folds
-into the QLinear ops (passes/qdq.py); the Convs run their float path (DequantizeLinear -> float
-Conv -> QuantizeLinear: folding them into integer kernels is int8k's), which ORT computes as
-QLinearConv, so outputs may differ by a quantization step where a Conv's rounding does."""
+"""Models quantized by onnxruntime.quantization (quantize_static in QDQ and QOperator formats,
+quantize_dynamic) against ONNX Runtime running the quantized model, which folds QDQ as om2gen
+does (passes/qdq.py, passes/qdq_gemm.py). The CNN has Conv, Add, MaxPool, AveragePool,
+LeakyRelu, Concat, Sigmoid, Mul and GlobalAveragePool; the attention block
+(quantized_blocks.py) MatMuls, Softmax and a Gemm.
+
+With uint8 activations ORT folds every QDQ group into its integer ops (QLinearConv, QLinearMatMul,
+QGemm, QLinearAdd, ...), and so does om2gen: the outputs are equal. With the tool's default int8
+activations ORT on x86 folds only where its int8 -> uint8 conversion leaves an op's input and
+output types alike (passes/qdq_types.py): in the CNN, the GlobalAveragePool; the Convs run float
+in both, whose sums ORT adds in another order, so an output may be one quantization step apart."""
 import numpy as np
 import onnx
+import pytest
 from helpers import compile_and_run, ort_run
 from onnx import TensorProto, helper, numpy_helper
+from quantized_blocks import BLOCK_SHAPE, attention_block
 
 SHAPE = (1, 3, 16, 16)
 
@@ -40,19 +47,20 @@ def cnn(seed: int = 0) -> onnx.ModelProto:
 
 
 class _Calibration:
-    def __init__(self, n=8):
+    def __init__(self, n=8, shape=SHAPE):
         rng = np.random.default_rng(1)
-        self.batches = iter([{"x": rng.uniform(-1, 1, SHAPE).astype(np.float32)} for _ in range(n)])
+        self.batches = iter([{"x": rng.uniform(-1, 1, shape).astype(np.float32)} for _ in range(n)])
 
     def get_next(self):
         return next(self.batches, None)
 
 
-def quantize(model, tmp_path, fmt, **options):
-    from onnxruntime.quantization import QuantFormat, quantize_static
+def quantize(model, tmp_path, fmt, *, activations="QInt8", shape=SHAPE, **options):
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     src, dst = tmp_path / "float.onnx", tmp_path / f"{fmt}.onnx"
     onnx.save(model, src)
-    quantize_static(str(src), str(dst), _Calibration(), quant_format=getattr(QuantFormat, fmt), **options)
+    quantize_static(str(src), str(dst), _Calibration(shape=shape), quant_format=getattr(QuantFormat, fmt),
+                    activation_type=getattr(QuantType, activations), **options)
     return onnx.load(str(dst))
 
 
@@ -63,11 +71,11 @@ def _output_step(quant: onnx.ModelProto) -> float:
     return float(inits[last.input[1]])
 
 
-def _compare(quant, tmp_path, seeds=range(3), steps=1):
+def _compare(quant, tmp_path, seeds=range(3), steps=1, shape=SHAPE):
     step = _output_step(quant)
     worst = 0
     for seed in seeds:
-        x = np.random.default_rng(10 + seed).uniform(-1, 1, SHAPE).astype(np.float32)
+        x = np.random.default_rng(10 + seed).uniform(-1, 1, shape).astype(np.float32)
         got, nodes = compile_and_run(quant, {"x": x}, tmp_path)
         ref = ort_run(quant, {"x": x})[0]
         worst = max(worst, int(np.round(np.abs(got["y"] - ref).max() / step)))
@@ -75,19 +83,65 @@ def _compare(quant, tmp_path, seeds=range(3), steps=1):
     return nodes
 
 
-def test_quantize_static_qdq_cnn_matches_onnxruntime(tmp_path):
-    quant = quantize(cnn(), tmp_path, "QDQ")
-    ops = {n.op_type for n in quant.graph.node}
-    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
-    nodes = _compare(quant, tmp_path)
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_static_qdq_cnn_uint8_equals_onnxruntime(per_channel, tmp_path):
+    """Every QDQ group folds (the Convs into QLinearConv, per-channel weights too): 5 seeds equal."""
+    quant = quantize(cnn(), tmp_path, "QDQ", activations="QUInt8", per_channel=per_channel)
+    nodes = _compare(quant, tmp_path, seeds=range(5), steps=0)
     types = [n["op_type"] for n in nodes]
+    assert types.count("QLinearConv") == 2 and "Conv" not in types, types
     for folded in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool"):
         assert folded in types, types
 
 
+def test_quantize_static_qdq_cnn_int8_folds_where_onnxruntime_does(tmp_path):
+    """int8 activations: ORT (x86) folds the GlobalAveragePool only; the Convs run float in both."""
+    quant = quantize(cnn(), tmp_path, "QDQ")
+    ops = {n.op_type for n in quant.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    nodes = _compare(quant, tmp_path, seeds=range(5))
+    types = [n["op_type"] for n in nodes]
+    assert "QLinearGlobalAveragePool" in types and types.count("Conv") == 2 and "QLinearAdd" not in types, types
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_static_qdq_attention_block_equals_onnxruntime(per_channel, tmp_path):
+    """The MatMuls fold into QLinearMatMul, the Gemm head into QGemm, the bias Adds (a DQ of a
+    constant bias) into QLinearAdd: equal to ORT. (Without the Softmax: see the next test.)"""
+    quant = quantize(attention_block(softmax=False), tmp_path, "QDQ", activations="QUInt8", shape=BLOCK_SHAPE,
+                     per_channel=per_channel)
+    nodes = _compare(quant, tmp_path, steps=0, shape=BLOCK_SHAPE)
+    types = [n["op_type"] for n in nodes]
+    assert types.count("QLinearMatMul") == 6 and types.count("QGemm") == 1 and "MatMul" not in types, types
+    assert types.count("QLinearAdd") == 4, types
+
+
+def test_quantize_static_qdq_attention_block_with_softmax_within_two_steps(tmp_path):
+    """ORT makes DQ -> Softmax -> Q a QLinearSoftmax (a table of its own exp), which om2gen does
+    not have: the Softmax runs float, everything else folds, the output is within two steps."""
+    quant = quantize(attention_block(), tmp_path, "QDQ", activations="QUInt8", shape=BLOCK_SHAPE)
+    types = [n["op_type"] for n in _compare(quant, tmp_path, steps=2, shape=BLOCK_SHAPE)]
+    assert types.count("QLinearMatMul") == 6 and "Softmax" in types, types
+
+
+def test_quantize_dynamic_attention_block_equals_onnxruntime(tmp_path):
+    """quantize_dynamic: DynamicQuantizeLinear + MatMulInteger (ORT fuses them into
+    DynamicQuantizeMatMul / MatMulIntegerToFloat with the same arithmetic)."""
+    from onnxruntime.quantization import quantize_dynamic
+    src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
+    onnx.save(attention_block(), src)
+    quantize_dynamic(str(src), str(dst))
+    quant = onnx.load(str(dst))
+    for seed in range(3):
+        x = np.random.default_rng(10 + seed).standard_normal(BLOCK_SHAPE).astype(np.float32)
+        got, nodes = compile_and_run(quant, {"x": x}, tmp_path)
+        np.testing.assert_array_equal(got["y"], ort_run(quant, {"x": x})[0])
+    assert "MatMulInteger" in {n["op_type"] for n in nodes}
+
+
 def test_quantize_static_qoperator_elementwise_ops_match_onnxruntime(tmp_path):
-    """QOperator format with the element-wise and pooling ops quantized (the Convs left float,
-    their QLinearConv being int8k's): the model holds QLinearAdd, QLinearMul, QLinearSigmoid,
+    """QOperator format with the element-wise and pooling ops quantized (the Convs left float):
+    the model holds QLinearAdd, QLinearMul, QLinearSigmoid,
     QLinearLeakyRelu, QLinearConcat, QLinearAveragePool and QLinearGlobalAveragePool."""
     ops = ["Add", "Mul", "Sigmoid", "LeakyRelu", "Concat", "AveragePool", "GlobalAveragePool", "MaxPool"]
     quant = quantize(cnn(), tmp_path, "QOperator", op_types_to_quantize=ops)
