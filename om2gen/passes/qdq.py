@@ -3,8 +3,10 @@ whose data inputs all come from DequantizeLinear and whose only reader is a Quan
 (every scale and zero point a per-tensor constant, int8 or uint8) computes on the integers:
 
 - Add, Mul -> com.microsoft.QLinearAdd / QLinearMul; Sigmoid, LeakyRelu -> QLinearSigmoid /
-  QLinearLeakyRelu; GlobalAveragePool -> QLinearGlobalAveragePool (ops/qlinear.py), whose
-  results are ORT's for the fused form.
+  QLinearLeakyRelu; GlobalAveragePool -> QLinearGlobalAveragePool (ops/qlinear.py); Softmax
+  over the last axis -> QLinearSoftmax (ops/qlinear_softmax.py), whose results are ORT's for
+  the fused form; AveragePool -> QLinearAveragePool's arithmetic (float pool, then
+  round(y / s + z)).
 - MaxPool (without Indices: the op has one output), Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat (every input's parameters
   those of the output), and Relu: when the DequantizeLinear and QuantizeLinear parameters are
   the same, the op runs on the integer tensor itself (Relu as a Clip at the zero point), which
@@ -25,7 +27,7 @@ from ..ops.quantize import RANGES
 from . import qdq_types, rewrite
 
 _QLINEAR = {"Add": "QLinearAdd", "Mul": "QLinearMul", "Sigmoid": "QLinearSigmoid", "LeakyRelu": "QLinearLeakyRelu",
-            "GlobalAveragePool": "QLinearGlobalAveragePool"}
+            "GlobalAveragePool": "QLinearGlobalAveragePool", "Softmax": "QLinearSoftmax"}
 _ON_INTEGERS = {"MaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Relu"}
 _DATA_INPUTS = {"Add": 2, "Mul": 2, "Concat": None}   # how many inputs are data (None: all); others: the first
 
@@ -64,6 +66,8 @@ def run(graph: Graph, ctx=None, unsigned: set[str] | None = None) -> int:
         if mid.op_type in _QLINEAR:
             if not graph.values[mid.outputs[0]].is_static:
                 continue   # the QLinear ops take static shapes only; Q/DQ run a dynamic model as they are
+            if mid.op_type == "Softmax" and not _last_axis(graph, mid):
+                continue   # (om2gen's QLinearSoftmax: the last axis only)
             replacement = _qlinear(mid, q, dqs, listed)
         elif all(p[:2] == out[:2] for p in ins):
             replacement = _on_integers(graph, mid, q, dqs, out, listed)
@@ -103,6 +107,8 @@ def _qparams(node: Node) -> list[str]:
 def _qlinear(mid: Node, q: Node, dqs: list[Node], listed: list[Node]) -> Node:
     inputs = [n for d in dqs for n in [d.inputs[0], *_qparams(d)]] + _qparams(q)
     attrs = {"alpha": mid.attrs.get("alpha", 0.01)} if mid.op_type == "LeakyRelu" else {}
+    if mid.op_type == "Softmax":   # ORT's QLinearSoftmax: the Softmax's axis and opset
+        attrs = {"opset": mid.opset, **({"axis": mid.attrs["axis"]} if "axis" in mid.attrs else {})}
     return Node(mid.name, _QLINEAR[mid.op_type], inputs, list(q.outputs), attrs, domain=MS, opset=1,
                 fused_from=rewrite.sources(*listed, mid, q))
 
@@ -129,6 +135,12 @@ def _average_pool(graph: Graph, mid: Node, q: Node, listed: list[Node]) -> list[
     outs = names + list(q.outputs)
     return [mid] + [Node(f"{mid.name}/{op.lower()}", op, ins, [outs[i]], attrs, opset=opset, fused_from=src)
                     for i, (op, ins, opset, attrs) in enumerate(steps)]
+
+
+def _last_axis(graph: Graph, softmax: Node) -> bool:
+    rank = len(graph.values[softmax.inputs[0]].shape)
+    axis = int(softmax.attrs.get("axis", 1 if softmax.opset < 13 else -1))
+    return axis % rank == rank - 1
 
 
 def _on_integers(graph: Graph, mid: Node, q: Node, dqs: list[Node], out, listed: list[Node]) -> Node:

@@ -8,10 +8,9 @@ SEQ, HIDDEN, HEADS = 8, 32, 2
 BLOCK_SHAPE = (1, SEQ, HIDDEN)
 
 
-def attention_block(seed: int = 0, softmax: bool = True) -> onnx.ModelProto:
+def attention_block(seed: int = 0) -> onnx.ModelProto:
     """x [1, 8, 32] -> q, k, v projections (MatMul + Add) -> two heads -> softmax(q k^T / sqrt(d)) v ->
-    output projection + residual -> flattened -> Gemm (transB) -> y [1, 10]. softmax=False: the
-    scaled scores weight v as they are (ORT's QLinearSoftmax has no om2gen counterpart)."""
+    output projection + residual -> flattened -> Gemm (transB) -> y [1, 10]."""
     rng = np.random.default_rng(seed)
     head = HIDDEN // HEADS
 
@@ -31,8 +30,7 @@ def attention_block(seed: int = 0, softmax: bool = True) -> onnx.ModelProto:
                   helper.make_node("Transpose", [f"{p}2"], [p], perm=[0, 2, 3, 1] if p == "k" else [0, 2, 1, 3])]
     nodes += [helper.make_node("MatMul", ["q", "k"], ["s0"]),
               helper.make_node("Mul", ["s0", "scale"], ["s1"]),
-              helper.make_node("Softmax", ["s1"], ["p"], axis=-1) if softmax else
-              helper.make_node("Identity", ["s1"], ["p"]),
+              helper.make_node("Softmax", ["s1"], ["p"], axis=-1),
               helper.make_node("MatMul", ["p", "v"], ["c0"]),
               helper.make_node("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
               helper.make_node("Reshape", ["c1", "merged"], ["c2"]),

@@ -8,7 +8,8 @@ With uint8 activations ORT folds every QDQ group into its integer ops (QLinearCo
 QGemm, QLinearAdd, ...), and so does om2gen: the outputs are equal. With the tool's default int8
 activations ORT on x86 folds only where its int8 -> uint8 conversion leaves an op's input and
 output types alike (passes/qdq_types.py): in the CNN, the GlobalAveragePool; the Convs run float
-in both, whose sums ORT adds in another order, so an output may be one quantization step apart."""
+in both, whose sums ORT adds in another order, so an output may be one quantization step apart.
+The attention block equals ORT with either type."""
 import numpy as np
 import onnx
 import pytest
@@ -104,24 +105,21 @@ def test_quantize_static_qdq_cnn_int8_folds_where_onnxruntime_does(tmp_path):
     assert "QLinearGlobalAveragePool" in types and types.count("Conv") == 2 and "QLinearAdd" not in types, types
 
 
-@pytest.mark.parametrize("per_channel", [False, True])
-def test_quantize_static_qdq_attention_block_equals_onnxruntime(per_channel, tmp_path):
-    """The MatMuls fold into QLinearMatMul, the Gemm head into QGemm, the bias Adds (a DQ of a
-    constant bias) into QLinearAdd: equal to ORT. (Without the Softmax: see the next test.)"""
-    quant = quantize(attention_block(softmax=False), tmp_path, "QDQ", activations="QUInt8", shape=BLOCK_SHAPE,
+@pytest.mark.parametrize("activations,per_channel", [("QUInt8", False), ("QUInt8", True), ("QInt8", True)])
+def test_quantize_static_qdq_attention_block_equals_onnxruntime(activations, per_channel, tmp_path):
+    """uint8: the MatMuls fold into QLinearMatMul, the Gemm head into QGemm, the bias Adds (a DQ
+    of a constant bias) into QLinearAdd, the Softmax into QLinearSoftmax. int8: where ORT's
+    conversion leaves the types alike (the attention's two MatMuls and the head: the Q/K/V
+    projections read one DQ three times, so their input stays int8 and they run float)."""
+    quant = quantize(attention_block(), tmp_path, "QDQ", activations=activations, shape=BLOCK_SHAPE,
                      per_channel=per_channel)
     nodes = _compare(quant, tmp_path, steps=0, shape=BLOCK_SHAPE)
     types = [n["op_type"] for n in nodes]
-    assert types.count("QLinearMatMul") == 6 and types.count("QGemm") == 1 and "MatMul" not in types, types
-    assert types.count("QLinearAdd") == 4, types
-
-
-def test_quantize_static_qdq_attention_block_with_softmax_within_two_steps(tmp_path):
-    """ORT makes DQ -> Softmax -> Q a QLinearSoftmax (a table of its own exp), which om2gen does
-    not have: the Softmax runs float, everything else folds, the output is within two steps."""
-    quant = quantize(attention_block(), tmp_path, "QDQ", activations="QUInt8", shape=BLOCK_SHAPE)
-    types = [n["op_type"] for n in _compare(quant, tmp_path, steps=2, shape=BLOCK_SHAPE)]
-    assert types.count("QLinearMatMul") == 6 and "Softmax" in types, types
+    assert "QLinearSoftmax" in types and types.count("QGemm") == 1, types
+    if activations == "QUInt8":
+        assert types.count("QLinearMatMul") == 6 and "MatMul" not in types and types.count("QLinearAdd") == 4, types
+    else:
+        assert types.count("QLinearMatMul") == 3 and types.count("MatMul") == 3, types
 
 
 def test_quantize_dynamic_attention_block_equals_onnxruntime(tmp_path):
