@@ -21,6 +21,8 @@ MR = {"x86_64-avx512": 8, "x86_64-avx2": 3, "x86_64": 4, "aarch64": 4}
 MIN_MACS_PER_TILE = 1 << 23
 MAX_TILES = 16
 MIN_TILE_ROWS = 32
+# a column tile packs all of its rows of A again: at least this many columns share each packing
+MIN_TILE_COLS = 128
 
 FLIP = 0x80
 
@@ -61,15 +63,16 @@ def workspace_bytes(k: int, tile_n: int, b_packed: bool, target) -> int:
 
 def split(m: int, n: int, k: int, target, items: int = 1) -> gemm_pack.Tiles:
     """Tiles of an M x N output for `items` such products: rows first (each row tile streams all of
-    B once per panel of A: no repacking), columns only where the rows are too few; a tile is a
-    multiple of MR rows and of 32 columns (two panels per micro-kernel call)."""
+    B once per panel of A: no repacking), columns only where the rows are too few, each column
+    tile at least MIN_TILE_COLS wide (it packs A anew); a tile is a multiple of MR rows and of 32
+    columns (two panels per micro-kernel call)."""
     rows = mr(target)
     total = max(1, min(MAX_TILES, (m * n * max(k, 1) * items) // MIN_MACS_PER_TILE))
     if total > 2:
         total = total // 2 * 2
     want = max(1, total // items)
     tiles_m = max(1, min(want, _ceil(m, max(MIN_TILE_ROWS, rows))))
-    tiles_n = max(1, min(_ceil(want, tiles_m), _ceil(n, 32)))
+    tiles_n = max(1, min(_ceil(want, tiles_m), _ceil(n, MIN_TILE_COLS)))
     tile_m = _ceil(_ceil(m, tiles_m), rows) * rows
     tile_n = _ceil(_ceil(n, tiles_n), 32) * 32
     return gemm_pack.Tiles(tile_m, tile_n, _ceil(m, tile_m), _ceil(n, tile_n))

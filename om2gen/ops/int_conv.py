@@ -78,13 +78,20 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
     if depthwise:
         slot["lo"] = lo_slot = len(inputs)
         inputs.append(Derived(table, (), "the output columns each kernel column reaches inside the image"))
+    slot["koff"] = None
+    if not depthwise:
+        c, kh, kw = np.meshgrid(np.arange(g["CG"]), np.arange(g["KH"]), np.arange(g["KW"]), indexing="ij")
+        koff = (c * g["H"] * g["W"] + kh * g["DH"] * g["W"] + kw * g["DW"]).reshape(-1).astype(np.int32)
+        slot["koff"] = len(inputs)
+        inputs.append(Derived(koff, (), "each k's offset in the image (channel, kernel row, kernel column)"))
     slot["y"] = len(inputs)
     dims = {d: g[d] for d in ("N", "C", "M", "G", "CG", "MG", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "DH", "DW",
                               "PT", "PL")}
     summary = f"{node.op_type}: {x.describe()} * {w.describe()} -> {y.describe()}"
     if depthwise:
         tiling = dict(dims, zb_step=zw_step, sb_step=sb_step)
-        params.update(summary=f"{summary} (depthwise, direct)", slot=slot, kw=g["KW"], fields=list(tiling))
+        params.update(summary=f"{summary} (depthwise, direct)", slot=slot, kw=g["KW"], kh=g["KH"], sw=g["SW"],
+                      dw=g["DW"], fields=list(tiling))   # (the taps and strides compiled in: the loops vectorize)
         rows = g["N"] * g["C"] * g["OH"]
         blocks = common.block_dim_for(rows, g["OW"] * g["KH"] * g["KW"])
         assert lo_slot is not None

@@ -19,7 +19,9 @@
  * constant B is packed so at compile time (om2gen/ops/igemm_pack.py), an input B here, per tile.
  * A panels of OM2_IGEMM_MR rows: [K4][MR][4] uint8 in the block's workspace, packed per tile
  * from a strided matrix or from a convolution's input (im2col fused into the packing), with
- * rowsum(A') per row.
+ * rowsum(A') per row. Where each k's MR values are contiguous (a pointwise convolution; an
+ * im2col panel inside the image at column stride 1, its per-k offsets precomputed) four k are
+ * interleaved at a time; a row-major A moves four k as one word.
  *
  * ISA (the includer's target flags): AVX-512 with VNNI (vpdpbusd) when the CPU has it (checked
  * once with cpuid: the x86_64-avx512 target does not promise VNNI), else AVX-512BW; AVX2
@@ -51,6 +53,7 @@
 typedef struct {
     const uint8_t *x;               /* the group's first channel */
     int64_t H, W, KH, KW, OW, SH, SW, DH, DW, PT, PL;
+    const int32_t *koff;            /* per k: c * H * W + kh * DH * W + kw * DW (or NULL) */
 } Om2IgemmIm2col;
 
 typedef struct {
@@ -104,19 +107,104 @@ static inline int64_t om2_igemm_ws_bytes(int64_t K, int64_t tile_n, int b_packed
     return bytes;
 }
 
+/* rowsum(A') of a packed panel (k past K packed as 0). */
+static inline void om2_igemm_rowsum(const uint8_t *pa, int64_t k4, int32_t *rowsum) {
+    int32_t s[OM2_IGEMM_MR * 4] = {0};
+    for (int64_t k = 0; k < k4; ++k)
+        for (int i = 0; i < OM2_IGEMM_MR * 4; ++i) s[i] += pa[k * OM2_IGEMM_MR * 4 + i];
+    for (int r = 0; r < OM2_IGEMM_MR; ++r) rowsum[r] = s[4 * r] + s[4 * r + 1] + s[4 * r + 2] + s[4 * r + 3];
+}
+
+/* A full panel whose MR values of each k are contiguous bytes: at base + koff[k] (an im2col
+ * panel inside the image at column stride 1), or at base + k * kstride (a pointwise
+ * convolution's image, positions contiguous). Four k at a time: their rows interleaved into
+ * [MR][4] (SSE2 unpacks for MR = 8), then XOR the flip. */
+static inline void om2_igemm_pack_a_contiguous(const uint8_t *base, const int32_t *koff, int64_t kstride, int64_t K,
+                                               uint8_t flip, uint8_t *pa) {
+    const int64_t k4 = om2_igemm_k4(K);
+    static const uint8_t zeros[OM2_IGEMM_MR] = {0};
+    for (int64_t g = 0; g < k4; ++g) {
+        const uint8_t *src[4];
+        for (int j = 0; j < 4; ++j) {
+            const int64_t k = 4 * g + j;
+            src[j] = k < K ? base + (koff ? (int64_t)koff[k] : k * kstride) : NULL;
+        }
+        uint8_t *dst = pa + g * 4 * OM2_IGEMM_MR;
+#if defined(__AVX2__) && OM2_IGEMM_MR == 8
+        if (src[3]) {   /* (k past K: the scalar path, which leaves its bytes 0) */
+            const __m128i f = _mm_set1_epi8((char)flip);
+            __m128i v[4];
+            for (int j = 0; j < 4; ++j) v[j] = _mm_xor_si128(_mm_loadl_epi64((const __m128i *)src[j]), f);
+            const __m128i ab = _mm_unpacklo_epi8(v[0], v[1]), cd = _mm_unpacklo_epi8(v[2], v[3]);
+            _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(ab, cd));
+            _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(ab, cd));
+            continue;
+        }
+#endif
+        for (int j = 0; j < 4; ++j) {
+            const uint8_t *sj = src[j] ? src[j] : zeros;
+            const uint8_t fj = src[j] ? flip : 0;
+            for (int r = 0; r < OM2_IGEMM_MR; ++r) dst[4 * r + j] = (uint8_t)(sj[r] ^ fj);
+        }
+    }
+}
+
 /* A's rows [m0, m0 + rows) into one panel (rows past `rows` zero), and their rowsum(A'). */
 static inline void om2_igemm_pack_a(const Om2IgemmA *A, int64_t K, int64_t m0, int64_t rows, uint8_t *pa,
                                     int32_t *rowsum) {
     const int64_t k4 = om2_igemm_k4(K);
+    if (rows == OM2_IGEMM_MR && A->conv && A->conv->koff && A->conv->SW == 1) {
+        /* all MR positions in one output row, every tap of each inside the image: contiguous */
+        const Om2IgemmIm2col *g = A->conv;
+        const int64_t oh = m0 / g->OW, ow = m0 % g->OW, ih0 = oh * g->SH - g->PT, iw0 = ow - g->PL;
+        if (ow + OM2_IGEMM_MR <= g->OW && ih0 >= 0 && ih0 + (g->KH - 1) * g->DH < g->H && iw0 >= 0 &&
+            iw0 + OM2_IGEMM_MR - 1 + (g->KW - 1) * g->DW < g->W) {
+            om2_igemm_pack_a_contiguous(g->x + ih0 * g->W + iw0, g->koff, 0, K, A->flip, pa);
+            om2_igemm_rowsum(pa, k4, rowsum);
+            return;
+        }
+    }
+    if (rows == OM2_IGEMM_MR && !A->conv && A->rs == 1) {   /* k-major A: each k's rows contiguous */
+        om2_igemm_pack_a_contiguous(A->p + m0, NULL, A->cs, K, A->flip, pa);
+        om2_igemm_rowsum(pa, k4, rowsum);
+        return;
+    }
     memset(pa, 0, (size_t)(k4 * 4 * OM2_IGEMM_MR));
     for (int64_t r = 0; r < OM2_IGEMM_MR; ++r) rowsum[r] = 0;
     if (A->conv) {
         const Om2IgemmIm2col *g = A->conv;
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t pos = m0 + r, ih0 = pos / g->OW * g->SH - g->PT, iw0 = pos % g->OW * g->SW - g->PL;
-            int64_t k = 0;
-            int32_t sum = 0;
+            if (g->koff && ih0 >= 0 && ih0 + (g->KH - 1) * g->DH < g->H && iw0 >= 0 &&
+                iw0 + (g->KW - 1) * g->DW < g->W) {   /* every tap inside: read through the offsets, 4 k a word */
+                const uint8_t *b = g->x + ih0 * g->W + iw0;
+                const uint32_t f4 = 0x01010101u * A->flip;
+                int64_t k = 0;
+                for (; k + 4 <= K; k += 4) {
+                    const uint32_t w = ((uint32_t)b[g->koff[k]] | (uint32_t)b[g->koff[k + 1]] << 8 |
+                                        (uint32_t)b[g->koff[k + 2]] << 16 | (uint32_t)b[g->koff[k + 3]] << 24) ^ f4;
+                    memcpy(pa + (k >> 2) * 4 * OM2_IGEMM_MR + r * 4, &w, 4);
+                }
+                for (; k < K; ++k) pa[(k >> 2) * 4 * OM2_IGEMM_MR + r * 4 + (k & 3)] = b[g->koff[k]] ^ A->flip;
+                continue;
+            }
             const uint8_t padv = A->pad ^ A->flip;
+            const int64_t taps = g->KH * g->KW;
+            if (taps <= 64) {   /* the taps' offsets and whether each is inside, once for the row */
+                int64_t off[64];
+                uint8_t in[64];
+                for (int64_t t = 0; t < taps; ++t) {
+                    const int64_t ih = ih0 + t / g->KW * g->DH, iw = iw0 + t % g->KW * g->DW;
+                    in[t] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W;
+                    off[t] = in[t] ? ih * g->W + iw : 0;
+                }
+                int64_t k = 0;
+                for (const uint8_t *xc = g->x; k < K; xc += g->H * g->W)
+                    for (int64_t t = 0; t < taps; ++t, ++k)
+                        pa[(k >> 2) * 4 * OM2_IGEMM_MR + r * 4 + (k & 3)] = in[t] ? (uint8_t)(xc[off[t]] ^ A->flip) : padv;
+                continue;
+            }
+            int64_t k = 0;
             for (const uint8_t *xc = g->x; k < K; xc += g->H * g->W) {
                 for (int64_t kh = 0; kh < g->KH; ++kh) {
                     const int64_t ih = ih0 + kh * g->DH;
@@ -125,12 +213,28 @@ static inline void om2_igemm_pack_a(const Om2IgemmA *A, int64_t K, int64_t m0, i
                         const int64_t iw = iw0 + kw * g->DW;
                         const uint8_t v = row_in && iw >= 0 && iw < g->W ? (uint8_t)(xc[ih * g->W + iw] ^ A->flip) : padv;
                         pa[(k >> 2) * 4 * OM2_IGEMM_MR + r * 4 + (k & 3)] = v;
-                        sum += v;
                     }
                 }
             }
-            rowsum[r] = sum;
         }
+        int32_t sums[OM2_IGEMM_MR];
+        om2_igemm_rowsum(pa, k4, sums);
+        for (int64_t r = 0; r < rows; ++r) rowsum[r] = sums[r];
+        return;
+    }
+    if (A->cs == 1) {   /* row-major A: four k of a row are one 32-bit word */
+        const uint32_t f4 = 0x01010101u * A->flip;
+        for (int64_t r = 0; r < rows; ++r) {
+            const uint8_t *src = A->p + (m0 + r) * A->rs;
+            for (int64_t g = 0; g < K / 4; ++g) {
+                uint32_t w;
+                memcpy(&w, src + 4 * g, 4);
+                w ^= f4;
+                memcpy(pa + g * 4 * OM2_IGEMM_MR + r * 4, &w, 4);
+            }
+            for (int64_t k = K / 4 * 4; k < K; ++k) pa[(k >> 2) * 4 * OM2_IGEMM_MR + r * 4 + (k & 3)] = src[k] ^ A->flip;
+        }
+        om2_igemm_rowsum(pa, k4, rowsum);
         return;
     }
     for (int64_t r = 0; r < rows; ++r) {
