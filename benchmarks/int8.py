@@ -10,7 +10,7 @@ Models (the suite's seeded builders, benchmarks/models):
   activations and weights, per tensor) with a few seeded random calibration batches.
 
 The quantized models and their .om2 archives are cached under $OM2GEN_CACHE_DIR (or /tmp), named
-by a digest of what made them. Times are om2gen bench's (om2gen/cli/bench.py measure: om2gen and
+by a digest of what made them (for an archive: om2gen's sources, templates and runtime headers). Times are om2gen bench's (om2gen/cli/bench.py measure: om2gen and
 ORT in alternating rounds, OpenVINO off); max |diff| is the largest difference of any output
 between om2gen and ORT on one seeded input.
 """
@@ -86,9 +86,16 @@ def quantized(name: str) -> Path:
     return out
 
 
+def _compiler_digest() -> str:
+    """What om2gen's output depends on: its sources, kernel templates and runtime headers."""
+    files = sorted(p for d in ("om2gen", "templates", "runtime_abi/include") for p in (ROOT / d).rglob("*")
+                   if p.is_file() and p.suffix in (".py", ".j2", ".h", ".c", ".cpp"))
+    return _digest(__version__, *(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() for f in files))
+
+
 def compiled(onnx_path: Path) -> Path:
-    """The model's .om2 (compiled once per om2gen version and quantized model)."""
-    out = onnx_path.with_name(f"{onnx_path.stem}-{_digest(onnx_path.read_bytes(), __version__)}.om2")
+    """The model's .om2 (compiled once per om2gen source and quantized model)."""
+    out = onnx_path.with_name(f"{onnx_path.stem}-{_digest(onnx_path.read_bytes(), _compiler_digest())}.om2")
     if not out.is_file():
         partial = out.with_name(f"{out.stem}.{os.getpid()}.tmp.om2")
         om2gen.compile(str(onnx_path), partial)

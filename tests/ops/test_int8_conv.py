@@ -16,6 +16,11 @@ CASES = {
     "group": ((1, 12, 8, 8), (18, 4, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
     "depthwise": ((1, 16, 10, 12), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1], "strides": [2, 1]}),
     "conv1d_same": ((1, 6, 30), (10, 6, 5), {"auto_pad": "SAME_UPPER"}),
+    # wide rows: panels of positions inside the image (packed through the per-k offsets), K = 27
+    "wide_rows": ((1, 3, 9, 40), (24, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "wide_stride2": ((1, 4, 12, 50), (16, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "depthwise_wide_dilated": ((1, 8, 9, 41), (8, 1, 3, 3), {"group": 8, "pads": [2, 2, 2, 2], "dilations": [2, 2],
+                                                             "strides": [1, 2]}),
 }
 
 
@@ -51,3 +56,18 @@ def test_qlinear_conv_bit_exact(target, case, per_channel, tmp_path):
     ref = ort_run(m, {"x": x})[0]
     assert (ref == 0).any() and (ref == 255).any()      # saturation reached at both ends
     np.testing.assert_array_equal(run(m, {"x": x}, tmp_path, target)["y"], ref)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", ["wide_rows", "pointwise", "depthwise_wide_dilated"])
+def test_qlinear_conv_int8_input_bit_exact(target, case, tmp_path):
+    """int8 activations (flipped to uint8 as the panels are packed) with int8 weights."""
+    xs, wsh, attrs = CASES[case]
+    rng = np.random.default_rng(9)
+    x, w = ints(rng, np.int8, xs), ints(rng, np.int8, wsh)
+    consts = {"sx": np.float32(0.05), "zx": np.int8(-20), "w": w, "sw": np.float32(0.01), "zw": np.int8(0),
+              "sy": np.float32(0.01 * np.sqrt(np.prod(wsh[1:]))), "zy": np.int8(3),
+              "b": rng.integers(-3000, 3000, wsh[0]).astype(np.int32)}
+    node = helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], **attrs)
+    m = model([node], {"x": x}, consts, {"y": (TensorProto.INT8, None)})
+    np.testing.assert_array_equal(run(m, {"x": x}, tmp_path, target)["y"], ort_run(m, {"x": x})[0])
