@@ -10,9 +10,10 @@ Models (the suite's seeded builders, benchmarks/models):
   activations and weights, per tensor) with a few seeded random calibration batches.
 
 The quantized models and their .om2 archives are cached under $OM2GEN_CACHE_DIR (or /tmp), named
-by a digest of what made them (for an archive: om2gen's sources, templates and runtime headers). Times are om2gen bench's (om2gen/cli/bench.py measure: om2gen and
-ORT in alternating rounds, OpenVINO off); max |diff| is the largest difference of any output
-between om2gen and ORT on one seeded input.
+by a digest of what made them (for an archive: om2gen's sources, templates and runtime headers).
+Times are om2gen bench's (om2gen/cli/bench.py measure: om2gen and ORT in alternating rounds,
+OpenVINO off); max |diff| is the largest difference of any output between om2gen and ORT on one
+seeded input.
 """
 from __future__ import annotations
 

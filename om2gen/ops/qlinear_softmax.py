@@ -4,9 +4,10 @@ Softmax -> QuantizeLinear, and the QOperator format's op), with ORT's own arithm
 
 - a table of 256 floats made at compile time: exp((i - 255 + shift) * x_scale) in double, where
   shift = max(0, log(FLT_MAX / D) - 5) / x_scale keeps the row sum finite (D: the row length;
-  FLT_MAX / D and its log in float, as ORT's C++ computes them: a double log gives another
-  table, one output step apart on a real model's attention), cast to float; int8 inputs index it with their byte moved so that the row's maximum lands on
-  the table's last entry (uint8: the table read from 255 - max; int8: x + 127 - max);
+  FLT_MAX / D and its log in float, as ORT's C++ computes them: a double log gives another table,
+  one output step apart on a real model's attention), cast to float; int8 inputs index it with
+  their byte moved so that the row's maximum lands on the table's last entry (uint8: the table
+  read from 255 - max; int8: x + 127 - max);
 - per row, the looked-up values summed in float in order, then each output
   rint(value * floor(1 / y_scale) / sum) + y_zero_point, saturated above (ORT 1.32 gives 127
   for int8 where its source reads as a wrap to -128: tests/ops/test_qlinear_softmax.py has the

@@ -68,7 +68,7 @@ def _output(graph, node, users, outputs, unsigned):
     if not has_q or len(readers) != 1 or out in outputs or len([o for o in node.outputs if o]) != 1:
         return None, None, has_q
     q = quantized(graph, readers[0], unsigned)
-    if not _activation(graph, q) or (clip is not None and not _clip_redundant(graph, clip, q)):
+    if q is None or not _activation(graph, q) or (clip is not None and not _clip_redundant(graph, clip, q)):
         return None, None, has_q
     return q, clip, has_q
 
@@ -191,11 +191,11 @@ def _matmul(graph, node, producer, users, outputs, seen) -> int:
     if has_q:
         if q is None or a.kind != q.kind:
             return 0
-        replacement = Node(node.name, "QLinearMatMul", _params(graph, a) + _params(graph, b) + [q.scale, _zero_point(graph, q)],
-                           list(q.node.outputs), opset=10)
+        inputs = _params(graph, a) + _params(graph, b) + [q.scale, _zero_point(graph, q)]
+        replacement = Node(node.name, "QLinearMatMul", inputs, list(q.node.outputs), opset=10)
         return _replace(graph, node, replacement, dqs, q, clip)
-    replacement = Node(node.name, "MatMulIntegerToFloat", [a.data, b.data, a.scale, b.scale,
-                                                           _zero_point(graph, a), _zero_point(graph, b)], list(node.outputs), domain=MS, opset=1)
+    inputs = [a.data, b.data, a.scale, b.scale, _zero_point(graph, a), _zero_point(graph, b)]
+    replacement = Node(node.name, "MatMulIntegerToFloat", inputs, list(node.outputs), domain=MS, opset=1)
     return _replace(graph, node, replacement, dqs, None, None)
 
 
@@ -216,11 +216,11 @@ def _gemm(graph, node, producer, users, outputs, seen) -> int:
     if c is not None and (beta != 1.0 or not _bias(graph, c, n)):
         return 0
     q, clip, has_q = _output(graph, node, users, outputs, seen[0])
+    if has_q and (q is None or a.kind != q.kind or alpha != 1.0):
+        return 0
     attrs = {k: node.attrs[k] for k in ("alpha", "transA", "transB") if k in node.attrs}
     inputs = _params(graph, a) + _params(graph, b) + [_full(graph, c, n) if c is not None else ""]
     if has_q:
-        if q is None or a.kind != q.kind or alpha != 1.0:
-            return 0
         replacement = Node(node.name, "QGemm", inputs + [q.scale, _zero_point(graph, q)], list(q.node.outputs), attrs,
                            domain=MS, opset=1)
         return _replace(graph, node, replacement, dqs, q, clip)

@@ -6,8 +6,8 @@ import pytest
 from helpers import compile_and_run, ort_run
 from onnx import TensorProto, helper, numpy_helper
 
-CASES = [("uint8", 0.05, 3, 1 / 256, 0, 64), ("uint8", 0.11, 130, 1 / 255, 7, 77), ("int8", 0.03, -5, 1 / 256, -128, 50),
-         ("int8", 0.2, 10, 0.003, -100, 400)]
+CASES = [("uint8", 0.05, 3, 1 / 256, 0, 64), ("uint8", 0.11, 130, 1 / 255, 7, 77),
+         ("int8", 0.03, -5, 1 / 256, -128, 50), ("int8", 0.2, 10, 0.003, -100, 400)]
 
 
 def _model(dt, sx, zx, sy, zy, shape, op="QLinearSoftmax", opset=13):
@@ -18,7 +18,8 @@ def _model(dt, sx, zx, sy, zy, shape, op="QLinearSoftmax", opset=13):
                             opset=opset)
     graph = helper.make_graph([node], "qsm", [helper.make_tensor_value_info("x", t, shape)],
                               [helper.make_tensor_value_info("y", t, shape)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model
 

@@ -201,7 +201,8 @@ static inline void om2_igemm_pack_a(const Om2IgemmA *A, int64_t K, int64_t m0, i
                 int64_t k = 0;
                 for (const uint8_t *xc = g->x; k < K; xc += g->H * g->W)
                     for (int64_t t = 0; t < taps; ++t, ++k)
-                        pa[(k >> 2) * 4 * OM2_IGEMM_MR + r * 4 + (k & 3)] = in[t] ? (uint8_t)(xc[off[t]] ^ A->flip) : padv;
+                        pa[(k >> 2) * 4 * OM2_IGEMM_MR + r * 4 + (k & 3)] =
+                            in[t] ? (uint8_t)(xc[off[t]] ^ A->flip) : padv;
                 continue;
             }
             int64_t k = 0;
