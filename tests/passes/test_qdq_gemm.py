@@ -158,3 +158,11 @@ def test_fusion_off_keeps_the_float_conv(tmp_path):
     model = _model("Conv", (1, 4, 9, 9), W_CONV, {"pads": [1, 1, 1, 1]}, bias=BIAS)
     got, ref, types = _run(model, tmp_path, {"x": (1, 4, 9, 9)}, fusion="off")
     assert "QLinearConv" not in types and "Conv" in types, types
+
+
+def test_relu_read_by_a_float_op_keeps_the_float_path(tmp_path):
+    """Conv -> Relu -> (no QuantizeLinear): ORT's group wants the Q after the Relu; no fold."""
+    model = _model("Conv", (1, 4, 9, 9), W_CONV, {"pads": [1, 1, 1, 1]}, bias=BIAS, relu=True, quantize_output=False)
+    got, ref, types = _run(model, tmp_path, {"x": (1, 4, 9, 9)})
+    assert "QLinearConv" not in types and "FusedConv" in types, types   # (Conv + Relu, float)
+    np.testing.assert_allclose(got["y"], ref[0], rtol=1e-5, atol=1e-4)
