@@ -40,6 +40,13 @@ WINO_EFFICIENCY = 0.90              # the Winograd products (no packing: V is bu
 INPUT_OPS = {2: 9.0, 4: 26.0}       # vector ops per (input channel, vector of tiles)
 OUTPUT_OPS = {2: 6.0, 4: 12.0}      # vector ops per (output channel, vector of tiles)
 U_BYTES_PER_CYCLE = 6.0             # transformed weights streamed per tile block from L3/DRAM
+# Where the transformed weights U come from (weights_at_load): stored in the archive, or made at load
+# by a load task from the raw filters g. Load-time costs per MB, measured on Zen 4 (2 vCPUs) with
+# benchmarks/winograd_weights_cost.py (docs/performance.md, "Winograd weights at load").
+MAP_MS_PER_MB = 0.55                # a stored constant: mapped and first touched by the first run
+TRANSFORM_MS_PER_MB = 0.15          # the load task, per MB of U it writes (its first touch included)
+LOAD_TASK_MS = 0.02                 # a load task's launch and wait, whatever its size
+MAX_STORED_GROWTH = 1.25            # U at most this much larger than g: stored (little to save)
 
 
 def _frac(v) -> Fraction:
@@ -92,16 +99,36 @@ def matrices(m: int) -> tuple[tuple, tuple, tuple]:
     return tuple(map(tuple, bt)), tuple(map(tuple, g)), tuple(map(tuple, at))
 
 
+TRANSFORM_CHUNK = 4096              # filters per step of transform_weights (its float64 temporaries stay in L2)
+
+
 def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
-    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw (float64 math)."""
+    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw. In float64, in
+    a fixed order that the load task's kernel (templates/kernels/winograd_weights.c.j2) repeats
+    operation for operation: t[xh, kw] = (G[xh,0] g[0,kw] + G[xh,1] g[1,kw]) + G[xh,2] g[2,kw], then
+    U[xh, xw] = (t[xh,0] G[xw,0] + t[xh,1] G[xw,1]) + t[xh,2] G[xw,2], rounded to float32 once: the
+    weights transformed at load are these bytes exactly. (Element-wise numpy: no BLAS, whose
+    summation order is its own.)"""
     _, g, _ = matrices(m)
     gm = np.array([[float(v) for v in row] for row in g])
     a = m + 2
-    # one GEMM: U[xh*a+xw, (k c)] = sum over (kh, kw) of G[xh, kh] G[xw, kw] g[k, c, kh, kw]; two
-    # tensordots over the 3-long axes took 140 ms a layer (0.3 s of a 512x512 one), this 5 ms
-    kron = np.einsum("ik,jl->ijkl", gm, gm).reshape(a * a, 9)
-    u = kron @ np.asarray(w, np.float64).reshape(-1, 9).T
-    return u.astype(np.float32).reshape(a * a, *w.shape[:2])
+    k, c = w.shape[:2]
+    flat = np.asarray(w, np.float32).reshape(k * c, 3, 3)
+    out = np.empty((a * a, k * c), np.float32)
+    for lo in range(0, k * c, TRANSFORM_CHUNK):
+        x = flat[lo:lo + TRANSFORM_CHUNK].astype(np.float64)                 # [n, kh, kw]
+        t = (gm[None, :, 0, None] * x[:, None, 0, :] + gm[None, :, 1, None] * x[:, None, 1, :]) \
+            + gm[None, :, 2, None] * x[:, None, 2, :]                       # [n, xh, kw]
+        u = (t[:, :, 0, None] * gm[None, None, :, 0] + t[:, :, 1, None] * gm[None, None, :, 1]) \
+            + t[:, :, 2, None] * gm[None, None, :, 2]                       # [n, xh, xw]
+        out[:, lo:lo + len(x)] = u.reshape(len(x), a * a).T
+    return out.reshape(a * a, k, c)
+
+
+def g_literals(m: int) -> list[list[str]]:
+    """G of F(m, 3) as C double literals (hexadecimal: exactly the doubles transform_weights uses)."""
+    _, g, _ = matrices(m)
+    return [[float(v).hex() for v in row] for row in g]
 
 
 def _linear(coefs: list[Fraction], var: str) -> str:
@@ -241,6 +268,38 @@ def choose(g: dict, bl: gemm_pack.Blocking, forced: int | None = None) -> Plan |
         if c < best_cost:
             best, best_cost = p, c
     return best
+
+
+def weights_bytes(k: int, c: int, m: int, bl: gemm_pack.Blocking) -> tuple[int, int]:
+    """(bytes of the raw filters g [K, C, 3, 3], bytes of the packed U [ceil(K/MR), a*a, C, MR])."""
+    return k * c * 9 * 4, _ceil(k, bl.mr) * bl.mr * (m + 2) ** 2 * c * 4
+
+
+def weights_at_load(k: int, c: int, m: int, bl: gemm_pack.Blocking, setting: str = "auto") -> bool:
+    """Whether a layer's U is made at load (a load task from g) rather than stored: forced by the
+    compile option (winograd_weights "load" / "stored"), else by cost. Storing U costs its mapping
+    and first touch; making it costs g's and the transform, which is cheaper per MB than the
+    mapping: so U is made at load unless it is not much bigger than g (little archive to save) or
+    the layer is so small that the load task's fixed cost outweighs what it saves."""
+    if setting != "auto":
+        return setting == "load"
+    g_bytes, u_bytes = weights_bytes(k, c, m, bl)
+    if u_bytes <= MAX_STORED_GROWTH * g_bytes:
+        return False
+    mb = 1 / (1 << 20)
+    stored = MAP_MS_PER_MB * u_bytes * mb
+    made = MAP_MS_PER_MB * g_bytes * mb + TRANSFORM_MS_PER_MB * u_bytes * mb + LOAD_TASK_MS
+    return made <= stored
+
+
+TRANSFORM_C_CHUNK = 64              # input channels per work item of the load task
+
+
+def transform_tiling(k: int, c: int, bl: gemm_pack.Blocking) -> dict[str, int]:
+    """The load task's TilingData (templates/kernels/winograd_weights.c.j2): a work item per panel
+    of MR output channels and range of input channels."""
+    chunk = min(c, TRANSFORM_C_CHUNK)
+    return {"K": k, "C": c, "panels": _ceil(k, bl.mr), "c_chunk": chunk, "c_chunks": _ceil(c, chunk)}
 
 
 def pack_weights(w: np.ndarray, m: int, bl: gemm_pack.Blocking) -> np.ndarray:
