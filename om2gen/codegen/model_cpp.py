@@ -61,7 +61,8 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "inputs": [io(d) for d in tables.inputs], "outputs": [io(d) for d in tables.outputs],
         "kernels": [{"bin_file": b.bin_file, "entry": b.entry, "template": k.template}
                     for b, k in zip(tables.kernel_bins, program.kernels)],
-        "tasks": tasks, "load_tasks": load_tasks,
+        "tasks": tasks, "load_tasks": load_tasks, "all_tasks": tasks + load_tasks,   # (the slots' and tiling's order)
+        "model_buffer_bytes": sum(b.size for b in program.model_buffers),
         "model_buffers": [{"size": b.size, "comment": f"{b.name}: written by node {b.node}"}
                           for b in program.model_buffers],
         "array_sizes": {"inputs": _array_size(tables.inputs), "outputs": _array_size(tables.outputs),

@@ -1,0 +1,152 @@
+"""Winograd's transformed weights stored in the archive against made at load (a load task from the
+raw filters; docs/performance.md, "Winograd weights at load"), per model and per setting of
+winograd_weights: archive size / ONNX size, load time (fresh process and in-process), first run,
+and the run's median against ONNX Runtime's.
+
+    python benchmarks/winograd_weights.py [--models resnet50 ppocr_v4_det] [--modes stored load auto]
+    python benchmarks/winograd_weights.py --calibrate     # the cost model's constants (ops/winograd.py)
+
+--calibrate measures what ops/winograd.weights_at_load weighs, on layers of ResNet-50's largest
+3x3 shape (256 -> 256 channels, F(4x4, 3x3)): the load task's time per MB of U it writes (the
+model's load phase "run the load tasks"), its fixed cost (the same for a layer of 16 -> 16), and
+what a stored MB costs a fresh process's load plus first run beyond a made one (mapping and first
+touch), from the two forms' fresh-process figures.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from benchmarks.archive_size import CASES  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import om2gen  # noqa: E402
+from om2gen.cli import bench, bench_fresh, sizes  # noqa: E402
+
+MODES = ("stored", "load", "auto")
+MB = 1 << 20
+
+
+def measure(case: suite.Case, mode: str, threads: int, runs: int, fresh: int, log) -> dict:
+    archive = suite.compiled(case, "om2", suite._code_digest(), log, winograd_weights=mode)
+    feeds = case.feeds() if case.feeds else {}
+    r = bench.measure(archive, case.onnx(), threads=threads, runs=runs, loads=10, feeds=feeds, openvino=False,
+                      fresh=fresh, max_seconds=60)
+    meta = sizes.archive_sizes(archive)
+    return {"model": case.name, "mode": mode, "ratio": meta["bytes"] / sizes.onnx_bytes(case.onnx()),
+            "mb": meta["bytes"] / MB, "load_tasks": _load_tasks(archive),
+            "fresh_load_ms": r["fresh"]["om2gen"]["load_ms"], "fresh_first_run_ms": r["fresh"]["om2gen"]["first_run_ms"],
+            "ort_fresh_load_first_run_ms": r["fresh"]["onnxruntime"]["load_first_run_ms"],
+            "load_ms": r["load"]["om2gen"]["median_ms"], "run_ms": r["run"]["om2gen"]["median_ms"],
+            "ort_run_ms": r["run"]["onnxruntime"]["median_ms"]}
+
+
+def _load_tasks(archive) -> int:
+    import json
+    import zipfile
+    with zipfile.ZipFile(archive) as z:
+        return len(json.loads(z.read("model_0/model_meta.json")).get("load_tasks", []))
+
+
+def render(rows: list[dict], threads: int) -> str:
+    lines = [f"{bench.machine_info()['cpu']}, {threads} threads", "",
+             "| model | winograd_weights | layers made at load | .om2 MB | .om2 / ONNX | load (fresh) | first run "
+             "(fresh) | load (in-process) | run median | ORT run median | run / ORT |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['mode']} | {r['load_tasks']} | {r['mb']:.1f} | {r['ratio']:.2f} | "
+                     f"{r['fresh_load_ms']:.1f} ms | {r['fresh_first_run_ms']:.1f} ms | {r['load_ms']:.1f} ms | "
+                     f"{r['run_ms']:.2f} ms | {r['ort_run_ms']:.2f} ms | {r['run_ms'] / r['ort_run_ms']:.2f} |")
+    return "\n".join(lines)
+
+
+# ---- the cost model's constants -----------------------------------------------------------------
+
+def _conv_stack(path: Path, layers: int, channels: int, hw: int) -> None:
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((channels, channels, 3, 3)) * 0.05).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"y{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        x = f"y{i}"
+    g = helper.make_graph(nodes, "stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, hw, hw])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, channels, hw, hw])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def _load_task_ms(archive: Path, threads: int, loads: int = 15) -> float:
+    """Median over loads of the model's load phase that runs its load tasks."""
+    times = []
+    for _ in range(loads):
+        with om2gen.load(archive, threads=threads) as m:
+            times.append(dict(m.load_phases)["run the load tasks"] * 1e3)
+    return statistics.median(times)
+
+
+def calibrate(threads: int, processes: int) -> str:
+    with tempfile.TemporaryDirectory(prefix="om2gen-wino-cal-") as tmp:
+        out = Path(tmp)
+        big, small = out / "big.onnx", out / "small.onnx"
+        layers, c = 6, 256
+        _conv_stack(big, layers, c, 14)
+        _conv_stack(small, layers, 16, 14)
+        paths = {}
+        for name, src in (("big", big), ("small", small)):
+            for mode in ("stored", "load"):
+                paths[name, mode] = om2gen.compile(src, out / f"{name}_{mode}.om2", winograd=4, winograd_weights=mode)
+        u_bytes = sizes.archive_sizes(paths["big", "stored"])["constants_bytes"]
+        g_bytes = layers * c * c * 9 * 4
+        per_task = _load_task_ms(paths["small", "load"], threads) / layers
+        transform = _load_task_ms(paths["big", "load"], threads) / layers
+        transform_per_mb = (transform - per_task) / (u_bytes / layers / MB)
+        feeds = {"x": np.random.default_rng(1).standard_normal((1, c, 14, 14)).astype(np.float32)}
+        fresh = {mode: bench_fresh.measure_fresh(paths["big", mode], feeds, threads, processes)["om2gen"]
+                 for mode in ("stored", "load")}
+        total = {mode: f["load_first_run_ms"] for mode, f in fresh.items()}
+        # stored - load = MAP (U - g) - TRANSFORM U - tasks * TASK
+        map_per_mb = (total["stored"] - total["load"] + transform_per_mb * u_bytes / MB + layers * per_task) / \
+            ((u_bytes - g_bytes) / MB)
+    return "\n".join([
+        f"{bench.machine_info()['cpu']}, {threads} threads; {layers} layers of {c} -> {c} channels, 14x14, "
+        f"F(4x4, 3x3): U {u_bytes / MB:.1f} MB, g {g_bytes / MB:.1f} MB",
+        f"load task, fixed (16 -> 16 layers): {per_task:.3f} ms            -> LOAD_TASK_MS",
+        f"load task, per MB of U:           {transform_per_mb:.3f} ms/MB       -> TRANSFORM_MS_PER_MB",
+        f"fresh load + first run: stored {total['stored']:.1f} ms, made at load {total['load']:.1f} ms "
+        f"(median of {processes} processes each)",
+        f"a stored MB (mapped, first touched): {map_per_mb:.3f} ms/MB -> MAP_MS_PER_MB"])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", default=["resnet50", "ppocr_v4_det"], choices=sorted(CASES))
+    p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--fresh", type=int, default=5, metavar="N", help="fresh processes per engine and form")
+    p.add_argument("--calibrate", action="store_true", help="measure the cost model's constants instead")
+    args = p.parse_args()
+    if args.calibrate:
+        print(calibrate(args.threads, args.fresh))
+        return 0
+    rows = []
+    for name in args.models:
+        for mode in args.modes:
+            rows.append(measure(CASES[name], mode, args.threads, args.runs, args.fresh,
+                                lambda s: print(s, file=sys.stderr)))
+            print(render(rows[-1:], args.threads).splitlines()[-1], file=sys.stderr, flush=True)
+    print(render(rows, args.threads))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
