@@ -365,7 +365,7 @@ class Conv(Op):
         params = dict(summary=f"Winograd F({m}x{m}, 3x3) weight transform U = G g G^T, packed for the Winograd "
                               "kernel's GEMMs (a load task)",
                       m=m, a=a, mr=bl.mr, points=", ".join(str(p) for p in winograd.POINTS[m]),
-                      g=winograd.g_literals(m), fields=list(tiling))
+                      code=winograd.transform_weights_code(m), fields=list(tiling))
         return KernelCall("kernels/winograd_weights.c.j2", "WinogradWeights", params, [w.name], [u.name],
                           block_dim=gemm_pack.block_dim(tiling["panels"] * tiling["c_chunks"]), tiling=tiling,
                           temps=[u], at_load=True)

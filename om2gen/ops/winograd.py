@@ -102,33 +102,50 @@ def matrices(m: int) -> tuple[tuple, tuple, tuple]:
 TRANSFORM_CHUNK = 4096              # filters per step of transform_weights (its float64 temporaries stay in L2)
 
 
+def g_terms(m: int) -> list[list[tuple[int, float]]]:
+    """Per row of G (F(m, 3)), its nonzero entries as (column, value), in column order: the terms
+    both transforms of the weights sum, left to right (a zero entry is no term: 0 * g would turn
+    an infinite weight into NaN, and both sides skip the same ones)."""
+    _, g, _ = matrices(m)
+    return [[(j, float(v)) for j, v in enumerate(row) if v != 0] for row in g]
+
+
 def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
     """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw. In float64, in
     a fixed order that the load task's kernel (templates/kernels/winograd_weights.c.j2) repeats
-    operation for operation: t[xh, kw] = (G[xh,0] g[0,kw] + G[xh,1] g[1,kw]) + G[xh,2] g[2,kw], then
-    U[xh, xw] = (t[xh,0] G[xw,0] + t[xh,1] G[xw,1]) + t[xh,2] G[xw,2], rounded to float32 once: the
-    weights transformed at load are these bytes exactly. (Element-wise numpy: no BLAS, whose
-    summation order is its own.)"""
-    _, g, _ = matrices(m)
-    gm = np.array([[float(v) for v in row] for row in g])
+    operation for operation: t[xh, kw] = sum over G[xh]'s terms (kh, G[xh,kh]) of G[xh,kh] g[kh,kw],
+    then U[xh, xw] = sum over G[xw]'s terms (kw, G[xw,kw]) of t[xh,kw] G[xw,kw], each sum left to
+    right (g_terms), rounded to float32 once: the weights transformed at load are these bytes
+    exactly. (Element-wise numpy: no BLAS, whose summation order is its own.)"""
+    terms = g_terms(m)
     a = m + 2
     k, c = w.shape[:2]
     flat = np.asarray(w, np.float32).reshape(k * c, 3, 3)
     out = np.empty((a * a, k * c), np.float32)
+
+    def dot(row, pick):
+        (j, v), *rest = row
+        acc = pick(j) * v
+        for j, v in rest:
+            acc = acc + pick(j) * v
+        return acc
     for lo in range(0, k * c, TRANSFORM_CHUNK):
-        x = flat[lo:lo + TRANSFORM_CHUNK].astype(np.float64)                 # [n, kh, kw]
-        t = (gm[None, :, 0, None] * x[:, None, 0, :] + gm[None, :, 1, None] * x[:, None, 1, :]) \
-            + gm[None, :, 2, None] * x[:, None, 2, :]                       # [n, xh, kw]
-        u = (t[:, :, 0, None] * gm[None, None, :, 0] + t[:, :, 1, None] * gm[None, None, :, 1]) \
-            + t[:, :, 2, None] * gm[None, None, :, 2]                       # [n, xh, xw]
+        x = flat[lo:lo + TRANSFORM_CHUNK].astype(np.float64)                      # [n, kh, kw]
+        t = np.stack([dot(row, lambda kh: x[:, kh, :]) for row in terms], axis=1)  # [n, xh, kw]
+        u = np.stack([dot(row, lambda kw: t[:, :, kw]) for row in terms], axis=2)  # [n, xh, xw]
         out[:, lo:lo + len(x)] = u.reshape(len(x), a * a).T
     return out.reshape(a * a, k, c)
 
 
-def g_literals(m: int) -> list[list[str]]:
-    """G of F(m, 3) as C double literals (hexadecimal: exactly the doubles transform_weights uses)."""
-    _, g, _ = matrices(m)
-    return [[float(v).hex() for v in row] for row in g]
+def transform_weights_code(m: int) -> dict:
+    """The load task's two stages as C expressions over double x[9][MR], g[a][3][MR] (lane r, column
+    kw): what transform_weights computes, term for term (g_terms; literals exact, in hex)."""
+    terms = g_terms(m)
+
+    def dot(row, operand):
+        return " + ".join(f"{operand(j)} * {v.hex()}" for j, v in row)
+    return {"rows": [dot(row, lambda kh: f"x[{3 * kh} + kw][r]") for row in terms],
+            "cols": [dot(row, lambda kw: f"g[xh][{kw}][r]") for row in terms]}
 
 
 def _linear(coefs: list[Fraction], var: str) -> str:
