@@ -8,14 +8,18 @@ and the run's median against ONNX Runtime's.
 
 --calibrate measures what ops/winograd.weights_at_load weighs, on layers of ResNet-50's largest
 3x3 shape (256 -> 256 channels, F(4x4, 3x3)): the load task's time per MB of U it writes (the
-model's load phase "run the load tasks"), its fixed cost (the same for a layer of 16 -> 16), and
-what a stored MB costs a fresh process's load plus first run beyond a made one (mapping and first
-touch), from the two forms' fresh-process figures.
+model's load phase "run the load tasks", the least of 21 loads), its fixed cost (the same for a
+layer of 16 -> 16), and what a stored MB costs a fresh process's load plus first run beyond a made
+one (reading, checking, mapping and first touching it), from the two forms' fresh-process figures
+(medians, the forms alternating): cold, the archive evicted from the page cache first (the first
+load after a download or a reboot: what the cost model weighs), and warm.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -84,46 +88,73 @@ def _conv_stack(path: Path, layers: int, channels: int, hw: int) -> None:
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
-def _load_task_ms(archive: Path, threads: int, loads: int = 15) -> float:
-    """Median over loads of the model's load phase that runs its load tasks."""
+def _load_task_ms(archive: Path, threads: int, loads: int = 21) -> float:
+    """The least over loads of the model's load phase that runs its load tasks (the least: on a
+    shared machine the other figures are the neighbours' as much as its own)."""
     times = []
     for _ in range(loads):
         with om2gen.load(archive, threads=threads) as m:
             times.append(dict(m.load_phases)["run the load tasks"] * 1e3)
-    return statistics.median(times)
+    return min(times)
+
+
+_FRESH = """
+import sys, time
+import numpy as np
+import om2gen
+t = time.perf_counter()
+m = om2gen.load(sys.argv[1], threads=int(sys.argv[2]))
+m.run({"x": np.zeros(tuple(map(int, sys.argv[3].split(","))), np.float32)})
+print((time.perf_counter() - t) * 1e3)
+"""
+
+
+def _fresh_ms(archive: Path, shape, threads: int, cold: bool) -> float:
+    """Load + first run in a new process; cold: the archive's pages evicted from the page cache
+    first (posix_fadvise DONTNEED), as after a download or a reboot."""
+    if cold:
+        fd = os.open(archive, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    out = subprocess.run([sys.executable, "-c", _FRESH, str(archive), str(threads), ",".join(map(str, shape))],
+                         capture_output=True, text=True, check=True, env=bench_fresh._env())
+    return float(out.stdout.split()[-1])
 
 
 def calibrate(threads: int, processes: int) -> str:
-    with tempfile.TemporaryDirectory(prefix="om2gen-wino-cal-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="om2gen-wino-cal-", dir=Path.home()) as tmp:   # (a disk, not tmpfs)
         out = Path(tmp)
         big, small = out / "big.onnx", out / "small.onnx"
-        layers, c = 6, 256
-        _conv_stack(big, layers, c, 14)
-        _conv_stack(small, layers, 16, 14)
+        layers, c, hw = 6, 256, 14
+        _conv_stack(big, layers, c, hw)
+        _conv_stack(small, layers, 16, hw)
         paths = {}
         for name, src in (("big", big), ("small", small)):
             for mode in ("stored", "load"):
                 paths[name, mode] = om2gen.compile(src, out / f"{name}_{mode}.om2", winograd=4, winograd_weights=mode)
-        u_bytes = sizes.archive_sizes(paths["big", "stored"])["constants_bytes"]
-        g_bytes = layers * c * c * 9 * 4
+        u_mb = sizes.archive_sizes(paths["big", "stored"])["constants_bytes"] / MB
+        g_mb = layers * c * c * 9 * 4 / MB
         per_task = _load_task_ms(paths["small", "load"], threads) / layers
-        transform = _load_task_ms(paths["big", "load"], threads) / layers
-        transform_per_mb = (transform - per_task) / (u_bytes / layers / MB)
-        feeds = {"x": np.random.default_rng(1).standard_normal((1, c, 14, 14)).astype(np.float32)}
-        fresh = {mode: bench_fresh.measure_fresh(paths["big", mode], feeds, threads, processes)["om2gen"]
-                 for mode in ("stored", "load")}
-        total = {mode: f["load_first_run_ms"] for mode, f in fresh.items()}
-        # stored - load = MAP (U - g) - TRANSFORM U - tasks * TASK
-        map_per_mb = (total["stored"] - total["load"] + transform_per_mb * u_bytes / MB + layers * per_task) / \
-            ((u_bytes - g_bytes) / MB)
-    return "\n".join([
-        f"{bench.machine_info()['cpu']}, {threads} threads; {layers} layers of {c} -> {c} channels, 14x14, "
-        f"F(4x4, 3x3): U {u_bytes / MB:.1f} MB, g {g_bytes / MB:.1f} MB",
-        f"load task, fixed (16 -> 16 layers): {per_task:.3f} ms            -> LOAD_TASK_MS",
-        f"load task, per MB of U:           {transform_per_mb:.3f} ms/MB       -> TRANSFORM_MS_PER_MB",
-        f"fresh load + first run: stored {total['stored']:.1f} ms, made at load {total['load']:.1f} ms "
-        f"(median of {processes} processes each)",
-        f"a stored MB (mapped, first touched): {map_per_mb:.3f} ms/MB -> MAP_MS_PER_MB"])
+        transform_per_mb = (_load_task_ms(paths["big", "load"], threads) / layers - per_task) / (u_mb / layers)
+        lines = [f"{bench.machine_info()['cpu']}, {threads} threads; {layers} layers of {c} -> {c} channels, "
+                 f"{hw}x{hw}, F(4x4, 3x3): U {u_mb:.1f} MB, g {g_mb:.1f} MB",
+                 f"load task, fixed (16 -> 16 layers): {per_task:.3f} ms       -> LOAD_TASK_MS",
+                 f"load task, per MB of U:           {transform_per_mb:.3f} ms/MB    -> TRANSFORM_MS_PER_MB"]
+        for cold in (True, False):
+            samples = {"stored": [], "load": []}
+            for _ in range(processes):   # the two forms alternating, a fresh process each
+                for mode in samples:
+                    samples[mode].append(_fresh_ms(paths["big", mode], (1, c, hw, hw), threads, cold))
+            total = {mode: statistics.median(v) for mode, v in samples.items()}
+            # stored - made = MAP (U - g) - TRANSFORM U - tasks * TASK
+            per_mb = (total["stored"] - total["load"] + transform_per_mb * u_mb + layers * per_task) / (u_mb - g_mb)
+            what = "cold (evicted from the page cache)" if cold else "warm (in the page cache)"
+            lines.append(f"fresh load + first run, {what}: stored {total['stored']:.1f} ms, made at load "
+                         f"{total['load']:.1f} ms (medians of {processes})")
+            lines.append(f"  a stored MB costs {per_mb:.3f} ms/MB" + ("    -> MAP_MS_PER_MB" if cold else ""))
+    return "\n".join(lines)
 
 
 def main() -> int:

@@ -41,12 +41,14 @@ INPUT_OPS = {2: 9.0, 4: 26.0}       # vector ops per (input channel, vector of t
 OUTPUT_OPS = {2: 6.0, 4: 12.0}      # vector ops per (output channel, vector of tiles)
 U_BYTES_PER_CYCLE = 6.0             # transformed weights streamed per tile block from L3/DRAM
 # Where the transformed weights U come from (weights_at_load): stored in the archive, or made at load
-# by a load task from the raw filters g. Load-time costs per MB, measured on Zen 4 (2 vCPUs) with
-# benchmarks/winograd_weights_cost.py (docs/performance.md, "Winograd weights at load").
-MAP_MS_PER_MB = 0.55                # a stored constant: mapped and first touched by the first run
-TRANSFORM_MS_PER_MB = 0.15          # the load task, per MB of U it writes (its first touch included)
-LOAD_TASK_MS = 0.02                 # a load task's launch and wait, whatever its size
-MAX_STORED_GROWTH = 1.25            # U at most this much larger than g: stored (little to save)
+# by a load task from the raw filters g. Load-time costs, measured on Zen 4 (2 vCPUs) with
+# `python benchmarks/winograd_weights.py --calibrate` (docs/performance.md, "Winograd weights at
+# load"): a stored MB costs a fresh process's first load and run 0.5-1.3 ms when the archive is not
+# in the page cache (read, checked, mapped, first touched: the first load after a download or a
+# reboot, which this weighs), 0.18 ms when it is; the load task 0.17-0.20 ms per MB of U it writes.
+MAP_MS_PER_MB = 0.5                 # a stored constant, cold (the measured range's low end)
+TRANSFORM_MS_PER_MB = 0.18          # the load task, per MB of U (its first touch of the buffer included)
+LOAD_TASK_MS = 0.03                 # a load task's launch and wait, whatever its size
 
 
 def _frac(v) -> Fraction:
@@ -296,13 +298,12 @@ def weights_at_load(k: int, c: int, m: int, bl: gemm_pack.Blocking, setting: str
     """Whether a layer's U is made at load (a load task from g) rather than stored: forced by the
     compile option (winograd_weights "load" / "stored"), else by cost. Storing U costs its mapping
     and first touch; making it costs g's and the transform, which is cheaper per MB than the
-    mapping: so U is made at load unless it is not much bigger than g (little archive to save) or
-    the layer is so small that the load task's fixed cost outweighs what it saves."""
+    mapping: so U is made at load unless it is not much bigger than g (F(2x2, 3x3)'s 16/9 of a
+    small layer: little to save) or the layer is so small that the load task's fixed cost
+    outweighs what it saves."""
     if setting != "auto":
         return setting == "load"
     g_bytes, u_bytes = weights_bytes(k, c, m, bl)
-    if u_bytes <= MAX_STORED_GROWTH * g_bytes:
-        return False
     mb = 1 / (1 << 20)
     stored = MAP_MS_PER_MB * u_bytes * mb
     made = MAP_MS_PER_MB * g_bytes * mb + TRANSFORM_MS_PER_MB * u_bytes * mb + LOAD_TASK_MS

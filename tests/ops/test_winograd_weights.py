@@ -110,7 +110,8 @@ def test_a_classic_om_stores_the_transformed_weights(tmp_path):
 def test_the_cost_model_makes_big_layers_at_load_and_keeps_small_ones():
     bl = gemm_pack.blocking(targets.get_target(None))
     assert winograd.weights_at_load(256, 256, 4, bl)          # 9 MiB of U from 2.25 MiB of filters
-    assert winograd.weights_at_load(64, 64, 2, bl)
+    assert winograd.weights_at_load(256, 256, 2, bl)          # 4 MiB from 2.25
+    assert not winograd.weights_at_load(64, 64, 2, bl)        # 256 KiB from 144: not worth a task
     assert not winograd.weights_at_load(16, 3, 4, bl)         # 7 KiB: the task's fixed cost outweighs it
     assert winograd.weights_at_load(16, 3, 4, bl, "load") and not winograd.weights_at_load(256, 256, 4, bl, "stored")
 
