@@ -3,7 +3,7 @@ raw filters; docs/performance.md, "Winograd weights at load"), per model and per
 winograd_weights: archive size / ONNX size, load time (fresh process and in-process), first run,
 and the run's median against ONNX Runtime's.
 
-    python benchmarks/winograd_weights.py [--models resnet50 ppocr_v4_det] [--modes stored load auto]
+    python benchmarks/winograd_weights.py [--models resnet50_seeded ppocr_v4_det] [--modes stored load auto]
     python benchmarks/winograd_weights.py --calibrate     # the cost model's constants (ops/winograd.py)
 
 --calibrate measures what ops/winograd.weights_at_load weighs, on layers of ResNet-50's largest
@@ -17,11 +17,13 @@ load after a download or a reboot: what the cost model weighs), and warm.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,40 +37,67 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import om2gen  # noqa: E402
 from om2gen.cli import bench, bench_fresh, sizes  # noqa: E402
+from om2gen.formats.om2 import layout  # noqa: E402
 
 MODES = ("stored", "load", "auto")
 MB = 1 << 20
 
 
-def measure(case: suite.Case, mode: str, threads: int, runs: int, fresh: int, log) -> dict:
-    archive = suite.compiled(case, "om2", suite._code_digest(), log, winograd_weights=mode)
-    feeds = case.feeds() if case.feeds else {}
-    r = bench.measure(archive, case.onnx(), threads=threads, runs=runs, loads=10, feeds=feeds, openvino=False,
-                      fresh=fresh, max_seconds=60)
-    meta = sizes.archive_sizes(archive)
-    return {"model": case.name, "mode": mode, "ratio": meta["bytes"] / sizes.onnx_bytes(case.onnx()),
-            "mb": meta["bytes"] / MB, "load_tasks": _load_tasks(archive),
-            "fresh_load_ms": r["fresh"]["om2gen"]["load_ms"], "fresh_first_run_ms": r["fresh"]["om2gen"]["first_run_ms"],
-            "ort_fresh_load_first_run_ms": r["fresh"]["onnxruntime"]["load_first_run_ms"],
-            "load_ms": r["load"]["om2gen"]["median_ms"], "run_ms": r["run"]["om2gen"]["median_ms"],
-            "ort_run_ms": r["run"]["onnxruntime"]["median_ms"]}
+def measure(case: suite.Case, modes, threads: int, runs: int, fresh: int, log) -> list[dict]:
+    """One row per setting. The fresh-process figures alternate the settings' archives round by
+    round (medians of `fresh`), warm (in the page cache) and cold (evicted first); ORT's session and
+    first run in a fresh process once (bench_fresh); the in-process load and the run medians with
+    ORT's, alternating, per setting (bench.measure)."""
+    archives = {mode: suite.compiled(case, "om2", suite._code_digest(), log, winograd_weights=mode) for mode in modes}
+    given = case.feeds() if case.feeds else {}
+    rows = {mode: {"model": case.name, "mode": mode, "load_tasks": _load_tasks(a),
+                   "mb": sizes.archive_sizes(a)["bytes"] / MB,
+                   "ratio": sizes.archive_sizes(a)["bytes"] / sizes.onnx_bytes(case.onnx())}
+            for mode, a in archives.items()}
+    with tempfile.TemporaryDirectory(prefix="om2gen-wino-") as tmp:
+        npz = Path(tmp) / "feeds.npz"
+        with om2gen.load(archives[modes[0]]) as m:
+            feeds = bench.run_feeds(m.inputs, given, 0)
+        np.savez(npz, **feeds)
+        for a in archives.values():   # untimed: imports and the page cache
+            _fresh_ms(a, npz, threads, False)
+        samples = {(mode, cold): [] for mode in modes for cold in (False, True)}
+        for i in range(fresh):
+            for mode in (modes if i % 2 == 0 else modes[::-1]):
+                for cold in (False, True):
+                    samples[mode, cold].append(_fresh_ms(archives[mode], npz, threads, cold))
+        session = bench.ort_session(case.onnx(), threads)
+        o_feeds = bench.ort_feeds(session, {**feeds, **given}, case.onnx())
+        del session
+        ort = bench_fresh.measure_fresh(archives[modes[0]], feeds, threads, fresh, case.onnx(), o_feeds)["onnxruntime"]
+    for mode, row in rows.items():
+        warm, cold = samples[mode, False], samples[mode, True]
+        row.update(fresh_load_ms=statistics.median(s[0] for s in warm),
+                   fresh_first_run_ms=statistics.median(s[1] for s in warm),
+                   cold_ms=statistics.median(s[0] + s[1] for s in cold),
+                   ort_fresh_load_first_run_ms=ort["load_first_run_ms"])
+        r = bench.measure(archives[mode], case.onnx(), threads=threads, runs=runs, loads=10, feeds=given,
+                          openvino=False, fresh=0, max_seconds=60)
+        row.update(load_ms=r["load"]["om2gen"]["median_ms"], run_ms=r["run"]["om2gen"]["median_ms"],
+                   ort_run_ms=r["run"]["onnxruntime"]["median_ms"])
+    return list(rows.values())
 
 
 def _load_tasks(archive) -> int:
-    import json
-    import zipfile
     with zipfile.ZipFile(archive) as z:
-        return len(json.loads(z.read("model_0/model_meta.json")).get("load_tasks", []))
+        return len(json.loads(z.read(layout.model_meta(0))).get("load_tasks", []))
 
 
 def render(rows: list[dict], threads: int) -> str:
     lines = [f"{bench.machine_info()['cpu']}, {threads} threads", "",
              "| model | winograd_weights | layers made at load | .om2 MB | .om2 / ONNX | load (fresh) | first run "
-             "(fresh) | load (in-process) | run median | ORT run median | run / ORT |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "(fresh) | load + first run, cold | ORT session + first run (fresh) | load (in-process) | run median "
+             "| ORT run median | run / ORT |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['mode']} | {r['load_tasks']} | {r['mb']:.1f} | {r['ratio']:.2f} | "
-                     f"{r['fresh_load_ms']:.1f} ms | {r['fresh_first_run_ms']:.1f} ms | {r['load_ms']:.1f} ms | "
+                     f"{r['fresh_load_ms']:.1f} ms | {r['fresh_first_run_ms']:.1f} ms | {r['cold_ms']:.1f} ms | "
+                     f"{r['ort_fresh_load_first_run_ms']:.1f} ms | {r['load_ms']:.1f} ms | "
                      f"{r['run_ms']:.2f} ms | {r['ort_run_ms']:.2f} ms | {r['run_ms'] / r['ort_run_ms']:.2f} |")
     return "\n".join(lines)
 
@@ -102,15 +131,17 @@ _FRESH = """
 import sys, time
 import numpy as np
 import om2gen
+feeds = dict(np.load(sys.argv[3]))
 t = time.perf_counter()
 m = om2gen.load(sys.argv[1], threads=int(sys.argv[2]))
-m.run({"x": np.zeros(tuple(map(int, sys.argv[3].split(","))), np.float32)})
-print((time.perf_counter() - t) * 1e3)
+t1 = time.perf_counter()
+m.run(feeds)
+print((t1 - t) * 1e3, (time.perf_counter() - t1) * 1e3)
 """
 
 
-def _fresh_ms(archive: Path, shape, threads: int, cold: bool) -> float:
-    """Load + first run in a new process; cold: the archive's pages evicted from the page cache
+def _fresh_ms(archive: Path, feeds: Path, threads: int, cold: bool) -> tuple[float, float]:
+    """(Load, first run) in a new process, in ms; cold: the archive's pages evicted from the page cache
     first (posix_fadvise DONTNEED), as after a download or a reboot."""
     if cold:
         fd = os.open(archive, os.O_RDONLY)
@@ -118,9 +149,10 @@ def _fresh_ms(archive: Path, shape, threads: int, cold: bool) -> float:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-    out = subprocess.run([sys.executable, "-c", _FRESH, str(archive), str(threads), ",".join(map(str, shape))],
+    out = subprocess.run([sys.executable, "-c", _FRESH, str(archive), str(threads), str(feeds)],
                          capture_output=True, text=True, check=True, env=bench_fresh._env())
-    return float(out.stdout.split()[-1])
+    load, first_run = map(float, out.stdout.split()[-2:])
+    return load, first_run
 
 
 def calibrate(threads: int, processes: int) -> str:
@@ -142,11 +174,12 @@ def calibrate(threads: int, processes: int) -> str:
                  f"{hw}x{hw}, F(4x4, 3x3): U {u_mb:.1f} MB, g {g_mb:.1f} MB",
                  f"load task, fixed (16 -> 16 layers): {per_task:.3f} ms       -> LOAD_TASK_MS",
                  f"load task, per MB of U:           {transform_per_mb:.3f} ms/MB    -> TRANSFORM_MS_PER_MB"]
+        np.savez(out / "feeds.npz", x=np.zeros((1, c, hw, hw), np.float32))
         for cold in (True, False):
             samples = {"stored": [], "load": []}
             for _ in range(processes):   # the two forms alternating, a fresh process each
                 for mode in samples:
-                    samples[mode].append(_fresh_ms(paths["big", mode], (1, c, hw, hw), threads, cold))
+                    samples[mode].append(sum(_fresh_ms(paths["big", mode], out / "feeds.npz", threads, cold)))
             total = {mode: statistics.median(v) for mode, v in samples.items()}
             # stored - made = MAP (U - g) - TRANSFORM U - tasks * TASK
             per_mb = (total["stored"] - total["load"] + transform_per_mb * u_mb + layers * per_task) / (u_mb - g_mb)
@@ -159,7 +192,7 @@ def calibrate(threads: int, processes: int) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", nargs="+", default=["resnet50", "ppocr_v4_det"], choices=sorted(CASES))
+    p.add_argument("--models", nargs="+", default=["resnet50_seeded", "ppocr_v4_det"], choices=sorted(CASES))
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=30)
@@ -171,10 +204,8 @@ def main() -> int:
         return 0
     rows = []
     for name in args.models:
-        for mode in args.modes:
-            rows.append(measure(CASES[name], mode, args.threads, args.runs, args.fresh,
-                                lambda s: print(s, file=sys.stderr)))
-            print(render(rows[-1:], args.threads).splitlines()[-1], file=sys.stderr, flush=True)
+        rows += measure(CASES[name], args.modes, args.threads, args.runs, args.fresh, lambda s: print(s, file=sys.stderr))
+        print(render(rows, args.threads), file=sys.stderr, flush=True)
     print(render(rows, args.threads))
     return 0
 

@@ -43,12 +43,12 @@ U_BYTES_PER_CYCLE = 6.0             # transformed weights streamed per tile bloc
 # Where the transformed weights U come from (weights_at_load): stored in the archive, or made at load
 # by a load task from the raw filters g. Load-time costs, measured on Zen 4 (2 vCPUs) with
 # `python benchmarks/winograd_weights.py --calibrate` (docs/performance.md, "Winograd weights at
-# load"): a stored MB costs a fresh process's first load and run 0.5-1.3 ms when the archive is not
+# load"): a stored MB costs a fresh process's first load and run 0.48-1.3 ms when the archive is not
 # in the page cache (read, checked, mapped, first touched: the first load after a download or a
-# reboot, which this weighs), 0.18 ms when it is; the load task 0.17-0.20 ms per MB of U it writes.
+# reboot, which this weighs), 0.18-0.24 ms when it is; the load task 0.18 ms per MB of U it writes.
 MAP_MS_PER_MB = 0.5                 # a stored constant, cold (the measured range's low end)
 TRANSFORM_MS_PER_MB = 0.18          # the load task, per MB of U (its first touch of the buffer included)
-LOAD_TASK_MS = 0.03                 # a load task's launch and wait, whatever its size
+LOAD_TASK_MS = 0.025                # a load task's launch and wait, whatever its size
 
 
 def _frac(v) -> Fraction:
@@ -104,21 +104,22 @@ def matrices(m: int) -> tuple[tuple, tuple, tuple]:
 TRANSFORM_CHUNK = 4096              # filters per step of transform_weights (its float64 temporaries stay in L2)
 
 
-def g_terms(m: int) -> list[list[tuple[int, float]]]:
-    """Per row of G (F(m, 3)), its nonzero entries as (column, value), in column order: the terms
-    both transforms of the weights sum, left to right (a zero entry is no term: 0 * g would turn
-    an infinite weight into NaN, and both sides skip the same ones)."""
+def g_terms(m: int) -> list[list[tuple[int, np.float32]]]:
+    """Per row of G (F(m, 3)), its nonzero entries as (column, the float nearest it), in column
+    order: the terms both transforms of the weights sum, left to right (a zero entry is no term:
+    0 * g would turn an infinite weight into NaN, and both sides skip the same ones)."""
     _, g, _ = matrices(m)
-    return [[(j, float(v)) for j, v in enumerate(row) if v != 0] for row in g]
+    return [[(j, np.float32(float(v))) for j, v in enumerate(row) if v != 0] for row in g]
 
 
 def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
-    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw. In float64, in
+    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw. In float32, in
     a fixed order that the load task's kernel (templates/kernels/winograd_weights.c.j2) repeats
     operation for operation: t[xh, kw] = sum over G[xh]'s terms (kh, G[xh,kh]) of G[xh,kh] g[kh,kw],
     then U[xh, xw] = sum over G[xw]'s terms (kw, G[xw,kw]) of t[xh,kw] G[xw,kw], each sum left to
-    right (g_terms), rounded to float32 once: the weights transformed at load are these bytes
-    exactly. (Element-wise numpy: no BLAS, whose summation order is its own.)"""
+    right (g_terms): the weights transformed at load are these bytes exactly. (Element-wise numpy:
+    no BLAS, whose summation order is its own. Float, as the kernel's 16 lanes a vector: the
+    transform's rounding, a few float ulps of each weight, is 10x below F(4x4, 3x3)'s own error.)"""
     terms = g_terms(m)
     a = m + 2
     k, c = w.shape[:2]
@@ -132,7 +133,7 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
             acc = acc + pick(j) * v
         return acc
     for lo in range(0, k * c, TRANSFORM_CHUNK):
-        x = flat[lo:lo + TRANSFORM_CHUNK].astype(np.float64)                      # [n, kh, kw]
+        x = flat[lo:lo + TRANSFORM_CHUNK]                                         # [n, kh, kw]
         t = np.stack([dot(row, lambda kh: x[:, kh, :]) for row in terms], axis=1)  # [n, xh, kw]
         u = np.stack([dot(row, lambda kw: t[:, :, kw]) for row in terms], axis=2)  # [n, xh, xw]
         out[:, lo:lo + len(x)] = u.reshape(len(x), a * a).T
@@ -140,12 +141,12 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
 
 
 def transform_weights_code(m: int) -> dict:
-    """The load task's two stages as C expressions over double x[9][MR], g[a][3][MR] (lane r, column
+    """The load task's two stages as C expressions over float x[9][MR], g[a][3][MR] (lane r, column
     kw): what transform_weights computes, term for term (g_terms; literals exact, in hex)."""
     terms = g_terms(m)
 
     def dot(row, operand):
-        return " + ".join(f"{operand(j)} * {v.hex()}" for j, v in row)
+        return " + ".join(f"{operand(j)} * {float(v).hex()}f" for j, v in row)
     return {"rows": [dot(row, lambda kh: f"x[{3 * kh} + kw][r]") for row in terms],
             "cols": [dot(row, lambda kw: f"g[xh][{kw}][r]") for row in terms]}
 
