@@ -119,3 +119,32 @@ def test_the_cost_model_makes_big_layers_at_load_and_keeps_small_ones():
 def test_a_setting_that_is_none_is_refused(tmp_path):
     with pytest.raises(om2gen.Om2Error, match="winograd_weights='later' is not a setting"):
         om2gen.compile(conv_net(16, 24, 12), tmp_path / "m.om2", winograd_weights="later")
+
+
+def test_gears_share_one_load_task_per_layer(tmp_path):
+    """Each gear's graph holds its own copy of the filters: equal ones make one load task and one
+    model buffer, which every gear's Winograd kernel reads."""
+    model = conv_net(16, 24, 12)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    path = om2gen.compile(model, tmp_path / "g.om2", input_shapes={"x": (-1, 16, 12, 12)}, dynamic_batch_size=[1, 2],
+                          winograd=4, winograd_weights="load")
+    meta = _meta(path)
+    assert len(meta["load_tasks"]) == 2 and len(meta["model_buffers"]) == 2
+    for n in (1, 2):
+        x = rand(n, 16, 12, 12, seed=n)
+        assert_close(_run(path, x), ort_run(model, {"x": x})[0], f"gear of batch {n}")
+
+
+def test_every_kernel_set_transforms_at_load(tmp_path):
+    """Two kernel sets: the raw filters are the same bytes for both (stored once), each set's load
+    task packs them for its own GEMM blocking."""
+    model = conv_net(16, 24, 12)
+    path = om2gen.compile(model, tmp_path / "ks.om2", target="x86_64-avx2,x86_64-avx512", winograd=4,
+                          winograd_weights="load")
+    x = rand(1, 16, 12, 12, seed=5)
+    ref = ort_run(model, {"x": x})[0]
+    for isa in ("x86_64-avx2", "x86_64-avx512"):
+        if isa == "x86_64-avx512" and "avx512f" not in open("/proc/cpuinfo").read():
+            continue
+        with om2gen.load(path, isa=isa) as m:
+            assert_close(m.run({"x": x})["y"], ref, f"kernel set {isa}")
