@@ -90,7 +90,7 @@ def _load_tasks(archive) -> int:
 
 def render(rows: list[dict], threads: int) -> str:
     lines = [f"{bench.machine_info()['cpu']}, {threads} threads", "",
-             "| model | winograd_weights | layers made at load | .om2 MB | .om2 / ONNX | load (fresh) | first run "
+             "| model | winograd_weights | layers made at load | .om2 MiB | .om2 / ONNX | load (fresh) | first run "
              "(fresh) | load + first run, cold | ORT session + first run (fresh) | load (in-process) | run median "
              "| ORT run median | run / ORT |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
