@@ -148,3 +148,15 @@ def test_every_kernel_set_transforms_at_load(tmp_path):
             continue
         with om2gen.load(path, isa=isa) as m:
             assert_close(m.run({"x": x})["y"], ref, f"kernel set {isa}")
+
+
+def test_the_command_line_option(tmp_path, capsys):
+    import onnx
+
+    from om2gen.cli.entry import main
+    src = tmp_path / "m.onnx"
+    onnx.save(conv_net(16, 24, 12), str(src))
+    out = tmp_path / "m.om2"
+    assert main(["compile", str(src), "-o", str(out), "--winograd", "4", "--winograd-weights", "load", "-q"]) == 0
+    assert len(_meta(out)["load_tasks"]) == 2
+    assert json.loads(zipfile.ZipFile(out).read(layout.MANIFEST))["options"]["winograd_weights"] == "load"
