@@ -64,7 +64,8 @@ def build(state: Lowering, places: Places) -> TaskTable:
 def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, kernel: int, count_at: int,
                  prefix: str = "k") -> Task:
     """count_at: the workspace offset of the data-dependent count the call writes (if it writes one);
-    prefix: the label's, "k" for the run's tasks, "l" for the load tasks."""
+    prefix: the label's, "k" for the run's tasks, "l" for the load tasks (named by their kernel
+    alone: a weight transform computes none of the ops a fusion folded into its node)."""
     ins = [n for n in call.inputs if n]
     args = [places.ref(n) for n in ins] + [places.ref(n) for n in call.outputs]
     roles = ["i"] * len(ins) + ["o"] * len(call.outputs)
@@ -87,7 +88,8 @@ def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, k
     return Task(task_type=ModelTaskType.MODEL_TASK_KERNEL, dispatch_type=OpDispatchType.AICORE,
                 kernel_type=CcKernelType.TE, kernel=kernel, block_dim=call.block_dim, args=args,
                 tiling=tiling, op_name=node.name,
-                op_type=node.op_type, label=f"{prefix}{t:03d}_{task_name(node, call.name, graph)}",
+                op_type=node.op_type,
+                label=f"{prefix}{t:03d}_{task_name(node, call.name, graph) if prefix == 'k' else call.name}",
                 inputs_desc=[_describe(graph, n) for n in ins],
                 outputs_desc=[_describe(graph, n) for n in call.outputs],
                 attrs_desc=_attrs_desc(node), roles=roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling),
