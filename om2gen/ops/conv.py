@@ -327,9 +327,11 @@ class Conv(Op):
         in the archive), or at load by a load task from the raw filters (the same bytes), as
         winograd.weights_at_load decides."""
         w = np.asarray(ins[1].const, np.float32)
-        # (a dynamic model stores U: the RT2 plan of its classic-.om twin, lower/host_ops.py, has no load tasks)
+        # (a dynamic model stores U: the RT2 plan of its classic-.om twin, lower/host_ops.py, has no load
+        # tasks; and so does a filter not held as float32, which the load task reads)
         dynamic = bool(symbolic.symbols(list(g.values())))
-        at_load = not dynamic and winograd.weights_at_load(g["M"], g["C"], plan.m, bl, ctx.winograd_weights)
+        at_load = not dynamic and np.asarray(ins[1].const).dtype == np.float32 and \
+            winograd.weights_at_load(g["M"], g["C"], plan.m, bl, ctx.winograd_weights)
         calls = []
         if at_load:
             load = self.winograd_weights_call(node, ins[1], plan.m, bl)
