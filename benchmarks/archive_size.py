@@ -3,7 +3,8 @@ models (benchmarks/suite.py) and ResNet-50 with seeded weights (benchmarks/model
 resnet50_seeded.py): each is compiled to an .om2 and an .om with the suite's shapes and the
 given options, and one markdown table row printed per model.
 
-    python benchmarks/archive_size.py [--models NAME ...] [--winograd auto|off|2|4] [--keep DIR]
+    python benchmarks/archive_size.py [--models NAME ...] [--winograd auto|off|2|4]
+                                      [--winograd-weights auto|stored|load] [--keep DIR]
 
 Columns: the ONNX file, the .om2 and its constants blob, the .om, and the ratios. Nothing is
 run, only compiled (warm kernel cache: a few seconds a model; ResNet-50 and BERT-base take
@@ -32,8 +33,10 @@ def measure(case: suite.Case, out: Path, options: dict) -> dict:
     onnx_path = case.onnx()
     row = {"model": case.name, "onnx": sizes.onnx_bytes(onnx_path)}
     for fmt in ("om2", "om"):
+        # (a classic .om has no load tasks: it stores Winograd's transformed weights whatever the option)
+        given = {k: v for k, v in options.items() if fmt == "om2" or k != "winograd_weights"}
         path = om2gen.compile(onnx_path, out / f"{case.name}.{fmt}", input_shapes=case.input_shapes,
-                              input_values=case.input_values, **options)
+                              input_values=case.input_values, **given)
         row[fmt] = sizes.archive_sizes(path)
     return row
 
@@ -57,9 +60,13 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", choices=sorted(CASES), help="only these models (default: all)")
     p.add_argument("--winograd", choices=("auto", "off", "2", "4"), help="compile option winograd= (default: "
                    "om2gen's own choice)")
+    p.add_argument("--winograd-weights", choices=("auto", "stored", "load"),
+                   help="compile option winograd_weights= of the .om2 (default: auto, the cost model per layer)")
     p.add_argument("--keep", type=Path, help="write the archives into this directory (default: a temporary one)")
     args = p.parse_args(argv)
     options = {"winograd": args.winograd} if args.winograd else {}
+    if args.winograd_weights:
+        options["winograd_weights"] = args.winograd_weights
     rows = []
     with tempfile.TemporaryDirectory(prefix="om2gen-size-") as tmp:
         out = args.keep or Path(tmp)

@@ -4,7 +4,7 @@ first load and first run in N fresh processes per engine (om2gen/cli/bench_fresh
 against the issue's targets (`fresh_rows`, for benchmarks/suite.py too).
 
     python benchmarks/bench_load.py [--models resnet50 bert_base_4l] [--loads 15] [--threads 2]
-    python benchmarks/bench_load.py --fresh 3 [--models mlp resnet50 ...]
+    python benchmarks/bench_load.py --fresh 3 [--models mlp resnet50 ...] [--winograd-weights load]
 
 Archives are compiled once and cached like the suite's (benchmarks/suite.py `compiled`).
 """
@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.suite import CASES, _code_digest, compiled  # noqa: E402
+from benchmarks.archive_size import CASES  # noqa: E402   (the suite's, and ResNet-50 with seeded weights)
+from benchmarks.suite import _code_digest, compiled  # noqa: E402
 
 import om2gen  # noqa: E402
 from om2gen.cli import bench, bench_fresh  # noqa: E402
@@ -32,7 +33,7 @@ from om2gen.cli.bench import ort_session  # noqa: E402
 ZEN1 = {"mlp": {"iree_ms": 2.1, "ort_ms": 10.0}, "resnet50": {"iree_ms": 7.3, "ort_ms": 442.0}}
 
 
-def fresh_rows(names, threads: int, processes: int = 3, log=print) -> list[dict]:
+def fresh_rows(names, threads: int, processes: int = 3, log=print, **options) -> list[dict]:
     """Per model: bench_fresh.measure_fresh of its archive next to ORT on its .onnx, and the two
     targets: load + first run below ORT's session + first run, and (where the issue has IREE's
     figure) the first load within 2x IREE's, scaled to this machine."""
@@ -40,7 +41,7 @@ def fresh_rows(names, threads: int, processes: int = 3, log=print) -> list[dict]
     rows = []
     for name in names:
         case = CASES[name]
-        archive = compiled(case, "om2", code, log)
+        archive = compiled(case, "om2", code, log, **options)
         with om2gen.load(archive, threads=threads) as m:
             feeds = bench.run_feeds(m.inputs, case.feeds() if case.feeds else {}, 0)
         session = ort_session(case.onnx(), threads)
@@ -91,15 +92,18 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--fresh", type=int, default=0, metavar="N",
                    help="time the first load and first run in N fresh processes per engine instead")
+    p.add_argument("--winograd-weights", choices=("auto", "stored", "load"),
+                   help="compile option winograd_weights= of the .om2 (default: auto)")
     args = p.parse_args()
+    options = {"winograd_weights": args.winograd_weights} if args.winograd_weights else {}
     if args.fresh:
-        print(render_fresh(fresh_rows(args.models, args.threads, args.fresh), args.threads))
+        print(render_fresh(fresh_rows(args.models, args.threads, args.fresh, **options), args.threads))
         return 0
     code = _code_digest()
     print(f"{'model':16} {'file':>10} {'om2gen .om2':>12} {'om2gen .om':>11} {'ORT session':>12} {'.om2/ORT':>9}")
     for name in args.models:
         case = CASES[name]
-        om2, om = compiled(case, "om2", code, print), compiled(case, "om", code, print)
+        om2, om = compiled(case, "om2", code, print, **options), compiled(case, "om", code, print)
         times = {"om2": [], "om": [], "ort": []}
         for i in range(args.loads + 2):
             times["ort"].append(_timed(lambda: ort_session(str(case.onnx()), args.threads)))

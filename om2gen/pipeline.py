@@ -30,6 +30,7 @@ from .frontend.onnx_import import import_onnx
 from .ir import dtypes, symbolic
 from .ir.gears import dynamic_output_dims
 from .ir.program import LowerContext, Program
+from .ir.tasks import ArgKind
 from .lower import constant_pool, memplan, rt2_program
 from .lower.lowering import lower_graph
 from .ops import fused as fused_op
@@ -56,6 +57,9 @@ class Options:
     dynamic_image_size: object = None
     dynamic_dims: object = None
     input_format: str | None = None     # where H and W are for dynamic_image_size: NCHW (default) or NHWC
+    # Winograd's transformed weights: "stored" in the archive, made at "load" by a load task from
+    # the raw filters, or "auto" (per layer, by ops/winograd.weights_at_load's cost model)
+    winograd_weights: str = "auto"
 
 
 # Environment overrides of two options, read here once (never in a pass or an op): an option given
@@ -65,6 +69,8 @@ WINOGRAD_ENV = "OM2GEN_WINOGRAD"
 FUSION_SETTINGS = {"1": True, "on": True, "yes": True, "true": True, "0": False, "off": False, "no": False,
                    "false": False}
 WINOGRAD_SETTINGS = {"auto": None, "off": 0, "0": 0, "2": 2, "4": 4}
+WINOGRAD_WEIGHTS_ENV = "OM2GEN_WINOGRAD_WEIGHTS"
+WINOGRAD_WEIGHTS_SETTINGS = ("auto", "stored", "load")
 
 
 def fusion_setting(value, source: str = "fusion") -> bool:
@@ -89,6 +95,22 @@ def winograd_setting(value, source: str = "winograd") -> int | None:
     if isinstance(value, bool) or text not in WINOGRAD_SETTINGS:
         raise CompileError(f"{source}={value!r} is not a setting: use auto, 0 (off), 2 or 4 (the tile size)")
     return WINOGRAD_SETTINGS[text]
+
+
+def winograd_weights_setting(value, format: str, source: str = "winograd_weights") -> str:
+    """winograd_weights="stored", "load" or "auto"; None: $OM2GEN_WINOGRAD_WEIGHTS, else auto. A
+    classic .om has no load tasks (GE's TASK_INFO runs at every replay): auto stores them there,
+    and "load" is refused."""
+    if value is None:
+        value, source = os.environ.get(WINOGRAD_WEIGHTS_ENV, "auto"), WINOGRAD_WEIGHTS_ENV
+    text = str(value).strip().lower() or "auto"
+    if text not in WINOGRAD_WEIGHTS_SETTINGS:
+        raise CompileError(f"{source}={value!r} is not a setting: use auto (per layer, by the cost model), stored "
+                           "(in the archive) or load (transformed by a load task from the raw filters)")
+    if format == "om" and text == "load":
+        raise CompileError(f"{source}=load: a classic .om has no load tasks; write an .om2, or store the "
+                           "transformed weights (stored or auto)")
+    return "stored" if format == "om" else text
 
 
 def winograd_name(setting: int | None):
@@ -118,7 +140,8 @@ def output_format(out: Path, format: str | None) -> str:
 
 def compile(model, output, *, input_shapes=None, input_values=None, custom_op_libs=None, target=None, debug=False,
             jobs=None, progress=False, format=None, frontend=None, fusion=None, winograd=None,
-            dynamic_batch_size=None, dynamic_image_size=None, dynamic_dims=None, input_format=None) -> Path:
+            dynamic_batch_size=None, dynamic_image_size=None, dynamic_dims=None, input_format=None,
+            winograd_weights=None) -> Path:
     """Compiles an ONNX model (path or onnx.ModelProto) into an OM2 archive at `output`
     (format="om2") or a classic Ascend GE OM file (format="om", docs/om-format.md). Without
     `format`, the output's extension decides (.om: om; .om2 and anything else: om2); a format the
@@ -136,6 +159,10 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
     every node to its own kernel; None: $OM2GEN_FUSION decides, else on.
     winograd: "auto" (default: the cost model chooses), "off"/0, or 2 or 4 (forces that tile size)
     for 3x3 stride-1 convolutions; None: $OM2GEN_WINOGRAD decides, else auto.
+    winograd_weights: where those convolutions' transformed weights come from: "stored" in the
+    archive, "load" (the archive holds the raw filters and a load task transforms them at load, to
+    the same bytes), or "auto" (default: per layer, whichever the cost model finds smaller without
+    loading slower; docs/performance.md); None: $OM2GEN_WINOGRAD_WEIGHTS decides, else auto.
     dynamic_batch_size / dynamic_image_size / dynamic_dims: gears (ATC's options of those names,
     docs/gears.md), one model for several shapes, one chosen per run: input_shapes marks the
     varying dims -1, e.g. input_shapes={"x": (-1, 3, 224, 224)}, dynamic_batch_size=[1, 2, 4, 8];
@@ -147,6 +174,7 @@ def compile(model, output, *, input_shapes=None, input_values=None, custom_op_li
                    dynamic_batch_size, dynamic_image_size, dynamic_dims, input_format)
     out = Path(output)
     format = output_format(out, format)
+    opts.winograd_weights = winograd_weights_setting(winograd_weights, format)
     if out.is_dir():
         raise Om2Error(f"output {out} is a directory; give a file name such as {out / 'model.om2'}")
     if not out.parent.is_dir():
@@ -189,7 +217,8 @@ def _compile(model, out: Path, opts: Options, format: str, frontend, pool=None) 
     host = tgt if tgt.arch == targets.host_arch() else targets.default_target()
     libraries = [custom_libraries.load_library(p, host) for p in custom_libraries.find_libraries(opts.custom_op_libs)]
     with custom_libraries.activated(libraries):
-        ctx = LowerContext(tgt, GENERATOR, kernel_codegen.render, fusion=opts.fusion, winograd=opts.winograd)
+        ctx = LowerContext(tgt, GENERATOR, kernel_codegen.render, fusion=opts.fusion, winograd=opts.winograd,
+                           winograd_weights=opts.winograd_weights)
         spec, loaded = _gear_spec(model, opts, frontend)
         # an .om runs the RT2 way, sizing its arena per run: an unbounded dim is allowed there
         token = symbolic.UNBOUNDED_PLANNED.set(format == "om")
@@ -443,8 +472,11 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
             "op_types": sorted({c.op_type for c in program.custom_ops}),
         },
         "stats": {"tasks": len(program.tasks), "kernels": len(program.kernels),
-                  "constants_bytes": program.constants_size},
+                  "constants_bytes": program.constants_size, "load_tasks": len(program.load_tasks),
+                  "model_buffer_bytes": sum(b.size for b in program.model_buffers)},
     }
+    if program.load_tasks:   # what GertModelLoad runs before the capture, and the buffers it makes
+        meta.update(load_tasks_meta(program))
     if so_pack.bins:
         meta["so_bins"] = _so_bins_json(so_pack)
     if program.gears is not None:
@@ -502,6 +534,16 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
     return sorted(entries, key=lambda e: e.name)
 
 
+def load_tasks_meta(program: Program) -> dict:
+    """model_meta's load_tasks (each with its node, kernel and the buffer it writes) and
+    model_buffers (bytes each): the layers whose Winograd weights are transformed at load."""
+    tasks = [{"label": t.label, "node": t.op_name, "op_type": t.op_type, "kernel": program.kernels[t.kernel].entry,
+              "block_dim": t.block_dim, "inputs": t.inputs_desc, "outputs": t.outputs_desc,
+              "writes": [a.index for a in t.args if a.kind == ArgKind.MODEL_BUFFER]} for t in program.load_tasks]
+    return {"load_tasks": tasks, "model_buffers": [{"name": b.name, "size": b.size, "node": b.node}
+                                                   for b in program.model_buffers]}
+
+
 def gear_meta(program: Program) -> dict:
     """A gear model's model_meta keys, GE's (om2_zip_saver.cc): each dynamic input's
     origin_input_dims, and dynamic_type, dynamic_batch_info, user_designate_shape_order and
@@ -533,7 +575,8 @@ def task_info(program: Program) -> dict:
         "op_type": t.op_type, "args_format": t.args_format, "args_offset": t.args_offset, "args_size": t.args_size,
         "args": [a.to_json() for a in t.args], "tiling": _tiling_json(t), "inputs": t.inputs_desc,
         "outputs": t.outputs_desc, "attrs": t.attrs_desc, "fuses": t.fuses} for i, t in enumerate(program.tasks)],
-        "work_size": program.work_size, "args_size": program.args_size}
+        "work_size": program.work_size, "args_size": program.args_size,
+        **(load_tasks_meta(program) if program.load_tasks else {})}
 
 
 def memory_plan(program: Program) -> dict:
@@ -577,7 +620,8 @@ def _manifest(entries: list[Entry], program: Program, tgt, opts: Options, so_pac
         "options": {"input_shapes": {k: list(v) for k, v in sorted(opts.input_shapes.items())},
                     "input_values": {k: np.asarray(v).tolist() for k, v in sorted(opts.input_values.items())},
                     "target": tgt.spec, "debug": opts.debug, "fusion": opts.fusion,
-                    "winograd": winograd_name(opts.winograd), **_gear_options(opts),
+                    "winograd": winograd_name(opts.winograd), "winograd_weights": opts.winograd_weights,
+                    **_gear_options(opts),
                     "custom_op_libs": sorted(Path(p).name for p in opts.custom_op_libs)},
         "models": [{"index": 0, "name": program.name, "meta": layout.model_meta(0)}],
         "entries": [{"name": e.name, "size": len(e.data), "sha256": e.sha256, "blake3": e.blake3,

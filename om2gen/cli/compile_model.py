@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
     c.add_argument("--winograd", choices=("auto", "off", "2", "4"), default=None,
                    help="Winograd for 3x3 stride-1 convolutions: auto (the cost model chooses), off, or a forced "
                         "tile size; default: $OM2GEN_WINOGRAD, else auto")
+    c.add_argument("--winograd-weights", choices=("auto", "stored", "load"), default=None,
+                   help="Winograd's transformed weights: stored in the archive, or made at load from the raw "
+                        "filters (the same bytes; a smaller archive); auto chooses per layer by a cost model; "
+                        "default: $OM2GEN_WINOGRAD_WEIGHTS, else auto")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     c.set_defaults(func=cmd_compile)
 
@@ -63,6 +67,6 @@ def cmd_compile(args) -> int:
                           progress=not args.quiet, format=args.format, frontend=args.frontend, fusion=args.fusion,
                           winograd=args.winograd, dynamic_batch_size=args.dynamic_batch_size,
                           dynamic_image_size=args.dynamic_image_size, dynamic_dims=args.dynamic_dims,
-                          input_format=args.input_format)
+                          input_format=args.input_format, winograd_weights=args.winograd_weights)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0

@@ -47,7 +47,8 @@ def _inspect_om2(path) -> dict:
                      "outputs": meta["outputs"], "work_size": meta["work_size"], "kernels": meta["kernels"],
                      "library": meta["library"], "stats": meta.get("stats", {}),
                      "custom_ops": meta.get("custom_ops") or {}, "so_bins": meta.get("so_bins"),
-                     "gears": _gears(meta, str(path)), "dynamic_shapes": meta.get("dynamic_shapes")}
+                     "gears": _gears(meta, str(path)), "dynamic_shapes": meta.get("dynamic_shapes"),
+                     "load_tasks": meta.get("load_tasks") or [], "model_buffers": meta.get("model_buffers") or []}
             tinfo = layout.task_info_json(model["index"])
             if tinfo in a.entries:
                 entry["tasks"] = a.read_json(tinfo)["tasks"]
@@ -160,6 +161,12 @@ def render_text(info: dict) -> str:
             for b in so_bins.get("items", []):
                 lines.append(f"    {b['type']:<16} {(b['vendor'] + '/' if b['vendor'] else '') + b['name']}  "
                              f"{b['size']} bytes")
+        if model.get("load_tasks"):
+            made = sum(b.get("size", 0) for b in model.get("model_buffers", []))
+            lines.append(f"  load tasks (run once at load; {len(model['model_buffers'])} model buffers, {made} bytes):")
+            for t in model["load_tasks"]:
+                lines.append(f"    {t['label']:<28} {t['op_type']:<20} node {t['node']!r} -> {t['kernel']} "
+                             f"(block_dim {t['block_dim']}; writes model buffer {', '.join(map(str, t['writes']))})")
         for t in model["tasks"]:
             lines.append(f"  task {t['label']:<28} {t['op_type']:<20} node {t['op_name']!r} -> {t['kernel']} "
                          f"(block_dim {t['block_dim']})")

@@ -52,25 +52,8 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
                 "comment": f"{d.name}: {d.dtype.name}[{','.join(map(str, d.dims))}] ({d.size} bytes)"}
 
     width = max(map(len, OP_DEF_FIELDS))
-    tasks = []
-    for t, op in zip(program.tasks, tables.op_defs):
-        names = t.inputs_desc + t.outputs_desc + ["scratch"] * (op.slot_num - len(t.inputs_desc) - len(t.outputs_desc))
-        slots = [{"args_offset": s.args_offset, "kind": s.kind.c_name, "index": s.index, "offset": s.offset,
-                  "comment": name.split(": ")[0]} for s, name in zip(tables.slots_of(op), names)]
-        kernel_note = _kernel_note(program, t)
-        values = (f"OM2_DISPATCH_{op.dispatch_type.name}", op.task_type.name, f"CC_KERNEL_{op.kernel_type.name}",
-                  op.kernel, op.block_dim, op.args_offset, op.args_size, op.first_slot, op.slot_num, op.first_tiling,
-                  op.tiling_num, literals.c_string(op.op_name), literals.c_string(op.op_type))
-        fields = [{"name": f"{name:<{width}}", "value": v, "note": kernel_note if name == "kernel" else ""}
-                  for name, v in zip(OP_DEF_FIELDS, values)]
-        tasks.append({
-            "label": t.label, "fields": fields, "op_name": t.op_name, "op_type": t.op_type,
-            "kernel_entry": program.kernels[t.kernel].entry if t.kernel >= 0 else "-",
-            "block_dim": t.block_dim,
-            "tiling_rows": _tiling_rows(list(tables.tiling_of(op)), tiling_names(t)),
-            "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
-            "fuses": t.fuses,
-        })
+    tasks = [_task_row(program, tables, t, op, width) for t, op in zip(program.tasks, tables.op_defs)]
+    load_tasks = [_task_row(program, tables, t, op, width) for t, op in zip(program.load_tasks, tables.load_op_defs)]
     m = {
         "file_name": file_name, "model_name": tables.model_name, "generator": GENERATOR,
         "source_digest": program.source_digest, "source_format": program.source_format, "producer": producer,
@@ -78,7 +61,10 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
         "inputs": [io(d) for d in tables.inputs], "outputs": [io(d) for d in tables.outputs],
         "kernels": [{"bin_file": b.bin_file, "entry": b.entry, "template": k.template}
                     for b, k in zip(tables.kernel_bins, program.kernels)],
-        "tasks": tasks,
+        "tasks": tasks, "load_tasks": load_tasks, "all_tasks": tasks + load_tasks,   # (the slots' and tiling's order)
+        "model_buffer_bytes": sum(b.size for b in program.model_buffers),
+        "model_buffers": [{"size": b.size, "comment": f"{b.name}: written by node {b.node}"}
+                          for b in program.model_buffers],
         "array_sizes": {"inputs": _array_size(tables.inputs), "outputs": _array_size(tables.outputs),
                         "kernel_bins": _array_size(tables.kernel_bins), "op_defs": _array_size(tables.op_defs)},
         "constant_num": tables.constant_num,
@@ -104,6 +90,26 @@ def render_tables(program: Program, file_name: str, arch: str, producer: str = "
     }
     return jinja.render("model/tables.cpp.j2", m=m)
 
+
+def _task_row(program: Program, tables: model_tables.ModelTables, t, op, width: int) -> dict:
+    """One kOpDefs (or kLoadOpDefs) entry with what its comments say."""
+    names = t.inputs_desc + t.outputs_desc + ["scratch"] * (op.slot_num - len(t.inputs_desc) - len(t.outputs_desc))
+    slots = [{"args_offset": s.args_offset, "kind": s.kind.c_name, "index": s.index, "offset": s.offset,
+              "comment": name.split(": ")[0]} for s, name in zip(tables.slots_of(op), names)]
+    kernel_note = _kernel_note(program, t)
+    values = (f"OM2_DISPATCH_{op.dispatch_type.name}", op.task_type.name, f"CC_KERNEL_{op.kernel_type.name}",
+              op.kernel, op.block_dim, op.args_offset, op.args_size, op.first_slot, op.slot_num, op.first_tiling,
+              op.tiling_num, literals.c_string(op.op_name), literals.c_string(op.op_type))
+    fields = [{"name": f"{name:<{width}}", "value": v, "note": kernel_note if name == "kernel" else ""}
+              for name, v in zip(OP_DEF_FIELDS, values)]
+    return {
+        "label": t.label, "fields": fields, "op_name": t.op_name, "op_type": t.op_type,
+        "kernel_entry": program.kernels[t.kernel].entry if t.kernel >= 0 else "-",
+        "block_dim": t.block_dim,
+        "tiling_rows": _tiling_rows(list(tables.tiling_of(op)), tiling_names(t)),
+        "slots": slots, "inputs_desc": t.inputs_desc, "outputs_desc": t.outputs_desc, "attrs_desc": t.attrs_desc,
+        "fuses": t.fuses,
+    }
 
 TILING_WORDS_PER_ROW = 6
 

@@ -117,6 +117,8 @@ class ModelTables:
     constant_num: int = CONSTANT_NUM
     gear_values: tuple[tuple[int, ...], ...] = ()       # per gear, the shape data (none: a static model)
     gear_io_sizes: tuple[tuple[int, ...], ...] = ()     # per gear, each input's then each output's bytes
+    model_buffer_sizes: tuple[int, ...] = ()            # the buffers the load tasks write, bytes each
+    load_op_defs: tuple[OpDef, ...] = ()                # the load tasks (slots and tiling after the run's)
 
     def slots_of(self, op: OpDef) -> tuple[ArgSlot, ...]:
         return self.arg_slots[op.first_slot:op.first_slot + op.slot_num]
@@ -140,14 +142,19 @@ def flatten(program: Program) -> ModelTables:
 
     slots: list[ArgSlot] = []
     words: list[int] = []
-    ops: list[OpDef] = []
-    for t in program.tasks:
-        task_words = tiling_words(t.tiling)
-        ops.append(OpDef(t.dispatch_type, t.task_type, t.kernel_type, t.kernel if t.kernel >= 0 else t.label_ref,
-                         t.block_dim, t.args_offset, t.args_size, len(slots), len(t.args), len(words),
-                         len(task_words), t.op_name, t.op_type))
-        slots += [ArgSlot(t.args_offset + 8 * i, a.kind, a.index, a.offset) for i, a in enumerate(t.args)]
-        words += task_words
+
+    def op_defs(tasks) -> list[OpDef]:
+        ops = []
+        for t in tasks:
+            task_words = tiling_words(t.tiling)
+            ops.append(OpDef(t.dispatch_type, t.task_type, t.kernel_type, t.kernel if t.kernel >= 0 else t.label_ref,
+                             t.block_dim, t.args_offset, t.args_size, len(slots), len(t.args), len(words),
+                             len(task_words), t.op_name, t.op_type))
+            slots.extend(ArgSlot(t.args_offset + 8 * i, a.kind, a.index, a.offset) for i, a in enumerate(t.args))
+            words.extend(task_words)
+        return ops
+    ops = op_defs(program.tasks)
+    load_ops = op_defs(program.load_tasks)
 
     lists, entries = [], []
     for labels in program.label_lists:
@@ -168,6 +175,7 @@ def flatten(program: Program) -> ModelTables:
         io_slot_num=sum(s.kind in (ArgKind.INPUT, ArgKind.OUTPUT) for s in slots),
         label_num=program.label_num, label_lists=tuple(lists), label_list_entries=tuple(entries),
         custom_ops=tuple(customs), custom_tensor_descs=tuple(descs), constants_size=program.constants_size,
+        model_buffer_sizes=tuple(b.size for b in program.model_buffers), load_op_defs=tuple(load_ops),
         **_gears(program))
 
 

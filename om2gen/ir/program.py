@@ -49,6 +49,9 @@ class KernelCall:
     # values only this node's calls make and read (per-block counts between two kernels): lowering
     # adds them to the graph, and the workspace plans them as any other tensor
     temps: list = field(default_factory=list)
+    # a load task (lower/load_tasks.py): run once at load, before the capture, from constants
+    # only; its outputs are buffers the model owns (ArgKind.MODEL_BUFFER), which the run reads
+    at_load: bool = False
 
 
 @dataclass
@@ -179,6 +182,15 @@ class Constant:
     @property
     def nbytes(self) -> int:
         return self.array.nbytes
+
+
+@dataclass
+class ModelBuffer:
+    """A buffer the model allocates at load and frees at unload (Om2ModelTables.model_buffer_sizes):
+    the output of a load task, read by the run's tasks."""
+    name: str           # the value it holds
+    size: int           # bytes
+    node: str           # the node whose load task writes it
 
 
 @dataclass
@@ -383,6 +395,10 @@ class Program:
     views: list[View] = field(default_factory=list)
     gears: GearTable | None = None              # None: a static model
     dynamic: DynamicInfo | None = None          # None: every shape static (or one per gear)
+    # tasks GertModelLoad runs once before the capture (their args in the same args table), and
+    # the buffers they write (what ArgKind.MODEL_BUFFER slots index)
+    load_tasks: list[Task] = field(default_factory=list)
+    model_buffers: list[ModelBuffer] = field(default_factory=list)
 
 
 @dataclass
@@ -397,6 +413,7 @@ class LowerContext:
     render_kernel: Callable[["KernelCall", "LowerContext"], "Kernel"] | None = None
     fusion: bool = True                 # run the graph rewrites (passes/optimize.py)
     winograd: int | None = None         # None: the cost model chooses; 0: off; 2 or 4: forced tile size
+    winograd_weights: str = "auto"      # "stored", "load" (a load task) or "auto" (ops/winograd.weights_at_load)
     derived: dict = field(default_factory=dict, repr=False)   # derive()'s results of this compile
 
     def derive(self, how: tuple, weight: np.ndarray, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:

@@ -108,6 +108,7 @@ class ArgKind(enum.IntEnum):
     WORKSPACE = 2
     TILING = 3
     CONSTANT = 7      # GERT_MODEL_ARG_CUSTOM_VALUE: resolved from the constants table at load
+    MODEL_BUFFER = 16   # om2gen's own: a buffer the model allocates at load, written by its load tasks
 
     @property
     def c_name(self) -> str:
@@ -117,4 +118,4 @@ class ArgKind(enum.IntEnum):
 
 
 # The kinds an args slot of the tables can have (TILING is placed by the tiling data, never a slot)
-SLOT_KINDS = frozenset({ArgKind.INPUT, ArgKind.OUTPUT, ArgKind.WORKSPACE, ArgKind.CONSTANT})
+SLOT_KINDS = frozenset({ArgKind.INPUT, ArgKind.OUTPUT, ArgKind.WORKSPACE, ArgKind.CONSTANT, ArgKind.MODEL_BUFFER})

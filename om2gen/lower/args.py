@@ -2,6 +2,7 @@
 model's one args table."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,6 +20,7 @@ class Places:
     outputs: dict[str, int]         # value written into an output buffer -> the output's index
     constants: dict[str, Constant]
     workspace: dict[str, int]       # value (or scratch key) -> its workspace offset
+    buffers: dict[str, int] = dataclasses.field(default_factory=dict)   # a load task's output -> its model buffer
 
     def ref(self, name: str) -> ArgRef:
         r = self.root(name)
@@ -28,12 +30,14 @@ class Places:
             return ArgRef(ArgKind.OUTPUT, self.outputs[r], 0)
         if r in self.constants:
             return ArgRef(ArgKind.CONSTANT, 0, self.constants[r].offset)
+        if r in self.buffers:
+            return ArgRef(ArgKind.MODEL_BUFFER, self.buffers[r], 0)
         return ArgRef(ArgKind.WORKSPACE, 0, self.workspace[r])
 
     def placed(self, name: str) -> ArgRef | None:
         """ref(name), or None for a value nothing gave bytes (a view nothing reads)."""
         r = self.root(name)
-        known = r in self.inputs or r in self.outputs or r in self.constants or r in self.workspace
+        known = r in self.inputs or r in self.outputs or r in self.constants or r in self.workspace or r in self.buffers
         return self.ref(r) if known else None
 
 

@@ -66,7 +66,7 @@ def _move(program: Program, pool: Pool) -> None:
     def ref(r: ArgRef | None) -> ArgRef | None:
         return dataclasses.replace(r, offset=offset(r.offset)) if r is not None and r.kind == ArgKind.CONSTANT else r
 
-    for t in program.tasks:
+    for t in program.tasks + program.load_tasks:
         t.args = [ref(a) for a in t.args]
     for v in program.views:
         v.place = ref(v.place)

@@ -19,7 +19,7 @@ def name_derived(state: Lowering) -> None:
     says from what and how; of a bare array only the node is known, so its constant inputs are
     named as what it may come from."""
     graph = state.graph
-    for step in state.steps:
+    for step in state.steps + state.load_steps:
         call = step.call
         if isinstance(call, (Control, CustomCall)):
             continue
@@ -51,7 +51,7 @@ def place(state: Lowering) -> Blob:
     constants: dict[str, Constant] = {}
     placed: dict[tuple, list[Constant]] = {}    # (dtype, digest) -> the constants placed with it
     end = 0
-    for step in state.steps:
+    for step in state.steps + state.load_steps:   # (the load tasks' raw weights after the run's)
         for name in ([] if isinstance(step.call, Control) else step.call.inputs):
             r = state.root(name) if name else name
             if r and state.graph.values[r].is_const and r not in constants:

@@ -5,8 +5,9 @@
   bind        graph outputs written in place, or copied into their own buffer
   dynamic     a dynamic model's run-dependent kernels: tiling sinks after PREPROCESS_KERNEL steps
   workspace   the other tensors' lifetimes and each task's scratch, planned (memplan)
-  tasks       steps → tasks, kernels rendered by the renderer the pipeline hands in
-  args        each task's args placed in the args table
+  tasks       steps → tasks, kernels rendered by the renderer the pipeline hands in; the load
+              steps (KernelCall.at_load) → the load tasks, which write the model's own buffers
+  args        each task's args (the load tasks' after the run's) placed in the one args table
   program     all of it as the ir.program.Program
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ def lower_graph(graph: Graph, ctx: LowerContext) -> Program:
     dynamic.sink(state)                 # a dynamic model's kernels whose tiling the run computes
     blob = constants.place(state)
     work = workspace.plan(state, output_of, blob.constants)
-    places = args.Places(state.root, state.input_index, output_of, blob.constants, work.offsets)
+    places = args.Places(state.root, state.input_index, output_of, blob.constants, work.offsets, state.model_buffers)
     table = tasks.build(state, places)
-    args_size = args.lay_out(table.tasks)
+    args_size = args.lay_out(table.tasks + table.load_tasks)
     return program.assemble(state, blob, work, table, places, args_size)

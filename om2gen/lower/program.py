@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..ir import symbolic
-from ..ir.program import DynamicInfo, IoDesc, Program, TilingCall, View
+from ..ir.program import DynamicInfo, IoDesc, ModelBuffer, Program, TilingCall, View
 from . import dynamic, host_ops
 from .args import Places
 from .constants import Blob
@@ -30,7 +30,15 @@ def assemble(state: Lowering, blob: Blob, work: Workspace, table: TaskTable, pla
         work_size=work.size, args_size=args_size, source_digest=graph.source_digest, opsets=graph.opsets,
         graph_json=graph_json(graph, blob.constants.values(), places.placed), label_num=state.label_num,
         label_lists=table.label_lists, custom_ops=table.custom_ops, buffers=work.buffers, views=views,
-        gears=state.gears, dynamic=_dynamic_info(state, work, places) if dynamic.is_dynamic(state) else None)
+        gears=state.gears, dynamic=_dynamic_info(state, work, places) if dynamic.is_dynamic(state) else None,
+        load_tasks=table.load_tasks, model_buffers=_model_buffers(state))
+
+
+def _model_buffers(state: Lowering) -> list[ModelBuffer]:
+    """The buffers the load tasks write, by index (each load step's outputs in turn)."""
+    node_of = {out: step.node.name for step in state.load_steps for out in step.call.outputs}
+    return [ModelBuffer(name, state.graph.values[name].nbytes, node_of[name])
+            for name, _ in sorted(state.model_buffers.items(), key=lambda kv: kv[1])]
 
 
 def _dynamic_info(state: Lowering, work: Workspace, places: Places) -> DynamicInfo:

@@ -26,6 +26,7 @@ class TaskTable:
     tasks: list[Task] = field(default_factory=list)             # one per step, in step order
     label_lists: list[list[int]] = field(default_factory=list)  # the switches' and gotos' targets
     custom_ops: list[CustomOpDef] = field(default_factory=list)
+    load_tasks: list[Task] = field(default_factory=list)        # one per load step, in launch order
 
 
 def build(state: Lowering, places: Places) -> TaskTable:
@@ -49,11 +50,22 @@ def build(state: Lowering, places: Places) -> TaskTable:
             count_at = dynamic.symbol_offset(state, places.workspace, call.count_symbol) if call.count_symbol else 0
             task = _kernel_task(state.graph, step.node, call, t, places, kernel_index[kernel.entry], count_at)
         table.tasks.append(task)
+    for t, step in enumerate(state.load_steps):
+        assert not step.call.workspace and not step.call.sink, "a load task has no scratch and a static tiling"
+        kernel = state.ctx.render_kernel(step.call, state.ctx)
+        if kernel.entry not in kernel_index:
+            kernel_index[kernel.entry] = len(table.kernels)
+            table.kernels.append(kernel)
+        table.load_tasks.append(_kernel_task(state.graph, step.node, step.call, t, places, kernel_index[kernel.entry],
+                                             0, prefix="l"))
     return table
 
 
-def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, kernel: int, count_at: int) -> Task:
-    """count_at: the workspace offset of the data-dependent count the call writes (if it writes one)."""
+def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, kernel: int, count_at: int,
+                 prefix: str = "k") -> Task:
+    """count_at: the workspace offset of the data-dependent count the call writes (if it writes one);
+    prefix: the label's, "k" for the run's tasks, "l" for the load tasks (named by their kernel
+    alone: a weight transform computes none of the ops a fusion folded into its node)."""
     ins = [n for n in call.inputs if n]
     args = [places.ref(n) for n in ins] + [places.ref(n) for n in call.outputs]
     roles = ["i"] * len(ins) + ["o"] * len(call.outputs)
@@ -76,7 +88,8 @@ def _kernel_task(graph: Graph, node, call: KernelCall, t: int, places: Places, k
     return Task(task_type=ModelTaskType.MODEL_TASK_KERNEL, dispatch_type=OpDispatchType.AICORE,
                 kernel_type=CcKernelType.TE, kernel=kernel, block_dim=call.block_dim, args=args,
                 tiling=tiling, op_name=node.name,
-                op_type=node.op_type, label=f"k{t:03d}_{task_name(node, call.name, graph)}",
+                op_type=node.op_type,
+                label=f"{prefix}{t:03d}_{task_name(node, call.name, graph) if prefix == 'k' else call.name}",
                 inputs_desc=[_describe(graph, n) for n in ins],
                 outputs_desc=[_describe(graph, n) for n in call.outputs],
                 attrs_desc=_attrs_desc(node), roles=roles, slot_bytes=slot_bytes, tiling_fields=list(call.tiling),

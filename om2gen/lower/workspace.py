@@ -44,7 +44,8 @@ def plan(state: Lowering, output_of: dict[str, int], constants: dict) -> Workspa
                 # a later writer keeps it too (a Loop's LoopNext writes cond_in, which no body step may read)
                 last[state.root(name)] = max(last.get(state.root(name), t), t)
     for r, t in last.items():
-        if r not in first and r not in inputs and r not in output_of and r not in constants:
+        if r not in first and r not in inputs and r not in output_of and r not in constants and \
+                r not in state.model_buffers:   # (a load task's output: the model's own buffer)
             # an empty tensor whose producer was skipped (nothing to compute) read by a node whose
             # output is not empty (a Pad of it): it needs an address, never bytes
             assert values[r].size == 0, f"{r!r} is read but nothing writes it"

@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
-from ..ir import symbolic
+from ..ir import dtypes, symbolic
+from ..ir.graph import Value
 from ..ir.program import Derived, KernelCall
 from . import common, gemm_pack, winograd
 from .registry import Op, register
@@ -322,23 +323,54 @@ class Conv(Op):
                           tiling=tiling, workspace=block_dim * ws * 4)
 
     def lower_winograd(self, node, ins, outs, g, bias, plan, bl, ctx):
-        """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now."""
-        u = ctx.derive(("winograd", plan.m, bl), np.asarray(ins[1].const, np.float32),
-                       lambda w: winograd.pack_weights(w, plan.m, bl))
-        u = Derived(u, (ins[1].name,), f"Winograd F({plan.m}x{plan.m}, 3x3) weight transform, packed for its GEMMs")
+        """3x3 stride 1 as Winograd (om2/om2_winograd.h): weights transformed and packed now (stored
+        in the archive), or at load by a load task from the raw filters (the same bytes), as
+        winograd.weights_at_load decides."""
+        w = np.asarray(ins[1].const, np.float32)
+        # (a dynamic model stores U: the RT2 plan of its classic-.om twin, lower/host_ops.py, has no load
+        # tasks; and so does a filter not held as float32, which the load task reads)
+        dynamic = bool(symbolic.symbols(list(g.values())))
+        at_load = not dynamic and np.asarray(ins[1].const).dtype == np.float32 and \
+            winograd.weights_at_load(g["M"], g["C"], plan.m, bl, ctx.winograd_weights)
+        calls = []
+        if at_load:
+            load = self.winograd_weights_call(node, ins[1], plan.m, bl)
+            calls.append(load)
+            u = load.outputs[0]
+        else:
+            u = ctx.derive(("winograd", plan.m, bl), w, lambda w: winograd.pack_weights(w, plan.m, bl))
+            u = Derived(u, (ins[1].name,), f"Winograd F({plan.m}x{plan.m}, 3x3) weight transform, packed for its GEMMs")
         inputs = [ins[0].name, u] + ([ins[2].name] if bias else [])
         tiling = dict(N=g["N"], C=g["C"], M=g["M"], H=g["H"], W=g["W"], OH=g["OH"], OW=g["OW"], PT=g["PT"],
                       PL=g["PL"], TH=plan.TH, TW=plan.TW, tile_block=plan.tile_block,
                       tile_blocks=plan.tile_blocks, k_range=plan.k_range, k_ranges=plan.k_ranges, **plan.layout)
         code = winograd.transform_code(plan.m)
-        params = dict(summary=f"Conv 3x3 stride 1 as Winograd F({plan.m}x{plan.m}, 3x3) (weights transformed at "
-                              f"compile time{', bias' if bias else ''}); shapes from the tiling data",
+        made = "at load by its load task" if at_load else "at compile time"
+        params = dict(summary=f"Conv 3x3 stride 1 as Winograd F({plan.m}x{plan.m}, 3x3) (weights transformed "
+                              f"{made}{', bias' if bias else ''}); shapes from the tiling data",
                       m=plan.m, points=", ".join(str(p) for p in winograd.POINTS[plan.m]), bt=code["bt"],
                       at=code["at"], bias=bias, y_slot=len(inputs), gemm=bl.defines(), fields=list(tiling),
                       act=self.activation(node))
         block_dim = gemm_pack.block_dim(g["N"] * plan.tile_blocks * plan.k_ranges)
-        return KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
-                          tiling=tiling, workspace=block_dim * plan.ws_floats * 4)
+        calls.append(KernelCall("kernels/winograd.c.j2", "Conv", params, inputs, [outs[0].name], block_dim=block_dim,
+                                tiling=tiling, workspace=block_dim * plan.ws_floats * 4))
+        return calls if at_load else calls[0]
+
+    @staticmethod
+    def winograd_weights_call(node, w, m: int, bl) -> KernelCall:
+        """The load task that makes a layer's packed U from its raw filters w [K, C, 3, 3] (a constant
+        of the archive), into a buffer the model owns (templates/kernels/winograd_weights.c.j2)."""
+        k, c = w.shape[:2]
+        a = m + 2
+        u = Value(f"{node.name}.winograd_weights", dtypes.BY_NAME["float32"], (-(-k // bl.mr), a * a, c, bl.mr))
+        tiling = winograd.transform_tiling(k, c, bl)
+        params = dict(summary=f"Winograd F({m}x{m}, 3x3) weight transform U = G g G^T, packed for the Winograd "
+                              "kernel's GEMMs (a load task)",
+                      m=m, a=a, mr=bl.mr, points=", ".join(str(p) for p in winograd.POINTS[m]),
+                      code=winograd.transform_weights_code(m), fields=list(tiling))
+        return KernelCall("kernels/winograd_weights.c.j2", "WinogradWeights", params, [w.name], [u.name],
+                          block_dim=gemm_pack.block_dim(tiling["panels"] * tiling["c_chunks"]), tiling=tiling,
+                          temps=[u], at_load=True)
 
     def lower_depthwise(self, node, ins, outs, g, bias, ctx):
         """One input and one output channel per group, 2-D or 1-D (templates/kernels/dwconv.c.j2):

@@ -40,6 +40,15 @@ WINO_EFFICIENCY = 0.90              # the Winograd products (no packing: V is bu
 INPUT_OPS = {2: 9.0, 4: 26.0}       # vector ops per (input channel, vector of tiles)
 OUTPUT_OPS = {2: 6.0, 4: 12.0}      # vector ops per (output channel, vector of tiles)
 U_BYTES_PER_CYCLE = 6.0             # transformed weights streamed per tile block from L3/DRAM
+# Where the transformed weights U come from (weights_at_load): stored in the archive, or made at load
+# by a load task from the raw filters g. Load-time costs, measured on Zen 4 (2 vCPUs) with
+# `python benchmarks/winograd_weights.py --calibrate` (docs/performance.md, "Winograd weights at
+# load"): a stored MB costs a fresh process's first load and run 0.48-1.3 ms when the archive is not
+# in the page cache (read, checked, mapped, first touched: the first load after a download or a
+# reboot, which this weighs), 0.18-0.24 ms when it is; the load task 0.18 ms per MB of U it writes.
+MAP_MS_PER_MB = 0.5                 # a stored constant, cold (the measured range's low end)
+TRANSFORM_MS_PER_MB = 0.18          # the load task, per MB of U (its first touch of the buffer included)
+LOAD_TASK_MS = 0.025                # a load task's launch and wait, whatever its size
 
 
 def _frac(v) -> Fraction:
@@ -92,16 +101,54 @@ def matrices(m: int) -> tuple[tuple, tuple, tuple]:
     return tuple(map(tuple, bt)), tuple(map(tuple, g)), tuple(map(tuple, at))
 
 
-def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
-    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw (float64 math)."""
+TRANSFORM_CHUNK = 4096              # filters per step of transform_weights (its float64 temporaries stay in L2)
+
+
+def g_terms(m: int) -> list[list[tuple[int, np.float32]]]:
+    """Per row of G (F(m, 3)), its nonzero entries as (column, the float nearest it), in column
+    order: the terms both transforms of the weights sum, left to right (a zero entry is no term:
+    0 * g would turn an infinite weight into NaN, and both sides skip the same ones)."""
     _, g, _ = matrices(m)
-    gm = np.array([[float(v) for v in row] for row in g])
+    return [[(j, np.float32(float(v))) for j, v in enumerate(row) if v != 0] for row in g]
+
+
+def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """[K, C, 3, 3] -> U [a*a, K, C] = G g G^T per (k, c), position xi = xh * a + xw. In float32, in
+    a fixed order that the load task's kernel (templates/kernels/winograd_weights.c.j2) repeats
+    operation for operation: t[xh, kw] = sum over G[xh]'s terms (kh, G[xh,kh]) of G[xh,kh] g[kh,kw],
+    then U[xh, xw] = sum over G[xw]'s terms (kw, G[xw,kw]) of t[xh,kw] G[xw,kw], each sum left to
+    right (g_terms): the weights transformed at load are these bytes exactly. (Element-wise numpy:
+    no BLAS, whose summation order is its own. Float, as the kernel's 16 lanes a vector: the
+    transform's rounding, a few float ulps of each weight, is 10x below F(4x4, 3x3)'s own error.)"""
+    terms = g_terms(m)
     a = m + 2
-    # one GEMM: U[xh*a+xw, (k c)] = sum over (kh, kw) of G[xh, kh] G[xw, kw] g[k, c, kh, kw]; two
-    # tensordots over the 3-long axes took 140 ms a layer (0.3 s of a 512x512 one), this 5 ms
-    kron = np.einsum("ik,jl->ijkl", gm, gm).reshape(a * a, 9)
-    u = kron @ np.asarray(w, np.float64).reshape(-1, 9).T
-    return u.astype(np.float32).reshape(a * a, *w.shape[:2])
+    k, c = w.shape[:2]
+    flat = np.asarray(w, np.float32).reshape(k * c, 3, 3)
+    out = np.empty((a * a, k * c), np.float32)
+
+    def dot(row, pick):
+        (j, v), *rest = row
+        acc = pick(j) * v
+        for j, v in rest:
+            acc = acc + pick(j) * v
+        return acc
+    for lo in range(0, k * c, TRANSFORM_CHUNK):
+        x = flat[lo:lo + TRANSFORM_CHUNK]                                         # [n, kh, kw]
+        t = np.stack([dot(row, lambda kh: x[:, kh, :]) for row in terms], axis=1)  # [n, xh, kw]
+        u = np.stack([dot(row, lambda kw: t[:, :, kw]) for row in terms], axis=2)  # [n, xh, xw]
+        out[:, lo:lo + len(x)] = u.reshape(len(x), a * a).T
+    return out.reshape(a * a, k, c)
+
+
+def transform_weights_code(m: int) -> dict:
+    """The load task's two stages as C expressions over float x[9][MR], g[a][3][MR] (lane r, column
+    kw): what transform_weights computes, term for term (g_terms; literals exact, in hex)."""
+    terms = g_terms(m)
+
+    def dot(row, operand):
+        return " + ".join(f"{operand(j)} * {float(v).hex()}f" for j, v in row)
+    return {"rows": [dot(row, lambda kh: f"x[{3 * kh} + kw][r]") for row in terms],
+            "cols": [dot(row, lambda kw: f"g[xh][{kw}][r]") for row in terms]}
 
 
 def _linear(coefs: list[Fraction], var: str) -> str:
@@ -241,6 +288,37 @@ def choose(g: dict, bl: gemm_pack.Blocking, forced: int | None = None) -> Plan |
         if c < best_cost:
             best, best_cost = p, c
     return best
+
+
+def weights_bytes(k: int, c: int, m: int, bl: gemm_pack.Blocking) -> tuple[int, int]:
+    """(bytes of the raw filters g [K, C, 3, 3], bytes of the packed U [ceil(K/MR), a*a, C, MR])."""
+    return k * c * 9 * 4, _ceil(k, bl.mr) * bl.mr * (m + 2) ** 2 * c * 4
+
+
+def weights_at_load(k: int, c: int, m: int, bl: gemm_pack.Blocking, setting: str = "auto") -> bool:
+    """Whether a layer's U is made at load (a load task from g) rather than stored: forced by the
+    compile option (winograd_weights "load" / "stored"), else by cost. Storing U costs its mapping
+    and first touch; making it costs g's and the transform, which is cheaper per MB than the
+    mapping: so U is made at load unless it is not much bigger than g (F(2x2, 3x3)'s 16/9 of a
+    small layer: little to save) or the layer is so small that the load task's fixed cost
+    outweighs what it saves."""
+    if setting != "auto":
+        return setting == "load"
+    g_bytes, u_bytes = weights_bytes(k, c, m, bl)
+    mb = 1 / (1 << 20)
+    stored = MAP_MS_PER_MB * u_bytes * mb
+    made = MAP_MS_PER_MB * g_bytes * mb + TRANSFORM_MS_PER_MB * u_bytes * mb + LOAD_TASK_MS
+    return made <= stored
+
+
+TRANSFORM_C_CHUNK = 64              # input channels per work item of the load task
+
+
+def transform_tiling(k: int, c: int, bl: gemm_pack.Blocking) -> dict[str, int]:
+    """The load task's TilingData (templates/kernels/winograd_weights.c.j2): a work item per panel
+    of MR output channels and range of input channels."""
+    chunk = min(c, TRANSFORM_C_CHUNK)
+    return {"K": k, "C": c, "panels": _ceil(k, bl.mr), "c_chunk": chunk, "c_chunks": _ceil(c, chunk)}
 
 
 def pack_weights(w: np.ndarray, m: int, bl: gemm_pack.Blocking) -> np.ndarray:

@@ -87,7 +87,7 @@ def of_program(program) -> dict[int, LaunchNote]:
     """{kernel index: its note}, from the tasks that launch each kernel."""
     flags: dict[int, tuple[int, ...]] = {}
     launches: dict[int, set[Launch]] = {}
-    for t in program.tasks:
+    for t in program.tasks + program.load_tasks:
         if t.kernel < 0:
             continue
         f = tuple(WRITTEN if role in ("o", "ws") else 0 for role in t.roles)

@@ -5,8 +5,10 @@
  * Om2Model.
  *
  *   GertModelLoad  creates the runtime resources, registers the kernel binaries, fills the
- *                  args table and captures every task into an aclmdlRI between
- *                  aclmdlRIBuildBegin and aclmdlRIBuildEnd. Nothing is executed yet.
+ *                  args table, runs the load tasks (once, on a stream of their own: the
+ *                  buffers the model owns, such as Winograd's transformed weights) and
+ *                  captures every task into an aclmdlRI between aclmdlRIBuildBegin and
+ *                  aclmdlRIBuildEnd. No task of the run is executed yet.
  *   GertModelRun   writes the caller's input/output addresses into the args table and
  *                  replays the captured model (aclmdlRIExecute / aclmdlRIExecuteAsync).
  *   GertModelUnload releases everything Load created.
@@ -88,6 +90,7 @@ public:
     /* Each stage ends with a profiling mark (aclprofMarkEx), so load time can be broken down. */
     int32_t Load() {
         int32_t rc = InitResources();
+        if (rc == ACL_SUCCESS) rc = AllocateModelBuffers();
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: allocate runtime resources");
         if (rc == ACL_SUCCESS) rc = RegisterKernels();  /* the runtime checks each binary's ELF structure */
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: register kernels");
@@ -97,6 +100,10 @@ public:
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: create custom ops");
         if (rc == ACL_SUCCESS) rc = BuildArgsTable();
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: build the args table");
+        if (rc == ACL_SUCCESS && tables_.load_task_num > 0) {
+            rc = RunLoadTasks();
+            if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: run the load tasks");
+        }
         if (rc == ACL_SUCCESS) rc = CaptureTasks();
         if (rc == ACL_SUCCESS) rc = Mark("GertModelLoad: capture tasks");
         return rc;
@@ -158,6 +165,10 @@ public:
         if (dev_args_ != nullptr) keep(aclrtFree(dev_args_));
         if (host_args_ != nullptr) keep(aclrtFreeHost(host_args_));
         if (own_work_ && work_ != nullptr) keep(aclrtFree(work_));
+        for (void *&buffer : model_buffers_) {
+            if (buffer != nullptr) keep(aclrtFree(buffer));
+            buffer = nullptr;
+        }
         model_ri_ = nullptr;
         stream_ = nullptr;
         replay_done_ = nullptr;
@@ -185,9 +196,16 @@ private:
         va_start(ap, format);
         std::vsnprintf(detail, sizeof detail, format, ap);
         va_end(ap);
-        const Om2OpDef &op = tables_.op_defs[task];
-        return Fail(ACL_ERROR_PARSE_MODEL, "task %llu (node \"%s\", %s): %s; the model is corrupt or was modified",
-                    (unsigned long long)task, op.op_name, op.op_type, detail);
+        const Om2OpDef &op = OpAt(task);
+        const bool load = task >= tables_.task_num;
+        return Fail(ACL_ERROR_PARSE_MODEL, "%stask %llu (node \"%s\", %s): %s; the model is corrupt or was modified",
+                    load ? "load " : "", (unsigned long long)(load ? task - tables_.task_num : task), op.op_name,
+                    op.op_type, detail);
+    }
+
+    /* Task i of the checks: a captured task (i < task_num), then load task i - task_num. */
+    const Om2OpDef &OpAt(uint64_t i) const {
+        return i < tables_.task_num ? tables_.op_defs[i] : tables_.load_op_defs[i - tables_.task_num];
     }
 
     /* The bytes of the memory an arg slot points into, or UINT64_MAX when the slot is malformed. */
@@ -197,17 +215,24 @@ private:
             case OM2_ARG_OUTPUT: return slot.index < tables_.output_num ? tables_.outputs[slot.index].size : UINT64_MAX;
             case OM2_ARG_WORKSPACE: return slot.index == 0 ? tables_.work_size : UINT64_MAX;
             case OM2_ARG_CONSTANT: return slot.index == 0 && tables_.constant_num > 0 ? tables_.constants_size : UINT64_MAX;
+            case OM2_ARG_MODEL_BUFFER:
+                return slot.index < tables_.model_buffer_num ? tables_.model_buffer_sizes[slot.index] : UINT64_MAX;
         }
         return UINT64_MAX;
     }
 
-    /* Slot k of task `task` must address `bytes` inside its memory, and not the constants if written. */
+    /* Slot k of task `task` must address `bytes` inside its memory, and not the constants if written
+     * (nor, from a captured task, a model buffer: the load tasks made it, every replay reads it). */
     int32_t CheckSlot(uint64_t task, uint32_t k, uint64_t bytes, bool written) const {
         static const char *const kinds[] = {"input", "output", "workspace"};
-        const Om2ArgSlot &slot = tables_.arg_slots[tables_.op_defs[task].first_slot + k];
-        const char *kind = slot.kind == OM2_ARG_CONSTANT ? "constants" : kinds[slot.kind];
+        const Om2ArgSlot &slot = tables_.arg_slots[OpAt(task).first_slot + k];
+        const char *kind = slot.kind == OM2_ARG_CONSTANT ? "constants"
+                           : slot.kind == OM2_ARG_MODEL_BUFFER ? "model buffer" : kinds[slot.kind];
         const uint64_t size = RegionSize(slot);
         if (written && slot.kind == OM2_ARG_CONSTANT) return Corrupt(task, "slot %u writes into the constants", k);
+        if (written && slot.kind == OM2_ARG_MODEL_BUFFER && task < tables_.task_num) {
+            return Corrupt(task, "slot %u writes into model buffer %u, which only load tasks write", k, slot.index);
+        }
         if (slot.offset > size || bytes > size - slot.offset) {
             return Corrupt(task, "slot %u addresses %llu bytes at offset %llu of %s %u, which has %llu", k,
                            (unsigned long long)bytes, (unsigned long long)slot.offset, kind, slot.index,
@@ -260,8 +285,19 @@ private:
         }
         std::vector<Om2LaunchNote> notes(tables_.kernel_bin_num);
         std::vector<char> noted(tables_.kernel_bin_num, 0);
-        for (uint64_t i = 0; i < tables_.task_num; ++i) {
-            const Om2OpDef &op = tables_.op_defs[i];
+        if (tables_.load_task_num > 0 && tables_.load_op_defs == nullptr) {
+            return Fail(ACL_ERROR_PARSE_MODEL, "the model has %llu load tasks but no table of them; the model is "
+                        "corrupt or was modified", (unsigned long long)tables_.load_task_num);
+        }
+        if (tables_.model_buffer_num > 0 && tables_.model_buffer_sizes == nullptr) {
+            return Fail(ACL_ERROR_PARSE_MODEL, "the model has %llu model buffers but no sizes of them; the model is "
+                        "corrupt or was modified", (unsigned long long)tables_.model_buffer_num);
+        }
+        for (uint64_t i = 0; i < tables_.task_num + tables_.load_task_num; ++i) {
+            const Om2OpDef &op = OpAt(i);
+            if (i >= tables_.task_num && op.dispatch_type != OM2_DISPATCH_AICORE) {
+                return Corrupt(i, "it has dispatch type %u; a load task runs a kernel", (unsigned)op.dispatch_type);
+            }
             const uint64_t end = (uint64_t)op.args_offset + op.args_size;
             if (end > tables_.args_size || (uint64_t)op.first_slot + op.slot_num > tables_.arg_slot_num ||
                 (uint64_t)op.first_tiling + op.tiling_num > tables_.tiling_word_num ||
@@ -312,7 +348,7 @@ private:
     }
 
     int32_t CheckKernelTask(uint64_t i, const Om2LaunchNote &note) const {
-        const Om2OpDef &op = tables_.op_defs[i];
+        const Om2OpDef &op = OpAt(i);
         const char *entry = tables_.kernel_bins[op.kernel].entry;
         if (op.slot_num != note.slot_num || op.args_size != 8ull * (op.slot_num + op.tiling_num)) {
             return Corrupt(i, "it passes %u address slots and %u args bytes to kernel %s, which takes %u slots", op.slot_num,
@@ -396,6 +432,59 @@ private:
         OM2_CHECK_ACL(aclrtMallocHost(&host_args_, tables_.args_size), "allocating the host args table");
         std::memset(host_args_, 0, tables_.args_size);
         return ACL_SUCCESS;
+    }
+
+    /* The buffers the model owns (what its load tasks write), for as long as it is loaded. */
+    int32_t AllocateModelBuffers() {
+        for (uint64_t b = 0; b < tables_.model_buffer_num; ++b) {
+            const aclError rc = aclrtMalloc(&model_buffers_[b], tables_.model_buffer_sizes[b], ACL_MEM_MALLOC_HUGE_FIRST);
+            if (rc != ACL_SUCCESS) {
+                const char *why = aclGetRecentErrMsg();
+                return Fail(rc, "allocating model buffer %llu (%llu bytes, written by load task \"%s\") failed: %s",
+                            (unsigned long long)b, (unsigned long long)tables_.model_buffer_sizes[b], LoadTaskOf(b),
+                            LastErrorOr(why));
+            }
+        }
+        return ACL_SUCCESS;
+    }
+
+    /* The node of the load task that writes model buffer b (for messages). */
+    const char *LoadTaskOf(uint64_t b) const {
+        for (uint64_t t = 0; t < tables_.load_task_num; ++t) {
+            const Om2OpDef &op = tables_.load_op_defs[t];
+            for (uint32_t k = 0; k < op.slot_num; ++k) {
+                const Om2ArgSlot &slot = tables_.arg_slots[op.first_slot + k];
+                if (slot.kind == OM2_ARG_MODEL_BUFFER && slot.index == b) return op.op_name;
+            }
+        }
+        return "?";
+    }
+
+    /* The load tasks, once: launched on a stream of their own (not bound to the model RI, so they
+     * run now instead of being recorded) and waited for, so that the buffers they write are
+     * complete before any replay reads them. */
+    int32_t RunLoadTasks() {
+        aclrtStream load_stream = nullptr;
+        OM2_CHECK_ACL(aclrtCreateStream(&load_stream), "creating the load-task stream");
+        int32_t rc = ACL_SUCCESS;
+        for (uint64_t i = 0; i < tables_.load_task_num && rc == ACL_SUCCESS; ++i) {
+            const Om2OpDef &op = tables_.load_op_defs[i];
+            rc = aclrtLaunchKernelV2(funcs_[op.kernel], op.block_dim, static_cast<uint8_t *>(dev_args_) + op.args_offset,
+                                     op.args_size, nullptr, load_stream);
+            if (rc != ACL_SUCCESS) {
+                Fail(rc, "launching load task %llu (node \"%s\", %s) failed: %s", (unsigned long long)i, op.op_name,
+                     op.op_type, LastErrorOr(aclGetRecentErrMsg()));
+            }
+        }
+        const aclError synced = aclrtSynchronizeStream(load_stream);
+        if (rc == ACL_SUCCESS && synced != ACL_SUCCESS) {
+            rc = Fail(synced, "running the load tasks failed: %s", LastErrorOr(aclGetRecentErrMsg()));
+        }
+        const aclError destroyed = aclrtDestroyStream(load_stream);
+        if (rc == ACL_SUCCESS && destroyed != ACL_SUCCESS) {
+            rc = Fail(destroyed, "destroying the load-task stream failed: %s", LastErrorOr(aclGetRecentErrMsg()));
+        }
+        return rc;
     }
 
     /* Each kernel binary is loaded once per process: the executor's bin-handle store shares
@@ -554,6 +643,9 @@ private:
                 case OM2_ARG_WORKSPACE:
                     address = static_cast<uint8_t *>(work_) + slot.offset;
                     break;
+                case OM2_ARG_MODEL_BUFFER:
+                    address = static_cast<uint8_t *>(model_buffers_[slot.index]) + slot.offset;
+                    break;
                 case OM2_ARG_INPUT:
                 case OM2_ARG_OUTPUT:
                     io_slots_[io++] = &slot;
@@ -562,8 +654,8 @@ private:
             std::memcpy(host + slot.args_offset, &address, sizeof(address));
         }
         io_slot_num_ = io;
-        for (uint64_t i = 0; i < tables_.task_num; ++i) {
-            const Om2OpDef &op = tables_.op_defs[i];
+        for (uint64_t i = 0; i < tables_.task_num + tables_.load_task_num; ++i) {
+            const Om2OpDef &op = OpAt(i);
             std::memcpy(host + op.args_offset + 8u * op.slot_num, &tables_.tiling_data[op.first_tiling],
                         sizeof(int64_t) * op.tiling_num);
         }
@@ -894,6 +986,7 @@ private:
     std::vector<int64_t> io_dims_ = std::vector<int64_t>(tables_.io_dim_num);
     std::vector<uint64_t> io_sizes_ = std::vector<uint64_t>(tables_.input_num + tables_.output_num);
     std::vector<void *> custom_ops_ = std::vector<void *>(tables_.custom_op_num);  /* om2::BaseCustomOp* */
+    std::vector<void *> model_buffers_ = std::vector<void *>(tables_.model_buffer_num);  /* the load tasks' outputs */
     std::vector<aclrtLabelList> label_lists_ = std::vector<aclrtLabelList>(tables_.label_list_num);
     uint64_t io_slot_num_ = 0;
     std::mutex run_mutex_;

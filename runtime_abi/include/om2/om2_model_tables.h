@@ -23,6 +23,9 @@ enum Om2ArgKind : uint32_t {
     OM2_ARG_OUTPUT = 1,     /* GERT_MODEL_ARG_OUTPUT */
     OM2_ARG_WORKSPACE = 2,  /* GERT_MODEL_ARG_WORKSPACE */
     OM2_ARG_CONSTANT = 7,   /* GERT_MODEL_ARG_CUSTOM_VALUE */
+    /* om2gen's own: a buffer the model allocates at load (aclrtMalloc) and frees at unload, which
+     * its load tasks write and its captured tasks only read (Winograd's transformed weights) */
+    OM2_ARG_MODEL_BUFFER = 16,
 };
 
 /* GE's OpDispatchType (om2_codegen_types.h). */
@@ -177,6 +180,17 @@ struct Om2ModelTables {
      * over the bound symbols before each replay: the Om2GuardCheck of the model's guard_check.so
      * (kAutofuse, om2/om2_autofuse.h), compiled in; NULL when the compile took none. */
     int32_t (*guard_check)(const int64_t *symbols, uint64_t symbol_num, char *error, uint64_t error_len);
+    /* appended for load tasks: kernel tasks run once by GertModelLoad, on a stream of their own
+     * before the capture (aclrtLaunchKernelV2, aclrtSynchronizeStream), whose outputs are buffers
+     * the model owns: allocated at load (aclrtMalloc), freed at unload, addressed by
+     * OM2_ARG_MODEL_BUFFER slots and only read by the captured tasks. Winograd's transformed
+     * weights are made so from the raw filters in the constants (docs/performance.md). A load
+     * task's slots and tiling words are in arg_slots and tiling_data, its args in the args table,
+     * as a captured task's. */
+    uint64_t model_buffer_num;
+    const uint64_t *model_buffer_sizes;  /* bytes of each */
+    uint64_t load_task_num;
+    const Om2OpDef *load_op_defs;        /* in launch order */
 };
 
 /* Defined by <model>_tables.cpp. */

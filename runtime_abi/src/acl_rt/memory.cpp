@@ -5,7 +5,10 @@
  *
  * Device memory is host memory aligned to 64 bytes. aclrtMalloc rounds the size up to a
  * multiple of 32 and adds 32 bytes, as ACL does; size 0 is valid and returns a unique
- * 32-byte block. Every block is tracked, so freeing a foreign or already freed pointer
+ * 32-byte block. Its huge-page policies (ACL_MEM_MALLOC_HUGE_FIRST / _ONLY) take transparent
+ * huge pages for a block of 2 MiB or more: aligned to 2 MiB and madvise(MADV_HUGEPAGE), so that
+ * first touching it (a workspace, a load task's output) faults once per 2 MiB, not per 4 KiB
+ * (where the kernel has none to give, ordinary pages: HUGE_ONLY is not enforced). Every block is tracked, so freeing a foreign or already freed pointer
  * fails cleanly instead of corrupting the heap. aclrtMemcpy's kind is checked but the
  * direction does not matter.
  *
@@ -16,6 +19,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+
+#include <sys/mman.h>
 
 #include "acl/acl_rt.h"
 #include "om2/om2_cpu_runtime.h"
@@ -40,22 +45,26 @@ struct MemRegistry {
 };
 
 constexpr size_t kMemAlign = 64;
+constexpr size_t kHugePage = size_t(2) << 20;  // x86-64's and aarch64's transparent huge page
 constexpr size_t kSizeGranule = 32;  // ACL: the size is rounded up to 32 bytes ...
 constexpr size_t kSizePadding = 32;  // ... and 32 bytes are added
 
 const char* mem_kind_api(MemKind kind) { return kind == MemKind::kDevice ? "aclrtMalloc" : "aclrtMallocHost"; }
 
-aclError allocate(void** out, size_t size, MemKind kind) {
+aclError allocate(void** out, size_t size, MemKind kind, bool huge = false) {
     if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "the output pointer is NULL");
     *out = nullptr;
-    if (size > SIZE_MAX - kSizeGranule - kSizePadding - kMemAlign) {
+    if (size > SIZE_MAX - kSizeGranule - kSizePadding - kHugePage) {
         return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "size %zu is too large", size);
     }
-    const size_t bytes = (size + kSizeGranule - 1) / kSizeGranule * kSizeGranule + kSizePadding;
+    size_t bytes = (size + kSizeGranule - 1) / kSizeGranule * kSizeGranule + kSizePadding;
+    huge = huge && bytes >= kHugePage;
+    if (huge) bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     void* block = nullptr;
-    if (posix_memalign(&block, kMemAlign, bytes) != 0) {
+    if (posix_memalign(&block, huge ? kHugePage : kMemAlign, bytes) != 0) {
         return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "cannot allocate %zu bytes (size %zu)", bytes, size);
     }
+    if (huge) (void)madvise(block, bytes, MADV_HUGEPAGE);  // advice only: ordinary pages where it is refused
     MemRegistry& reg = leaked_singleton<MemRegistry>();
     try {
         std::lock_guard<std::mutex> lock(reg.m);
@@ -163,8 +172,8 @@ using namespace om2rt;
 // =============================================================================================
 
 extern "C" aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
-    (void)policy;  // every policy gets ordinary host memory
-    return guarded("aclrtMalloc", [&] { return allocate(devPtr, size, MemKind::kDevice); });
+    const bool huge = policy == ACL_MEM_MALLOC_HUGE_FIRST || policy == ACL_MEM_MALLOC_HUGE_ONLY;
+    return guarded("aclrtMalloc", [&] { return allocate(devPtr, size, MemKind::kDevice, huge); });
 }
 
 extern "C" aclError aclrtFree(void* devPtr) {
