@@ -70,7 +70,8 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
         slot.update(sa=len(inputs), sb=len(inputs) + 1, sy=len(inputs) + 2, zy=len(inputs) + 3)
         inputs += [epi.sa.name, epi.sb.name, epi.sy.name, epi.zy.name]
         ysig = igemm_pack.signed(epi.zy.dtype)
-        params.update(y_type=epi.zy.dtype.c_type, y_signed=int(ysig), qmin=-128 if ysig else 0, qmax=127 if ysig else 255)
+        params.update(y_type=epi.zy.dtype.c_type, y_signed=int(ysig), qmin=-128 if ysig else 0,
+                      qmax=127 if ysig else 255)
     slot["bias"] = None
     if epi.bias is not None:
         slot["bias"] = len(inputs)
@@ -90,8 +91,10 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
     summary = f"{node.op_type}: {x.describe()} * {w.describe()} -> {y.describe()}"
     if depthwise:
         tiling = dict(dims, zb_step=zw_step, sb_step=sb_step)
+        taps = [{"kh": i, "col": j * g["DW"], "index": i * g["KW"] + j} for i in range(g["KH"]) for j in range(g["KW"])]
+        # the taps and strides compiled in, so that the loops vectorize
         params.update(summary=f"{summary} (depthwise, direct)", slot=slot, kw=g["KW"], kh=g["KH"], sw=g["SW"],
-                      dw=g["DW"], fields=list(tiling))   # (the taps and strides compiled in: the loops vectorize)
+                      dw=g["DW"], taps=taps, fields=list(tiling))
         rows = g["N"] * g["C"] * g["OH"]
         blocks = common.block_dim_for(rows, g["OW"] * g["KH"] * g["KW"])
         assert lo_slot is not None
