@@ -181,7 +181,8 @@ def _ort_run(session, feeds):
 
 
 def ort_engine_call(session, feeds):
-    """session.run_with_iobinding on inputs and outputs bound once, as CPU OrtValues."""
+    """session.run_with_iobinding on inputs and outputs bound once, as CPU OrtValues (session.run
+    for a model whose declared output shapes its results contradict)."""
     ort = _ort()
     binding = session.io_binding()
     keep = []
@@ -189,7 +190,14 @@ def ort_engine_call(session, feeds):
         arr = np.ascontiguousarray(arr)
         keep.append(arr)
         binding.bind_cpu_input(name, arr)
-    for meta, arr in zip(session.get_outputs(), _ort_run(session, feeds)):
+    outputs = _ort_run(session, feeds)
+    if not all(_fits_declared(meta.shape, arr.shape) for meta, arr in zip(session.get_outputs(), outputs)):
+        # run_with_iobinding refuses an output whose shape contradicts the model's declared one
+        # (ddddocr_old declares [1, ?] for a [20, 1, 8210] output), where session.run only warns
+        def plain():
+            session.run(None, feeds)
+        return plain
+    for meta, arr in zip(session.get_outputs(), outputs):
         value = ort.OrtValue.ortvalue_from_numpy(np.empty_like(arr))
         keep.append(value)
         binding.bind_ortvalue_output(meta.name, value)
@@ -198,6 +206,13 @@ def ort_engine_call(session, feeds):
         session.run_with_iobinding(binding)
     call.keep = keep
     return call
+
+
+def _fits_declared(declared, shape) -> bool:
+    """Whether a run's output shape agrees with ORT's declared one (a str or None dim: any)."""
+    if declared is None:
+        return True
+    return len(declared) == len(shape) and all(not isinstance(d, int) or d == n for d, n in zip(declared, shape))
 
 
 def om2_engine_call(model, feeds):
