@@ -59,7 +59,8 @@ class DynamicQuantizeLSTM(LSTM):
         return seq, batch, size, h, d
 
     def weight(self, node, ins, i, scale_i, zp_i, d, g) -> tuple[np.ndarray, np.ndarray]:
-        """(int16 weights less their zero point [d, K, 4H], float32 scales [d, 4H])."""
+        """(int16 weights less their zero point, per direction in pairs of k (_in_pairs), float32
+        scales [d, 4H])."""
         names = {W_IN: "W", R_IN: "R"}
         parts = [(ins[i], names[i]), (self.opt(ins, scale_i), f"{names[i]}_scale"),
                  (self.opt(ins, zp_i), f"{names[i]}_zero_point")]
@@ -76,7 +77,7 @@ class DynamicQuantizeLSTM(LSTM):
             raise ShapeError(f"node {node.name!r} (DynamicQuantizeLSTM): {names[i]}_scale has {scale.size} elements; "
                              f"one per direction ({d}) or per column ({d * g}) expected")
         scales = np.broadcast_to(scale.astype(np.float32).reshape(d, -1), (d, g))
-        return (w.astype(np.int16) - zp[:, :1, None].astype(np.int16)), np.ascontiguousarray(scales)
+        return _in_pairs(w.astype(np.int16) - zp[:, :1, None].astype(np.int16)), np.ascontiguousarray(scales)
 
     def lower(self, node, ins, outs, ctx):
         seq, batch, size, h, d = self.dims(node, ins)
@@ -90,8 +91,8 @@ class DynamicQuantizeLSTM(LSTM):
 
         def srcs(*idx):
             return tuple(ins[i].name for i in idx if self.opt(ins, i) is not None)
-        inputs = [ins[X_IN].name, Derived(w, srcs(W_IN, W_ZP), "W less its zero point, int16"),
-                  Derived(r, srcs(R_IN, R_ZP), "R less its zero point, int16"),
+        inputs = [ins[X_IN].name, Derived(w, srcs(W_IN, W_ZP), "W less its zero point, int16, in pairs of k"),
+                  Derived(r, srcs(R_IN, R_ZP), "R less its zero point, int16, in pairs of k"),
                   Derived(w_scale, srcs(W_SCALE), "W_scale per column"),
                   Derived(r_scale, srcs(R_SCALE), "R_scale per column")]
         slot = {"X": 0, "W": 1, "R": 2, "W_scale": 3, "R_scale": 4}
@@ -135,3 +136,12 @@ class DynamicQuantizeLSTM(LSTM):
         }
         return KernelCall("kernels/dynamic_quantize_lstm.c.j2", "DynamicQuantizeLSTM", params, inputs, outputs,
                           block_dim=d, tiling={"items": d}, workspace=d * at)
+
+
+def _in_pairs(w: np.ndarray) -> np.ndarray:
+    """[d, K, N] -> per direction [K // 2, N, 2] (k = 2i and 2i + 1 of each column side by side,
+    what vpmaddwd multiplies and adds), then row K - 1 alone when K is odd; flattened to [d, K * N]."""
+    d, k, n = w.shape
+    even = k - k % 2
+    pairs = w[:, :even].reshape(d, even // 2, 2, n).transpose(0, 1, 3, 2).reshape(d, even * n)
+    return np.ascontiguousarray(np.concatenate([pairs, w[:, even:].reshape(d, -1)], axis=1))
