@@ -125,7 +125,7 @@ def igemm_call(node, name, a, b, y, *, m, n, k, za, zb, epi: Epilogue, batch_dim
         slot["bias"] = len(inputs)
         inputs.append(epi.bias if isinstance(epi.bias, (np.ndarray, Derived)) else epi.bias.name)
     slot["y"] = len(inputs)
-    tiles = igemm_pack.split(m, n, k, ctx.target, items=tiling["batch"])
+    tiles = igemm_pack.split(m, n, k, ctx.target, items=tiling["batch"], b_packed=b_packed)
     ws = igemm_pack.workspace_bytes(k, tiles.tile_n, b_packed, ctx.target)
     tiling.update(tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n, ws_bytes=ws)
     for d, (size, sa, sb) in enumerate(reversed(list(zip(batch_dims, a_batch_strides, b_batch_strides)))):

@@ -17,8 +17,12 @@ NR = 16
 # Rows of the register tile: AVX-512 holds 8 x 32 int32 sums in 16 zmm (vpdpbusd, or vpmaddwd
 # halves of 8 x 16); AVX2 3 x 16 in 12 ymm (two int32 halves per column); the portable path 4 x 16.
 MR = {"x86_64-avx512": 8, "x86_64-avx2": 3, "x86_64": 4, "aarch64": 4}
-# Below this many multiply-adds a tile is not split further (int8 runs about 4x the float rate).
-MIN_MACS_PER_TILE = 1 << 23
+# Below this much work a tile is not split further (int8 runs about 4x the float rate): a tile's
+# work counted as its multiply-adds with K at least MIN_K_WORK (a small K's cost is in packing A
+# and storing the output, per element of either). A B read from an input is packed again by each
+# tile, so its tiles are split four times less finely.
+MIN_MACS_PER_TILE = 1 << 21
+MIN_K_WORK = 64
 MAX_TILES = 16
 MIN_TILE_ROWS = 32
 # a column tile packs all of its rows of A again: at least this many columns share each packing
@@ -61,13 +65,14 @@ def workspace_bytes(k: int, tile_n: int, b_packed: bool, target) -> int:
     return size + 128
 
 
-def split(m: int, n: int, k: int, target, items: int = 1) -> gemm_pack.Tiles:
+def split(m: int, n: int, k: int, target, items: int = 1, b_packed: bool = True) -> gemm_pack.Tiles:
     """Tiles of an M x N output for `items` such products: rows first (each row tile streams all of
     B once per panel of A: no repacking), columns only where the rows are too few, each column
     tile at least MIN_TILE_COLS wide (it packs A anew); a tile is a multiple of MR rows and of 32
     columns (two panels per micro-kernel call)."""
     rows = mr(target)
-    total = max(1, min(MAX_TILES, (m * n * max(k, 1) * items) // MIN_MACS_PER_TILE))
+    per_tile = MIN_MACS_PER_TILE if b_packed else 4 * MIN_MACS_PER_TILE
+    total = max(1, min(MAX_TILES, (m * n * max(k, MIN_K_WORK) * items) // per_tile))
     if total > 2:
         total = total // 2 * 2
     want = max(1, total // items)

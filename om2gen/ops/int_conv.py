@@ -12,6 +12,8 @@ saturated.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import NeedsConstantError, UnsupportedOpError
@@ -49,9 +51,6 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
     depthwise = g["CG"] == 1 and g["MG"] == 1
     if depthwise:
         inputs.append(w.name)
-        cols = conv.kernel_columns(g["KW"], g["DW"], g["PL"], g["SW"], g["W"], g["OW"])
-        table = np.array([c["lo"] for c in cols] + [c["hi"] for c in cols], np.int64)
-        lo_slot = None
     else:
         k = g["CG"] * g["KH"] * g["KW"]
         wg = np.asarray(w.const).reshape(g["G"], g["MG"], k).swapaxes(1, 2)
@@ -76,9 +75,6 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
     if epi.bias is not None:
         slot["bias"] = len(inputs)
         inputs.append(epi.bias if isinstance(epi.bias, np.ndarray) else epi.bias.name)
-    if depthwise:
-        slot["lo"] = lo_slot = len(inputs)
-        inputs.append(Derived(table, (), "the output columns each kernel column reaches inside the image"))
     slot["koff"] = None
     if not depthwise:
         c, kh, kw = np.meshgrid(np.arange(g["CG"]), np.arange(g["KH"]), np.arange(g["KW"]), indexing="ij")
@@ -90,16 +86,16 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
                               "PT", "PL")}
     summary = f"{node.op_type}: {x.describe()} * {w.describe()} -> {y.describe()}"
     if depthwise:
-        tiling = dict(dims, zb_step=zw_step, sb_step=sb_step)
-        taps = [{"kh": i, "col": j * g["DW"], "index": i * g["KW"] + j} for i in range(g["KH"]) for j in range(g["KW"])]
-        # the taps and strides compiled in, so that the loops vectorize
-        params.update(summary=f"{summary} (depthwise, direct)", slot=slot, kw=g["KW"], kh=g["KH"], sw=g["SW"],
-                      dw=g["DW"], taps=taps, fields=list(tiling))
-        rows = g["N"] * g["C"] * g["OH"]
-        blocks = common.block_dim_for(rows, g["OW"] * g["KH"] * g["KW"])
-        assert lo_slot is not None
+        layout = depthwise_layout(g)
+        tiling = dict(dims, zb_step=zw_step, sb_step=sb_step, **layout.tiling)
+        # the tap pairs and strides compiled in, so that the loops unroll
+        params.update(summary=f"{summary} (depthwise, direct)", slot=slot, kw=g["KW"], kh=g["KH"], sh=g["SH"],
+                      sw=g["SW"], dw=g["DW"], ntaps=g["KH"] * g["KW"], pairs=layout.pairs, a_signed=int(a_signed),
+                      direct=layout.direct, fields=list(tiling))
+        items = g["N"] * g["C"] * layout.tiling["bands"]
+        blocks = common.block_dim_for(items, layout.tiling["BR"] * g["OW"] * g["KH"] * g["KW"])
         return KernelCall("kernels/idwconv.c.j2", node.op_type, params, inputs, [y.name], block_dim=blocks,
-                          tiling=tiling, workspace=blocks * g["OW"] * 4)
+                          tiling=tiling, workspace=blocks * layout.tiling["ws_words"] * 4)
     k = g["CG"] * g["KH"] * g["KW"]
     p = g["OH"] * g["OW"]
     pointwise = (g["KH"], g["KW"], g["SH"], g["SW"], g["PT"], g["PL"]) == (1, 1, 1, 1, 0, 0) and \
@@ -115,6 +111,55 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
     blocks = igemm_pack.block_dim(items)
     return KernelCall("kernels/iconv.c.j2", node.op_type, params, inputs, [y.name], block_dim=blocks, tiling=tiling,
                       workspace=blocks * ws)
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthwiseLayout:
+    pairs: list        # per tap pair: phase, row and column offset (ro, co), taps lo and hi (or None)
+    direct: bool       # the pairs read the padded rows themselves (column dilation 1, stride 1 or 2)
+    tiling: dict       # bands, Hq, Lq and the workspace's parts, in int32 words
+
+
+def depthwise_layout(g: dict) -> DepthwiseLayout:
+    """How om2/om2_idw.h reads one channel: taps kw and kw + 1 of a kernel row paired in one
+    word, the plane split into SH x SW phases; output q = oh * Lq + ow reads pair p at word
+    q + ro * Lq + co of its phase's plane [Hq][Lq] (and STEP words of margin). A plane is made
+    in bands of BR output rows whose pair planes take at most PLANE_BUDGET words. The
+    workspace: the band's padded rows (int16), its pair planes, the sums and the requantized
+    bytes along q."""
+    kh_, kw_, sh, sw, dh, dw = (g[d] for d in ("KH", "KW", "SH", "SW", "DH", "DW"))
+    ro_max, co_max = (kh_ - 1) * dh // sh, (kw_ - 1) * dw // sw
+    lq = g["OW"] + co_max
+    br = max(1, min(g["OH"], PLANE_BUDGET // (sh * sw * lq) - ro_max))
+    hq = br + ro_max
+    pairs = [{"phase": (kh * dh) % sh * sw + (kw * dw) % sw, "ro": kh * dh // sh, "co": kw * dw // sw,
+              "lo": kh * kw_ + kw, "hi": kh * kw_ + kw + 1 if kw + 1 < kw_ else None}
+             for kh in range(kh_) for kw in range(0, kw_, 2)]
+    qpad = -(-((br - 1) * lq + g["OW"]) // STEP) * STEP
+    direct = dw == 1 and sw in (1, 2)
+    if direct:     # om2_idw_sum_direct: the pairs read the padded rows (pitch SW * Lq), no planes
+        for p, (kh, kw) in zip(pairs, ((kh, kw) for kh in range(kh_) for kw in range(0, kw_, 2))):
+            p.update(phase=(kh * dh) % sh, co=kw)
+        lx, planes = sw * lq, 0
+        xs_len = sh * hq * lx + sw * STEP + 64     # the steps past the last output read on
+    else:
+        lx = _words16(lq) * sw + dw                # om2_idw_row_length
+        planes = sh * sw * (hq * lq + STEP)
+        xs_len = sh * hq * lx
+    xs_at = _words16(planes)
+    acc_at = _words16(xs_at + (xs_len + 1) // 2)
+    yq_at = _words16(acc_at + qpad)
+    ws = _words16(yq_at + qpad // 4)
+    return DepthwiseLayout(pairs, direct, dict(BR=br, bands=-(-g["OH"] // br), Hq=hq, Lq=lq, xs_len=xs_len,
+                                               xs_at=xs_at, acc_at=acc_at, yq_at=yq_at, ws_words=ws))
+
+
+STEP = 64                 # OM2_IDW_STEP: outputs summed per step
+PLANE_BUDGET = 16384      # words of pair planes per band (64 KiB, with the rest of the workspace in L2)
+
+
+def _words16(n: int) -> int:
+    return -(-n // 16) * 16
 
 
 _ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None, "strides": None}

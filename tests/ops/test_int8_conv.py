@@ -21,6 +21,15 @@ CASES = {
     "wide_stride2": ((1, 4, 12, 50), (16, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     "depthwise_wide_dilated": ((1, 8, 9, 41), (8, 1, 3, 3), {"group": 8, "pads": [2, 2, 2, 2], "dilations": [2, 2],
                                                              "strides": [1, 2]}),
+    # depthwise, the tap pairs: an odd kernel row (a lone last tap), an even one, row and column
+    # phases (strides 2 and 3), dilated rows, asymmetric pads, 1-D, two images
+    "depthwise_5x5_s2": ((2, 6, 13, 11), (6, 1, 5, 5), {"group": 6, "pads": [2, 1, 2, 3], "strides": [2, 2]}),
+    "depthwise_even_s3": ((1, 4, 14, 17), (4, 1, 4, 2), {"group": 4, "pads": [1, 0, 2, 1], "strides": [3, 3],
+                                                         "dilations": [3, 1]}),
+    "depthwise_1d": ((1, 5, 37), (5, 1, 7), {"group": 5, "pads": [3, 3], "dilations": [2]}),
+    # planes larger than a band's budget: 3 bands (the last shorter), and 5 at stride 2
+    "depthwise_bands": ((1, 3, 120, 300), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    "depthwise_bands_s2": ((1, 2, 250, 260), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 0, 0], "strides": [2, 2]}),
 }
 
 
@@ -29,7 +38,7 @@ CASES = {
 def test_conv_integer_exact(target, case, tmp_path):
     xs, wsh, attrs = CASES[case]
     rng = np.random.default_rng(7)
-    x, w = ints(rng, np.uint8, xs), ints(rng, np.uint8 if case == "group" else np.int8, wsh)
+    x, w = ints(rng, np.uint8, xs), ints(rng, np.uint8 if case in ("group", "depthwise_even_s3") else np.int8, wsh)
     consts = {"w": w, "zx": np.uint8(77), "zw": np.array(5, w.dtype)}
     node = helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], **attrs)
     m = model([node], {"x": x}, consts, {"y": (TensorProto.INT32, None)})
@@ -59,7 +68,7 @@ def test_qlinear_conv_bit_exact(target, case, per_channel, tmp_path):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", ["wide_rows", "pointwise", "depthwise_wide_dilated"])
+@pytest.mark.parametrize("case", ["wide_rows", "pointwise", "depthwise_wide_dilated", "depthwise_5x5_s2"])
 def test_qlinear_conv_int8_input_bit_exact(target, case, tmp_path):
     """int8 activations (flipped to uint8 as the panels are packed) with int8 weights."""
     xs, wsh, attrs = CASES[case]

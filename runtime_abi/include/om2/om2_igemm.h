@@ -434,12 +434,130 @@ static inline int32_t om2_requant(float v, int32_t zy, int32_t qmin, int32_t qma
     return (int32_t)((v + 12582912.0f) - 12582912.0f) + zy;
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+/* om2_requant's steps on 16 lanes: the bounds first in max and min, so that a NaN passes them as
+ * the conditionals let it, then becomes 0; lo, hi = qmin - zy, qmax - zy. */
+static inline __m512i om2_requant16(__m512 v, __m512 lo, __m512 hi, __m512i zy) {
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+    v = _mm512_sub_ps(_mm512_add_ps(v, magic), magic);
+    return _mm512_add_epi32(_mm512_cvtps_epi32(v), zy);
+}
+#elif defined(__AVX2__)
+static inline __m256i om2_requant8(__m256 v, __m256 lo, __m256 hi, __m256i zy) {
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    v = _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
+    return _mm256_add_epi32(_mm256_cvtps_epi32(v), zy);
+}
+
+/* 32 int32 values that fit a byte as 32 bytes (the saturating packs keep them; the 8-bit pack
+ * signed or not by qmin's sign), in order. */
+static inline void om2_store_bytes32(const __m256i r[4], int32_t qmin, uint8_t *out) {
+    const __m256i w0 = _mm256_packs_epi32(r[0], r[1]), w1 = _mm256_packs_epi32(r[2], r[3]);
+    const __m256i p = qmin < 0 ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
+    _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+#endif
+
+/* out[i] = om2_requant((float)(acc[i] + bias) * mult, zy, qmin, qmax) as a byte, for i in [0, n),
+ * n a multiple of 32: the same steps on vectors (om2_requant16, om2_requant8). */
+static inline void om2_requant_bytes(const int32_t *acc, int64_t n, int32_t bias, float mult, int32_t zy,
+                                     int32_t qmin, int32_t qmax, uint8_t *restrict out) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    const __m512 lo = _mm512_set1_ps((float)(qmin - zy)), hi = _mm512_set1_ps((float)(qmax - zy));
+    const __m512 m = _mm512_set1_ps(mult);
+    const __m512i b = _mm512_set1_epi32(bias), z = _mm512_set1_epi32(zy);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_loadu_si512(acc + i), b)), m);
+        _mm_storeu_si128((__m128i *)(out + i), _mm512_cvtepi32_epi8(om2_requant16(v, lo, hi, z)));
+    }
+#elif defined(__AVX2__)
+    const __m256 lo = _mm256_set1_ps((float)(qmin - zy)), hi = _mm256_set1_ps((float)(qmax - zy));
+    const __m256 m = _mm256_set1_ps(mult);
+    const __m256i b = _mm256_set1_epi32(bias), z = _mm256_set1_epi32(zy);
+    for (int64_t i = 0; i < n; i += 32) {
+        __m256i r[4];
+        for (int u = 0; u < 4; ++u) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + i + 8 * u));
+            r[u] = om2_requant8(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a, b)), m), lo, hi, z);
+        }
+        om2_store_bytes32(r, qmin, out + i);
+    }
+#else
+    for (int64_t i = 0; i < n; ++i) out[i] = (uint8_t)om2_requant((float)(acc[i] + bias) * mult, zy, qmin, qmax);
+#endif
+}
+
+/* out[c] = om2_requant((float)(a[c] + corr[c] - zbp[c] * rs) * mult[c], zy, qmin, qmax) as a byte,
+ * for the 32 columns of one row of a micro-tile, on vectors. */
+static inline void om2_requant_cols(const int32_t *a, const int32_t *corr, const int32_t *zbp, int32_t rs,
+                                    const float *mult, int32_t zy, int32_t qmin, int32_t qmax, uint8_t *restrict out) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    const __m512 lo = _mm512_set1_ps((float)(qmin - zy)), hi = _mm512_set1_ps((float)(qmax - zy));
+    const __m512i z = _mm512_set1_epi32(zy), r = _mm512_set1_epi32(rs);
+    for (int c = 0; c < 32; c += 16) {
+        const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(_mm512_loadu_si512(a + c), _mm512_loadu_si512(corr + c)),
+                                           _mm512_mullo_epi32(_mm512_loadu_si512(zbp + c), r));
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_loadu_ps(mult + c));
+        _mm_storeu_si128((__m128i *)(out + c), _mm512_cvtepi32_epi8(om2_requant16(v, lo, hi, z)));
+    }
+#elif defined(__AVX2__)
+    const __m256 lo = _mm256_set1_ps((float)(qmin - zy)), hi = _mm256_set1_ps((float)(qmax - zy));
+    const __m256i z = _mm256_set1_epi32(zy), r = _mm256_set1_epi32(rs);
+    __m256i w[4];
+    for (int u = 0; u < 4; ++u) {
+        const __m256i s = _mm256_sub_epi32(
+            _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(a + 8 * u)),
+                             _mm256_loadu_si256((const __m256i *)(corr + 8 * u))),
+            _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(zbp + 8 * u)), r));
+        w[u] = om2_requant8(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_loadu_ps(mult + 8 * u)), lo, hi, z);
+    }
+    om2_store_bytes32(w, qmin, out);
+#else
+    for (int c = 0; c < 32; ++c)
+        out[c] = (uint8_t)om2_requant((float)(a[c] + corr[c] - zbp[c] * rs) * mult[c], zy, qmin, qmax);
+#endif
+}
+
+#if defined(__SSE2__) && OM2_IGEMM_MR == 8
+/* An 8 x 32 byte tile (8 positions, 32 channels) stored transposed: channel c's 8 positions as one
+ * 8-byte word at y + c * cs, for c in [0, cols). Byte unpacks, then 16-bit, then 32-bit ones. */
+static inline void om2_igemm_store_columns(const uint8_t q[8][32], int64_t cols, int64_t cs, uint8_t *y) {
+    for (int h = 0; h < 32 && h < cols; h += 16) {
+        __m128i r[8], t[8], u[8], w[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_si128((const __m128i *)(q[i] + h));
+        for (int i = 0; i < 4; ++i) {
+            t[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);       /* columns 0-7, rows 2i, 2i+1 */
+            t[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);   /* columns 8-15 */
+        }
+        for (int i = 0; i < 2; ++i) {   /* rows 4i..4i+3: columns 0-3, 4-7, 8-11, 12-15 */
+            u[4 * i] = _mm_unpacklo_epi16(t[4 * i], t[4 * i + 2]);
+            u[4 * i + 1] = _mm_unpackhi_epi16(t[4 * i], t[4 * i + 2]);
+            u[4 * i + 2] = _mm_unpacklo_epi16(t[4 * i + 1], t[4 * i + 3]);
+            u[4 * i + 3] = _mm_unpackhi_epi16(t[4 * i + 1], t[4 * i + 3]);
+        }
+        for (int i = 0; i < 4; ++i) {   /* all 8 rows: columns 4i + (0, 1) and 4i + (2, 3) */
+            w[2 * i] = _mm_unpacklo_epi32(u[i], u[4 + i]);
+            w[2 * i + 1] = _mm_unpackhi_epi32(u[i], u[4 + i]);
+        }
+        const int64_t n = cols - h < 16 ? cols - h : 16;
+        for (int64_t c = 0; c < n; ++c) {
+            const __m128i v = w[c / 2];
+            _mm_storel_epi64((__m128i *)(y + (h + c) * cs), c % 2 ? _mm_unpackhi_epi64(v, v) : v);
+        }
+    }
+}
+#endif
+
 /* The corrected sums of rows [0, rows) x columns [0, cols) of acc (columns n0.. of the output,
  * rows m0..), through the epilogue. */
 static inline void om2_igemm_store(const Om2IgemmOut *o, int64_t K, const int32_t *acc, const int32_t *rowsum,
                                    const int32_t *colsum, int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
-    int32_t zbp[32], corr[32];
-    float mult[32];
+    int32_t zbp[32] = {0}, corr[32] = {0};   /* (the columns past cols are computed and dropped) */
+    float mult[32] = {0};
     for (int64_t c = 0; c < cols; ++c) {
         const int64_t n = n0 + c;
         const int32_t zb = o->zb_signed ? ((const int8_t *)o->zb)[n * o->zb_step]
@@ -467,16 +585,27 @@ static inline void om2_igemm_store(const Om2IgemmOut *o, int64_t K, const int32_
                 const float v = (float)(a[c] + corr[c] - zbp[c] * rs) * mult[c];
                 y[c * o->cs] = o->fbias ? v + o->fbias[n0 + c] : v;
             }
-        } else if (o->y_signed) {
-            int8_t *y = (int8_t *)o->y + m * o->rs + n0 * o->cs;
-            for (int64_t c = 0; c < cols; ++c)
-                y[c * o->cs] = (int8_t)om2_requant((float)(a[c] + corr[c] - zbp[c] * rs) * mult[c], o->zy, qmin, qmax);
-        } else {
-            uint8_t *y = (uint8_t *)o->y + m * o->rs + n0 * o->cs;
-            for (int64_t c = 0; c < cols; ++c)
-                y[c * o->cs] = (uint8_t)om2_requant((float)(a[c] + corr[c] - zbp[c] * rs) * mult[c], o->zy, qmin, qmax);
         }
     }
+    if (o->kind != OM2_IOUT_Q8) return;
+    /* requantized a row of columns at a time (om2_requant_cols), then stored: a row's bytes at
+     * once (row-major output), or a convolution's 8 positions per channel at once */
+    uint8_t q[OM2_IGEMM_MR][32];
+    for (int64_t r = 0; r < rows; ++r)
+        om2_requant_cols(acc + r * 32, corr, zbp, o->need_rowsum ? rowsum[r] : 0, mult, o->zy, qmin, qmax, q[r]);
+    uint8_t *y = (uint8_t *)o->y + m0 * o->rs + n0 * o->cs;
+    if (o->cs == 1) {
+        for (int64_t r = 0; r < rows; ++r) memcpy(y + r * o->rs, q[r], (size_t)cols);
+        return;
+    }
+#if defined(__SSE2__) && OM2_IGEMM_MR == 8
+    if (o->rs == 1 && rows == 8) {
+        om2_igemm_store_columns(q, cols, o->cs, y);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) y[r * o->rs + c * o->cs] = q[r][c];
 }
 
 /* ---- one tile ------------------------------------------------------------------------------ */
