@@ -13,7 +13,8 @@ from om2gen.formats.om2 import layout
 
 _NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
                np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
-               np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.float64): TensorProto.DOUBLE}
+               np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
+               np.dtype(np.float64): TensorProto.DOUBLE}
 
 
 def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | None = None, opset: int = 17,

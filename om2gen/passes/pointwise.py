@@ -24,7 +24,7 @@ from ..ops import common, registry
 ELEMENTWISE_TEMPLATE = "kernels/elementwise.c.j2"
 # The op families that lower through elementwise_call. Only their nodes are lowered to look (the
 # lowering of a Conv or MatMul packs weights: too costly to run twice).
-FAMILIES = {f"om2gen.ops.{m}" for m in ("elementwise", "math", "activations", "logical", "cast", "norm")}
+FAMILIES = {f"om2gen.ops.{m}" for m in ("elementwise", "math", "activations", "logical", "cast", "norm", "quantize")}
 
 # math.h functions cheap enough to recompute per element of a broadcast (a few cycles each)
 _CHEAP_CALLS = {"fabs", "fabsf", "fmin", "fminf", "fmax", "fmaxf", "floor", "floorf", "ceil", "ceilf", "rint",

@@ -253,3 +253,26 @@ def test_views_that_keep_elements_in_place_do_not_split_a_chain(tmp_path):
     fused, plain = check_fusion(model, feeds, tmp_path)
     assert fused.op_types() == ["FusedElementwise"] and plain.op_types() == ["Add", "Expand", "Mul"]
     assert fused.fused_from("FusedElementwise") == [["add", "id", "reshape", "expand", "mul"]]
+
+
+@pytest.mark.parametrize("qtype", [TensorProto.UINT8, TensorProto.INT8])
+def test_dequantize_batchnorm_quantize_is_one_task(qtype, tmp_path):
+    """A float BatchNormalization left between a DequantizeLinear and a QuantizeLinear (a QDQ
+    model whose Conv and BN were not folded: MobileNetV2 through quantize_static) runs as one
+    kernel, bit for bit the three kernels' arithmetic (and ORT's: saturation and ties included)."""
+    dt = np.uint8 if qtype == TensorProto.UINT8 else np.int8
+    info = np.iinfo(dt)
+    assert helper.np_dtype_to_tensor_dtype(np.dtype(dt)) == qtype
+    rng = np.random.default_rng(3)
+    x = rng.integers(info.min, int(info.max) + 1, (1, 6, 9, 11)).astype(dt)
+    c = 6
+    consts = {"sx": np.array(0.05, F32), "zx": np.array(7, dt), "sy": np.array(0.03, F32),
+              "zy": np.array(-3 if dt is np.int8 else 130, dt), "g": rng.uniform(0.5, 2, c).astype(F32), "b": rng.uniform(-1, 1, c).astype(F32),
+              "m": rng.uniform(-1, 1, c).astype(F32), "v": rng.uniform(0.1, 2, c).astype(F32)}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"], name="dq"),
+             helper.make_node("BatchNormalization", ["xf", "g", "b", "m", "v"], ["bn"], name="bn"),
+             helper.make_node("QuantizeLinear", ["bn", "sy", "zy"], ["y"], name="q")]
+    model = make_model(nodes, {"x": x}, ["y"], consts)
+    fused, plain = check_fusion(model, {"x": x}, tmp_path)
+    assert plain.op_types() == ["DequantizeLinear", "BatchNormalization", "QuantizeLinear"]
+    assert fused.op_types() == ["FusedElementwise"] and fused.fused_from("FusedElementwise") == [["dq", "bn", "q"]]
