@@ -2,6 +2,7 @@
 values, and every constant a step reads gets its place in the one constants blob."""
 from __future__ import annotations
 
+import itertools
 import zlib
 from dataclasses import dataclass
 
@@ -32,8 +33,12 @@ def name_derived(state: Lowering) -> None:
                 sources = [n for n in getattr(node, "inputs", []) if n and graph.values[n].is_const]
             else:
                 continue
-            value = state.new_value(f"{step.node.name}.packed_input{i}", from_numpy(arr.dtype), tuple(arr.shape),
-                                    np.asarray(arr, order="C"))
+            name = f"{step.node.name}.packed_input{i}"
+            for k in itertools.count(2):    # a node lowered to several calls: each call's arrays their own
+                if name not in graph.values:
+                    break
+                name = f"{step.node.name}.packed_input{i}_{k}"
+            value = state.new_value(name, from_numpy(arr.dtype), tuple(arr.shape), np.asarray(arr, order="C"))
             graph.derive(value.name, sources, transform)
             call.inputs[i] = value.name
 
