@@ -18,8 +18,9 @@ import numpy as np
 
 from ..errors import NeedsConstantError, UnsupportedOpError
 from ..ir import dtypes
+from ..ir.graph import Value
 from ..ir.program import Derived, KernelCall
-from . import common, conv, igemm_pack
+from . import common, conv, igemm_pack, movement
 from .igemm import Epilogue, formula, per_column, require_bytes, require_float_scalar, zero_point, zeros_after_shift
 from .registry import register
 
@@ -82,8 +83,7 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
         slot["koff"] = len(inputs)
         inputs.append(Derived(koff, (), "each k's offset in the image (channel, kernel row, kernel column)"))
     slot["y"] = len(inputs)
-    dims = {d: g[d] for d in ("N", "C", "M", "G", "CG", "MG", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "DH", "DW",
-                              "PT", "PL")}
+    dims = {d: g[d] for d in _DIMS}
     summary = f"{node.op_type}: {x.describe()} * {w.describe()} -> {y.describe()}"
     if depthwise:
         layout = depthwise_layout(g)
@@ -100,6 +100,16 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
     p = g["OH"] * g["OW"]
     pointwise = (g["KH"], g["KW"], g["SH"], g["SW"], g["PT"], g["PL"]) == (1, 1, 1, 1, 0, 0) and \
         (g["OH"], g["OW"]) == (g["H"], g["W"])
+    pad = None
+    if not pointwise and _pads(g) != (0, 0, 0, 0):
+        # the image padded first (with its zero point), so that every panel of positions reads
+        # its taps through the per-k offsets, none through the per-tap edge tables
+        pad, g, dims = _padded(node, x, zx, g)
+        inputs[0] = pad.outputs[0]
+        c, kh, kw = np.meshgrid(np.arange(g["CG"]), np.arange(g["KH"]), np.arange(g["KW"]), indexing="ij")
+        koff = (c * g["H"] * g["W"] + kh * g["DH"] * g["W"] + kw * g["DW"]).reshape(-1).astype(np.int32)
+        inputs[slot["koff"]] = Derived(koff, (), "each k's offset in the padded image (channel, kernel row, "
+                                                 "kernel column)")
     tiles = igemm_pack.split(p, g["MG"], k, ctx.target, items=g["N"] * g["G"])
     ws = igemm_pack.workspace_bytes(k, tiles.tile_n, True, ctx.target)
     tiling = dict(dims, K=k, P=p, tiles_m=tiles.tiles_m, tiles_n=tiles.tiles_n, ws_bytes=ws,
@@ -109,8 +119,31 @@ def conv_call(op, node, x, w, y, *, zx, zw, epi: Epilogue, ctx):
                   fields=list(tiling))
     items = g["N"] * g["G"] * tiles.tiles_m * tiles.tiles_n
     blocks = igemm_pack.block_dim(items)
-    return KernelCall("kernels/iconv.c.j2", node.op_type, params, inputs, [y.name], block_dim=blocks, tiling=tiling,
+    call = KernelCall("kernels/iconv.c.j2", node.op_type, params, inputs, [y.name], block_dim=blocks, tiling=tiling,
                       workspace=blocks * ws)
+    return [pad, call] if pad is not None else call
+
+
+def _pads(g: dict) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right): the pads the output positions' taps reach (a bottom or right pad
+    no tap reads counts 0)."""
+    bottom = max(0, (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1 - g["PT"] - g["H"])
+    right = max(0, (g["OW"] - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1 - g["PL"] - g["W"])
+    return g["PT"], g["PL"], bottom, right
+
+
+def _padded(node, x, zx, g: dict):
+    """The Pad call making x's padded image (pads read the zero point, which adds 0), and the
+    geometry over it: (call, geometry, the tiling's dims)."""
+    top, left, bottom, right = _pads(g)
+    spatial = [(top, bottom), (left, right)] if len(x.shape) == 4 else [(left, right)]
+    pads = [(0, 0), (0, 0), *spatial]
+    padded = Value(f"{node.name}::padded", x.dtype, tuple(n + b + e for n, (b, e) in zip(x.shape, pads)))
+    call = movement.pad_call(x, padded, pads, zx if zx is not None else 0)
+    call.temps = [padded]
+    g = dict(g, H=g["H"] + top + bottom, W=g["W"] + left + right, PT=0, PL=0)
+    dims = {d: g[d] for d in _DIMS}
+    return call, g, dims
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +194,8 @@ PLANE_BUDGET = 16384      # words of pair planes per band (64 KiB, with the rest
 def _words16(n: int) -> int:
     return -(-n // 16) * 16
 
+
+_DIMS = ("N", "C", "M", "G", "CG", "MG", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "DH", "DW", "PT", "PL")
 
 _ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None, "strides": None}
 

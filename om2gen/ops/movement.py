@@ -521,56 +521,7 @@ class Pad(Op):
             return Alias(src.name)
         if not src.is_static:
             return self.lower_dynamic(node, src, dst, pads, value, mode)
-        # Neighbouring unpadded dims merge into one; each group is (size, pad begin, pad end).
-        groups: list[list[int]] = []
-        for n, (b, e) in zip(src.shape, pads):
-            if groups and b == e == 0 and groups[-1][1] == groups[-1][2] == 0:
-                groups[-1][0] *= n
-            else:
-                groups.append([n, b, e])
-        strides = contiguous_strides([g[0] for g in groups])
-        table: list[int] = []
-
-        def add_table(n, b, o, stride) -> tuple[int, bool]:
-            at = len(table)
-            idx = [pad_source_index(mode, i - b, n) for i in range(o)]
-            table.extend(-1 if x < 0 else x * stride for x in idx)
-            return at, any(x < 0 for x in idx)
-
-        outer, fill_rows = [], False
-        for (n, b, e), stride in zip(groups[:-1], strides[:-1]):
-            o = n + b + e
-            if b == e == 0:
-                outer.append({"size": o, "stride": stride, "table": None})
-            else:
-                at, fills = add_table(n, b, o, stride)
-                fill_rows |= fills
-                outer.append({"size": o, "stride": stride, "table": at})
-        n, b, e = groups[-1]
-        inner = n + b + e
-        inner_table, fill_inner = (None, False) if b == e == 0 else add_table(n, b, inner, 1)
-        lo = min(max(0, b), inner)
-        hi = max(lo, min(inner, b + n))
-
-        inputs = [src.name, np.array(table or [0], dtype=np.int64)]
-        value_expr, value_slot = "0", 0
-        if fill_rows or fill_inner:
-            if isinstance(value, Value) and not value.is_const:
-                value_slot, value_expr = len(inputs), "pad_value"
-                inputs.append(value.name)
-            else:
-                value_expr = c_value(dst.dtype, self.scalar(value))
-        rows = common.prod([g["size"] for g in outer])
-        params = {
-            "summary": f"Pad mode={mode} pads={pads}: {src.describe()} -> {dst.describe()}",
-            "ctype": dst.dtype.c_type, "mode": mode, "outer": list(reversed(outer)), "inner": inner,
-            "inner_table": inner_table, "lo": lo, "hi": hi, "interior_src": lo - b, "interior_len": hi - lo,
-            "fill_rows": fill_rows, "fill_inner": fill_inner, "value": value_expr, "value_slot": value_slot,
-            "out_slot": len(inputs),
-            "layout": " , ".join(f"{g[0]}{'' if g[1] == g[2] == 0 else f' pad ({g[1]}, {g[2]})'}" for g in groups),
-        }
-        return KernelCall("kernels/pad.c.j2", "Pad", params, inputs, [dst.name],
-                          block_dim=common.block_dim_for(rows, inner), tiling={"rows": rows})
+        return pad_call(src, dst, pads, value, mode)
 
     def lower_dynamic(self, node, src: Value, dst: Value, pads, value, mode: str) -> KernelCall:
         """A dynamic model's Pad (templates/kernels/pad_dynamic.c.j2): the source index of each
@@ -604,6 +555,61 @@ class Pad(Op):
             arr = np.asarray(value.const).reshape(-1)
             return arr[0] if arr.size else 0
         return value
+
+
+def pad_call(src: Value, dst: Value, pads: list[tuple[int, int]], value, mode: str = "constant") -> KernelCall:
+    """The static Pad kernel (templates/kernels/pad.c.j2): src padded by (begin, end) per dim
+    into dst; value a number or a Value (a constant, or one read at run time)."""
+    # Neighbouring unpadded dims merge into one; each group is (size, pad begin, pad end).
+    groups: list[list[int]] = []
+    for n, (b, e) in zip(src.shape, pads):
+        if groups and b == e == 0 and groups[-1][1] == groups[-1][2] == 0:
+            groups[-1][0] *= n
+        else:
+            groups.append([n, b, e])
+    strides = contiguous_strides([g[0] for g in groups])
+    table: list[int] = []
+
+    def add_table(n, b, o, stride) -> tuple[int, bool]:
+        at = len(table)
+        idx = [pad_source_index(mode, i - b, n) for i in range(o)]
+        table.extend(-1 if x < 0 else x * stride for x in idx)
+        return at, any(x < 0 for x in idx)
+
+    outer, fill_rows = [], False
+    for (n, b, e), stride in zip(groups[:-1], strides[:-1]):
+        o = n + b + e
+        if b == e == 0:
+            outer.append({"size": o, "stride": stride, "table": None})
+        else:
+            at, fills = add_table(n, b, o, stride)
+            fill_rows |= fills
+            outer.append({"size": o, "stride": stride, "table": at})
+    n, b, e = groups[-1]
+    inner = n + b + e
+    inner_table, fill_inner = (None, False) if b == e == 0 else add_table(n, b, inner, 1)
+    lo = min(max(0, b), inner)
+    hi = max(lo, min(inner, b + n))
+
+    inputs = [src.name, np.array(table or [0], dtype=np.int64)]
+    value_expr, value_slot = "0", 0
+    if fill_rows or fill_inner:
+        if isinstance(value, Value) and not value.is_const:
+            value_slot, value_expr = len(inputs), "pad_value"
+            inputs.append(value.name)
+        else:
+            value_expr = c_value(dst.dtype, Pad.scalar(value))
+    rows = common.prod([g["size"] for g in outer])
+    params = {
+        "summary": f"Pad mode={mode} pads={pads}: {src.describe()} -> {dst.describe()}",
+        "ctype": dst.dtype.c_type, "mode": mode, "outer": list(reversed(outer)), "inner": inner,
+        "inner_table": inner_table, "lo": lo, "hi": hi, "interior_src": lo - b, "interior_len": hi - lo,
+        "fill_rows": fill_rows, "fill_inner": fill_inner, "value": value_expr, "value_slot": value_slot,
+        "out_slot": len(inputs),
+        "layout": " , ".join(f"{g[0]}{'' if g[1] == g[2] == 0 else f' pad ({g[1]}, {g[2]})'}" for g in groups),
+    }
+    return KernelCall("kernels/pad.c.j2", "Pad", params, inputs, [dst.name],
+                      block_dim=common.block_dim_for(rows, inner), tiling={"rows": rows})
 
 
 @register("Pad", since=11)

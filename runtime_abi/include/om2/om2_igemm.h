@@ -149,10 +149,67 @@ static inline void om2_igemm_pack_a_contiguous(const uint8_t *base, const int32_
     }
 }
 
+#if defined(__AVX2__) && OM2_IGEMM_MR == 8
+/* A convolution's panel of 8 positions every tap of which is inside the image, at column stride
+ * SW (1 or 2): positions [0, n1) at base0 + r * SW, the rest (the next output row's first ones) at
+ * base1 + r * SW; k's byte of position r at that + koff[k]. Four k at a time as in
+ * om2_igemm_pack_a_contiguous, each k's 8 bytes one load (stride 2: 16 bytes, the even ones kept)
+ * or, across the row break, two blended. */
+static inline __m128i om2_igemm_load8(const uint8_t *p, int64_t SW) {
+    if (SW == 1) return _mm_loadl_epi64((const __m128i *)p);
+    const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), even);
+}
+
+static inline void om2_igemm_pack_a_rows(const uint8_t *base0, const uint8_t *base1, int64_t n1, int64_t SW,
+                                         const int32_t *koff, int64_t K, uint8_t flip, uint8_t *pa) {
+    const int64_t k4 = om2_igemm_k4(K);
+    const __m128i f = _mm_set1_epi8((char)flip);
+    static const int8_t first[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const __m128i keep = _mm_loadl_epi64((const __m128i *)(first + 8 - n1));   /* bytes [0, n1) of base0 */
+    for (int64_t g = 0; g < k4; ++g) {
+        uint8_t *dst = pa + g * 4 * OM2_IGEMM_MR;
+        if (4 * g + 3 < K) {
+            __m128i v[4];
+            for (int j = 0; j < 4; ++j) {
+                const int64_t o = koff[4 * g + j];
+                __m128i a = om2_igemm_load8(base0 + o, SW);
+                if (n1 < 8) a = _mm_blendv_epi8(om2_igemm_load8(base1 + o, SW), a, keep);
+                v[j] = _mm_xor_si128(a, f);
+            }
+            const __m128i ab = _mm_unpacklo_epi8(v[0], v[1]), cd = _mm_unpacklo_epi8(v[2], v[3]);
+            _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(ab, cd));
+            _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(ab, cd));
+            continue;
+        }
+        memset(dst, 0, 4 * OM2_IGEMM_MR);   /* (k past K: 0) */
+        for (int64_t k = 4 * g; k < K; ++k)
+            for (int64_t r = 0; r < OM2_IGEMM_MR; ++r)
+                dst[4 * r + (k & 3)] = (uint8_t)((r < n1 ? base0 : base1)[r * SW + koff[k]] ^ flip);
+    }
+}
+#endif
+
 /* A's rows [m0, m0 + rows) into one panel (rows past `rows` zero), and their rowsum(A'). */
 static inline void om2_igemm_pack_a(const Om2IgemmA *A, int64_t K, int64_t m0, int64_t rows, uint8_t *pa,
                                     int32_t *rowsum) {
     const int64_t k4 = om2_igemm_k4(K);
+#if defined(__AVX2__) && OM2_IGEMM_MR == 8
+    if (rows == OM2_IGEMM_MR && A->conv && A->conv->koff && A->conv->PT == 0 && A->conv->PL == 0 &&
+        (A->conv->SW == 1 || A->conv->SW == 2)) {
+        /* no pads (the image padded beforehand, or none asked): every tap of every position is
+         * inside; the 8 positions lie in one output row or two */
+        const Om2IgemmIm2col *g = A->conv;
+        const int64_t oh = m0 / g->OW, ow = m0 % g->OW, n1 = g->OW - ow < 8 ? g->OW - ow : 8;
+        if (n1 == 8 || OM2_IGEMM_MR - n1 <= g->OW) {
+            const uint8_t *base0 = g->x + oh * g->SH * g->W + ow * g->SW;
+            const uint8_t *base1 = g->x + (oh + 1) * g->SH * g->W - n1 * g->SW;
+            om2_igemm_pack_a_rows(base0, base1, n1, g->SW, g->koff, K, A->flip, pa);
+            om2_igemm_rowsum(pa, k4, rowsum);
+            return;
+        }
+    }
+#endif
     if (rows == OM2_IGEMM_MR && A->conv && A->conv->koff && A->conv->SW == 1) {
         /* all MR positions in one output row, every tap of each inside the image: contiguous */
         const Om2IgemmIm2col *g = A->conv;
