@@ -3,10 +3,12 @@ depthwise; pads, strides, dilations and auto_pad as Conv takes them), over const
 
 A convolution is the exact integer GEMM (om2/om2_igemm.h) per image and group, computed
 transposed (templates/kernels/iconv.c.j2): the output positions are the rows of A, read from
-the image through im2col as A is packed (pads read the input's zero point, so they add 0), the
-output channels the columns of B, the weights packed at compile time. A depthwise convolution
-(one input and one output channel per group) runs the direct kernel instead
-(templates/kernels/idwconv.c.j2), whose GEMM would have K = taps only. QLinearConv requantizes
+the image through im2col as A is packed, the output channels the columns of B, the weights
+packed at compile time. A convolution with pads pads its image first (a Pad task, with the
+input's zero point, which adds 0) and runs unpadded, so that every panel of positions packs
+through the per-k offsets. A depthwise convolution (one input and one output channel per
+group) runs the direct kernel instead (templates/kernels/idwconv.c.j2, om2/om2_idw.h), whose
+GEMM would have K = taps only. QLinearConv requantizes
 as MLAS does: (sum + int32 bias) * (x_scale * w_scale[c]) / y_scale, half to even, + y_zero_point,
 saturated.
 """

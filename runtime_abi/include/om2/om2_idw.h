@@ -82,20 +82,6 @@ static inline void om2_idw_pairs(const int16_t *xs, int64_t DW, int64_t n, int32
     }
 }
 
-/* d[i] = the int32 word at xs + 2i, for i in [0, n), n a multiple of 16 (inline: n is short). */
-static inline void om2_idw_copy(const int16_t *xs, int64_t n, int32_t *restrict d) {
-    for (int64_t i = 0; i < n; i += 16) {
-#if defined(__AVX512F__)
-        _mm512_storeu_si512(d + i, _mm512_loadu_si512(xs + 2 * i));
-#elif defined(__AVX2__)
-        _mm256_storeu_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(xs + 2 * i)));
-        _mm256_storeu_si256((__m256i *)(d + i + 8), _mm256_loadu_si256((const __m256i *)(xs + 2 * i + 16)));
-#else
-        memcpy(d + i, xs + 2 * i, 16 * sizeof(int32_t));
-#endif
-    }
-}
-
 /* The row length of the padded int16 rows: Lq rounded up to 16, times SW, plus DW. */
 static inline int64_t om2_idw_row_length(int64_t Lq, int64_t SW, int64_t DW) {
     return ((Lq + 15) & ~(int64_t)15) * SW + DW;
@@ -133,10 +119,6 @@ static inline void om2_idw_planes(const int16_t *xs, int64_t lx, int64_t SH, int
             int32_t *dst = planes + rp * SW * plane + idx * Lq;
             if (SW == 1) {
                 om2_idw_pairs(row, DW, lq16, dst);
-                continue;
-            }
-            if (SW == 2 && DW == 1) {   /* the words are the row's own, from column cp on */
-                for (int64_t cp = 0; cp < 2; ++cp) om2_idw_copy(row + cp, lq16, dst + cp * plane);
                 continue;
             }
             for (int64_t cp = 0; cp < SW; ++cp) {
