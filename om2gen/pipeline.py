@@ -37,7 +37,7 @@ from .ops import fused as fused_op
 from .passes import dce, optimize
 from .so_in_om import custom_libraries, info, providers
 from .so_in_om.info import BIN_FILE_PATH
-from .toolchain import compiler, launch_note, targets
+from .toolchain import compiler, kernel_lib, launch_note, targets
 from .version import GENERATOR, KERNEL_ABI_VERSION, MODEL_ABI_VERSION
 
 
@@ -256,6 +256,7 @@ def _compile(model, out: Path, opts: Options, format: str, frontend, pool=None) 
     for k, b in zip(own, builds):
         k.binary = launch_note.attach(b.binary, notes[index[id(k)]])
     commands = {k.entry: b.commands[0] for k, b in zip(own, builds)}
+    library = {name: command for b in builds for name, command in b.libraries.items()}
     if program.dynamic is not None and format == "om":
         commands.update(_build_host_library(program, tgt))
     elif program.dynamic is not None:
@@ -270,7 +271,7 @@ def _compile(model, out: Path, opts: Options, format: str, frontend, pool=None) 
         report.stage(f"wrote {out}")
         return out
 
-    return write_archive(out, program, tgt, opts, commands, so_pack, graph.producer, report)
+    return write_archive(out, program, tgt, opts, commands, so_pack, graph.producer, report, library)
 
 
 def _build_tiling_library(program: Program, tgt, notes: dict) -> dict:
@@ -326,16 +327,17 @@ def _build_autofuse(program: Program, graph, tgt) -> None:
 
 
 def write_archive(out: Path, program: Program, tgt, opts: Options, kernel_commands: dict, so_pack, producer: str,
-                  report) -> Path:
+                  report, kernel_library: dict | None = None) -> Path:
     """The OM2 archive of a program whose kernel binaries are built: generate and build the model
     library, then write every entry. kernel_commands: {kernel entry: its build command, or a note
-    saying where the binary came from}."""
+    saying where the binary came from}; kernel_library: {object file name: the command that
+    compiles it} of the kernel library objects the kernels link (toolchain/kernel_lib.py)."""
     stem = f"{c_identifier(program.name)}_{_model_hash(program)}"
     sources = model_cpp.render_sources(program, stem, tgt.arch, producer)
     lib = compiler.build_model_library(sources, tgt)
     report.stage("built the model library")
 
-    entries = _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack)
+    entries = _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack, kernel_library or {})
     writer.write(out, [_manifest(entries, program, tgt, opts, so_pack)] + entries)
     report.stage(f"wrote {out}")
     return out
@@ -448,7 +450,7 @@ def dynamic_meta(program: Program) -> dict:
         "tiling_library": d.tiling_library}}
 
 
-def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -> list[Entry]:
+def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack, kernel_library) -> list[Entry]:
     idx = 0
     lib_name = layout.model_library(idx, stem)
     meta = {
@@ -498,6 +500,9 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack) -
         view[c.offset:c.offset + c.nbytes] = np.ascontiguousarray(c.array).reshape(-1).view(np.uint8)
     build_cmds = {"model_library": {"sources": sorted(sources), "commands": lib.commands},
                   "kernels": kernel_commands,
+                  # compiled first, into the directory the kernel commands run in (each source
+                  # copied there from the om2gen package)
+                  **({"kernel_library": kernel_lib.recorded(kernel_library)} if kernel_library else {}),
                   "note": "<om2gen>/runtime_abi/include is the include/ folder shipped inside the om2gen package"}
     op_attr = {n["name"]: n["attrs"] for n in program.graph_json["nodes"] if n["attrs"]}
     entries = [

@@ -24,3 +24,8 @@ def runtime_abi_dir() -> Path:
 
 def include_dir() -> Path:
     return runtime_abi_dir() / "include"
+
+
+def prebuilt_dir() -> Path:
+    """The objects built when om2gen was installed (om2gen/prebuild.py): inside the package."""
+    return _PKG / "_prebuilt"

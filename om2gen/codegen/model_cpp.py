@@ -8,6 +8,7 @@ from ..ir.tasks import OpDispatchType
 from ..version import GENERATOR
 from . import literals
 from . import render as jinja
+from .load_and_run import load_and_run_source
 
 # Om2OpDef's fields in declaration order (ir/model_tables.py; a unit test checks them against
 # runtime_abi/include/om2/om2_model_tables.h). The model library is C++17, where designated
@@ -22,13 +23,6 @@ def render_sources(program: Program, stem: str, arch: str, producer: str = "", i
     once and cached)."""
     tables = layout.tables_source(stem)
     return {tables: render_tables(program, tables, arch, producer, index), **load_and_run_source()}
-
-
-def load_and_run_source() -> dict[str, str]:
-    """{file name: text} of the model library's load-and-run code, the same for every model
-    (the pipeline has it compiled while the kernels compile)."""
-    return {layout.LOAD_AND_RUN_SOURCE: jinja.render("model/load_and_run.cpp.j2", generator=GENERATOR,
-                                                     table_driven=False)}
 
 
 def _array_size(rows) -> int:

@@ -16,6 +16,7 @@ from ..errors import CompileError, ModelError, ShapeError, UnsupportedOpError
 from ..ir import dtypes, symbolic
 from ..ir.graph import Value
 from ..ir.program import Derived, KernelCall
+from ..toolchain.blocking import blocking
 from . import common, gemm_pack, winograd
 from .registry import Op, register
 
@@ -239,7 +240,7 @@ class Conv(Op):
                           block_dim=common.block_dim_for(rows, work), tiling={"rows": rows})
 
     def lower_gemm(self, node, ins, outs, ctx, g, bias):
-        bl = gemm_pack.blocking(ctx.target)
+        bl = blocking(ctx.target)
         k = g["CG"] * g["KD"] * g["KH"] * g["KW"]
         p = g["OD"] * g["OH"] * g["OW"]
         w = ins[1]
@@ -378,7 +379,7 @@ class Conv(Op):
         column strides 1 and 2 read the input in place instead (dwconv_direct.c.j2)."""
         if direct_window_fits(ctx.target, g):
             return self.lower_depthwise_direct(node, ins, outs, g, bias)
-        bl = gemm_pack.blocking(ctx.target)
+        bl = blocking(ctx.target)
         # tap (kh, kw) reads plane ((kh*DH) % SH, (kw*DW) % SW) at rows/columns (kh*DH) // SH, (kw*DW) // SW on;
         # taps on one plane row form a group (they share the row's vector loads)
         groups: dict[tuple[int, int], list] = {}

@@ -14,6 +14,7 @@ from ..codegen.literals import c_float
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import symbolic
 from ..ir.program import Derived, KernelCall
+from ..toolchain.blocking import blocking
 from . import common, gemm_pack
 from .registry import Op, register
 
@@ -39,7 +40,7 @@ def matmul_call(name, a, b, y, *, trans_a=False, trans_b=False, alpha=1.0, beta=
                 a_batch_strides=None, b_batch_strides=None, batch_dims=(), m=None, n=None, k=None,
                 act=None, ctx=None) -> KernelCall:
     """act: the clamp applied to every tile stored (ops/fused_activation.py's kernel_params), or None."""
-    bl = gemm_pack.blocking(ctx.target)
+    bl = blocking(ctx.target)
     batch_count = common.prod(batch_dims)
     a_shape = tuple(a.shape[:-2]) + ((k, m) if trans_a else (m, k)) if len(a.shape) >= 2 else (1, k)
     b_shape = tuple(b.shape[:-2]) + ((n, k) if trans_b else (k, n)) if len(b.shape) >= 2 else (k, 1)

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..ir.program import KernelCall
-from . import common, gemm_pack
+from ..toolchain.blocking import blocking
+from . import common
 from .registry import Op, register
 
 
@@ -27,7 +28,7 @@ class Softmax(Op):
         tiling = {"items": items}   # with a dynamic model's sizes (common.tiling_field)
         params = {"summary": f"Softmax axis={self.attr(node, 'axis')}: {ins[0].describe()} -> {outs[0].describe()}",
                   "len": common.tiling_field(tiling, length, "len"), "inner": common.tiling_field(tiling, inner, "inner"),
-                  "gemm": gemm_pack.blocking(ctx.target).defines()}
+                  "gemm": blocking(ctx.target).defines()}
         if len(tiling) > 1:
             params["tiling_fields"] = list(tiling)
         return KernelCall("kernels/softmax.c.j2", "Softmax", params, [ins[0].name], [outs[0].name],

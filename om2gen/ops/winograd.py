@@ -22,6 +22,7 @@ import numpy as np
 
 from ..codegen.literals import c_float
 from ..ir import symbolic
+from ..toolchain.blocking import Blocking
 from . import gemm_pack
 
 POINTS = {2: (0, 1, -1), 4: (0, -1, 1, Fraction(1, 2), -2)}
@@ -209,7 +210,7 @@ def _align(n: int, to: int = 16) -> int:
     return _ceil(n, to) * to
 
 
-def layout(g: dict, m: int, tw: int, tile_block: int, bl: gemm_pack.Blocking, narrowest: int | None = None
+def layout(g: dict, m: int, tw: int, tile_block: int, bl: Blocking, narrowest: int | None = None
            ) -> dict[str, int]:
     """One block's workspace (Om2WinoLayout in om2/om2_winograd.h), float offsets 64-byte aligned,
     and its size (ws_floats). narrowest: a dynamic model's fewest tiles per row (its row ends are
@@ -229,7 +230,7 @@ def layout(g: dict, m: int, tw: int, tile_block: int, bl: gemm_pack.Blocking, na
     return out
 
 
-def plan(g: dict, m: int, bl: gemm_pack.Blocking) -> Plan:
+def plan(g: dict, m: int, bl: Blocking) -> Plan:
     a = m + 2
     th, tw = _ceil(g["OH"], m), _ceil(g["OW"], m)
     tiles = th * tw
@@ -247,7 +248,7 @@ def plan(g: dict, m: int, bl: gemm_pack.Blocking) -> Plan:
     return Plan(m, th, tw, tile_block, blocks, k_range, k_ranges, layout(g, m, tw, tile_block, bl))
 
 
-def over_range(g: dict, most: dict, p: Plan, bl: gemm_pack.Blocking) -> Plan:
+def over_range(g: dict, most: dict, p: Plan, bl: Blocking) -> Plan:
     """A dynamic model's plan (its image size dynamic), from `p`, the plan of its largest sizes
     (`most`): that tile block and output-channel split, the tile counts the run's, and a
     workspace that holds every size in range (rows as long as the widest image's, row ends as
@@ -257,7 +258,7 @@ def over_range(g: dict, most: dict, p: Plan, bl: gemm_pack.Blocking) -> Plan:
                 layout(most, p.m, p.TW, p.tile_block, bl, narrowest=1))
 
 
-def cost(g: dict, p: Plan, bl: gemm_pack.Blocking) -> float:
+def cost(g: dict, p: Plan, bl: Blocking) -> float:
     """Modelled cycles (vector FMA instructions) of one image's Winograd convolution."""
     a, vl = p.m + 2, bl.vl
     lanes = p.tile_blocks * p.tile_block
@@ -268,13 +269,13 @@ def cost(g: dict, p: Plan, bl: gemm_pack.Blocking) -> float:
     return max(products, streamed) + transforms
 
 
-def gemm_cost(g: dict, bl: gemm_pack.Blocking) -> float:
+def gemm_cost(g: dict, bl: Blocking) -> float:
     """Modelled cycles of the im2col GEMM for one image."""
     p = g["OH"] * g["OW"]
     return _ceil(g["M"], bl.mr) * bl.mr * _ceil(p, bl.nr) * bl.nr * g["C"] * 9 / bl.vl / GEMM_EFFICIENCY
 
 
-def choose(g: dict, bl: gemm_pack.Blocking, forced: int | None = None) -> Plan | None:
+def choose(g: dict, bl: Blocking, forced: int | None = None) -> Plan | None:
     """The cheapest of F(2,3), F(4,3) (where its accuracy holds) and None (the im2col GEMM).
     forced: 2 or 4 takes that tile size, 0 the GEMM (tests and benchmarks)."""
     if forced is not None:
@@ -290,12 +291,12 @@ def choose(g: dict, bl: gemm_pack.Blocking, forced: int | None = None) -> Plan |
     return best
 
 
-def weights_bytes(k: int, c: int, m: int, bl: gemm_pack.Blocking) -> tuple[int, int]:
+def weights_bytes(k: int, c: int, m: int, bl: Blocking) -> tuple[int, int]:
     """(bytes of the raw filters g [K, C, 3, 3], bytes of the packed U [ceil(K/MR), a*a, C, MR])."""
     return k * c * 9 * 4, _ceil(k, bl.mr) * bl.mr * (m + 2) ** 2 * c * 4
 
 
-def weights_at_load(k: int, c: int, m: int, bl: gemm_pack.Blocking, setting: str = "auto") -> bool:
+def weights_at_load(k: int, c: int, m: int, bl: Blocking, setting: str = "auto") -> bool:
     """Whether a layer's U is made at load (a load task from g) rather than stored: forced by the
     compile option (winograd_weights "load" / "stored"), else by cost. Storing U costs its mapping
     and first touch; making it costs g's and the transform, which is cheaper per MB than the
@@ -314,14 +315,14 @@ def weights_at_load(k: int, c: int, m: int, bl: gemm_pack.Blocking, setting: str
 TRANSFORM_C_CHUNK = 64              # input channels per work item of the load task
 
 
-def transform_tiling(k: int, c: int, bl: gemm_pack.Blocking) -> dict[str, int]:
+def transform_tiling(k: int, c: int, bl: Blocking) -> dict[str, int]:
     """The load task's TilingData (templates/kernels/winograd_weights.c.j2): a work item per panel
     of MR output channels and range of input channels."""
     chunk = min(c, TRANSFORM_C_CHUNK)
     return {"K": k, "C": c, "panels": _ceil(k, bl.mr), "c_chunk": chunk, "c_chunks": _ceil(c, chunk)}
 
 
-def pack_weights(w: np.ndarray, m: int, bl: gemm_pack.Blocking) -> np.ndarray:
+def pack_weights(w: np.ndarray, m: int, bl: Blocking) -> np.ndarray:
     """[K, C, 3, 3] -> [ceil(K/MR), a*a, C, MR]: each position's U as the GEMM's A panels, the a*a
     positions of a panel of output channels next to each other (one stream per panel)."""
     return np.ascontiguousarray(gemm_pack.pack_a(transform_weights(w, m), bl.mr).swapaxes(0, 1))

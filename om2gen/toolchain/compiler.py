@@ -14,13 +14,13 @@ import subprocess
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CompileError
-from ..resources import include_dir
-from . import elfcheck, uarch
+from ..resources import include_dir, prebuilt_dir
+from . import elfcheck, kernel_lib, uarch
 from .targets import Target, host_arch
 
 # -z noseparate-code: code and read-only data share one page-aligned segment, which halves a
@@ -36,6 +36,9 @@ class BuildResult:
     binary: bytes
     commands: list[list[str]]   # as recorded in the archive (run in order in one directory)
     cached: bool
+    # the kernel library objects the binary links ({object file name: the command that compiles
+    # it, to run first}; toolchain/kernel_lib.py)
+    libraries: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _tool(env_var: str, candidates: tuple[str, ...]) -> str:
@@ -118,9 +121,13 @@ def _run(real: list[str], cwd: str, what: str) -> None:
 
 
 def _cached(key_parts: list[str], suffix: str, produce) -> tuple[bytes, bool]:
-    """The bytes cached under the digest of key_parts, or produce() them and cache them."""
+    """The bytes cached under the digest of key_parts (in the objects built when om2gen was
+    installed, om2gen/prebuild.py, then in the cache), or produce() them and cache them."""
     key = hashlib.sha256("\0".join([*key_parts, headers_digest()]).encode()).hexdigest()
-    cached = cache_dir() / "objects" / key[:2] / f"{key}{suffix}"
+    name = Path("objects") / key[:2] / f"{key}{suffix}"
+    if not os.environ.get("OM2GEN_NO_PREBUILT") and (prebuilt_dir() / name).is_file():
+        return (prebuilt_dir() / name).read_bytes(), True
+    cached = cache_dir() / name
     if cached.is_file():
         return cached.read_bytes(), True
     data = produce()
@@ -163,29 +170,67 @@ def _shown(cc: str, args: list[str]) -> list[str]:
 
 
 def _build(source: str, file_name: str, cxx: bool, flags: tuple[str, ...], libs: tuple[str, ...],
-           what: str, exports: tuple[str, ...], target: Target) -> BuildResult:
-    """One source file straight to a shared object."""
+           what: str, exports: tuple[str, ...], target: Target,
+           objects: tuple[tuple[str, bytes], ...] = ()) -> BuildResult:
+    """One source file straight to a shared object, linked with `objects` ((file name, bytes):
+    the kernel library's, written next to the source)."""
     cc = _compiler(cxx, target)
-    args = [*flags, *march_flags(target), *COMMON_FLAGS, "-I", str(include_dir()), "-o", "out.so", file_name, *libs]
+    args = [*flags, *march_flags(target), *COMMON_FLAGS, "-I", str(include_dir()), "-o", "out.so", file_name,
+            *(name for name, _ in objects), *libs]
 
     def produce() -> bytes:
         with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
             (Path(tmp) / file_name).write_text(source)
+            for name, data in objects:
+                (Path(tmp) / name).write_bytes(data)
             _run([cc, f"-ffile-prefix-map={tmp}=.", *args], tmp, what)
             data = (Path(tmp) / "out.so").read_bytes()
         elfcheck.check_shared_object(data, what, target, exports)
         return data
 
     command = _shown(cc, args)
-    data, cached = _cached([source, *command, _version(cc), headers_digest()], ".so", produce)
+    digests = [hashlib.sha256(data).hexdigest() for _, data in objects]
+    data, cached = _cached([source, *command, *digests, _version(cc), headers_digest()], ".so", produce)
     return BuildResult(data, [command], cached)
 
 
+def library_object(lib: kernel_lib.Library, defines: tuple[str, ...], target: Target) -> tuple[list[str], bytes]:
+    """A kernel library object for this target and blocking: (the command as recorded, its bytes),
+    compiled once and cached by content like every build."""
+    cc = _compiler(False, target)
+    file_name = f"{lib.name}.c"
+    args = [*KERNEL_FLAGS, *march_flags(target), "-fPIC", "-fvisibility=hidden", *defines, "-I", str(include_dir()),
+            "-c", "-o", f"{lib.name}.o", file_name]
+    source = lib.source()
+
+    def produce() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="om2gen-cc-") as tmp:
+            (Path(tmp) / file_name).write_text(source)
+            _run([cc, f"-ffile-prefix-map={tmp}=.", *args], tmp, f"the kernel library {lib.name}")
+            return (Path(tmp) / f"{lib.name}.o").read_bytes()
+
+    command = _shown(cc, args)
+    # kernels built side by side that need the same object wait for one compile of it
+    with _LIBRARY_LOCKS_GUARD:
+        lock = _LIBRARY_LOCKS.setdefault((lib.name, defines, target), threading.Lock())
+    with lock:
+        data, _ = _cached([source, *command, _version(cc), headers_digest()], ".o", produce)
+    return command, data
+
+
+_LIBRARY_LOCKS: dict = {}
+_LIBRARY_LOCKS_GUARD = threading.Lock()
+
+
 def build_kernel(source: str, entry: str, target: Target) -> BuildResult:
+    """A kernel binary, linked with the kernel library objects it calls (toolchain/kernel_lib.py)."""
+    defines = kernel_lib.defines(source)
+    built = {lib.name: library_object(lib, defines, target) for lib in kernel_lib.needed(source)}
     # -z defs: a kernel may depend on libc/libm only, never on the runtime; -nostartfiles: no
     # constructors (crt's), so the runtime maps it without the dynamic loader (om2_kernel_image.h)
-    return _build(source, f"{entry}.c", False, KERNEL_FLAGS + ("-nostartfiles", "-Wl,-z,defs"), ("-lm",),
-                  f"kernel {entry}", (entry,), target)
+    result = _build(source, f"{entry}.c", False, KERNEL_FLAGS + ("-nostartfiles", "-Wl,-z,defs"), ("-lm",),
+                    f"kernel {entry}", (entry,), target, tuple((f"{n}.o", data) for n, (_, data) in built.items()))
+    return replace(result, libraries={f"{n}.o": command for n, (command, _) in built.items()})
 
 
 def build_tiling_library(source: str, entries: list[str], target: Target) -> BuildResult:
@@ -217,7 +262,7 @@ MODEL_EXPORTS = ("GertModelGetAbiVersion", "GertModelGetLastError", "GertModelLo
                  "Om2ModelGetTables")
 
 
-def _model_object(name: str, text: str, target: Target) -> tuple[str, list[str], bytes, bool]:
+def model_object(name: str, text: str, target: Target) -> tuple[str, list[str], bytes, bool]:
     """One model library source compiled to an object, cached by content: (object file name,
     the command as recorded, its bytes, whether it came from the cache)."""
     cxx = _compiler(True, target)
@@ -243,7 +288,7 @@ def build_model_library(sources: dict[str, str], target: Target) -> BuildResult:
     commands, objects = [], []
     any_built = False
     for name, text in sorted(sources.items()):
-        obj, command, data, cached = _model_object(name, text, target)
+        obj, command, data, cached = model_object(name, text, target)
         any_built |= not cached
         commands.append(command)
         objects.append((obj, data))
@@ -275,10 +320,16 @@ def build_all(kernels: list[tuple[str, str]], target: Target, jobs: int | None =
     jobs = jobs or os.cpu_count() or 1
     results: list[BuildResult | None] = [None] * len(kernels)
     objects = sorted((model_sources or {}).items())
+    # the kernel library objects first (the longest compiles), then the kernels that need none,
+    # so that those run while the objects compile
+    libraries = sorted({(lib, kernel_lib.defines(src)) for src, _ in kernels for lib in kernel_lib.needed(src)},
+                       key=lambda ld: (ld[0].name, ld[1]))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        pending = [pool.submit(_model_object, name, text, target) for name, text in objects]
+        pending = [pool.submit(library_object, lib, defines, target) for lib, defines in libraries]
+        pending += [pool.submit(model_object, name, text, target) for name, text in objects]
         futures = {}
-        for i in sorted(range(len(kernels)), key=lambda i: -len(kernels[i][0])):
+        for i in sorted(range(len(kernels)), key=lambda i: (bool(kernel_lib.needed(kernels[i][0])),
+                                                            -len(kernels[i][0]))):
             src, entry = kernels[i]
             futures[pool.submit(build_kernel, src, entry, target)] = i
         for done, future in enumerate(futures, 1):

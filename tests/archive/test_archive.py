@@ -10,7 +10,7 @@ import pytest
 
 import om2gen
 from om2gen.formats.om2 import layout
-from om2gen.resources import include_dir
+from om2gen.resources import include_dir, runtime_abi_dir
 from om2gen.toolchain import launch_note
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_generated_source_reads_as_ascend_code(archive):
     assert "OM2_KERNEL(" not in cpp
 
 
-@pytest.mark.parametrize("kind", ["model", "kernel"])
+@pytest.mark.parametrize("kind", ["model", "kernel", "kernel linking the kernel library"])
 def test_rebuild_from_shipped_sources_gives_the_same_binary(tmp_path, archive, kind):
     csrc = "data/model_0/runtime/csrc/"
     with zipfile.ZipFile(archive) as z:
@@ -118,9 +118,20 @@ def test_rebuild_from_shipped_sources_gives_the_same_binary(tmp_path, archive, k
             commands = cmds["model_library"]["commands"]
             binary = z.read(next(n for n in names if n.endswith("_om2.so")))
         else:
-            entry, command = sorted(cmds["kernels"].items())[0]
+            library = cmds.get("kernel_library", {})
+            linking = sorted(e for e, c in cmds["kernels"].items() if any(o in c for o in library))
+            plain = sorted(e for e, c in cmds["kernels"].items() if not any(o in c for o in library))
+            assert linking and plain   # the sample CNN has both kinds
+            entry = linking[0] if kind.endswith("library") else plain[0]
+            command = cmds["kernels"][entry]
             sources = {f"{entry}.c": z.read(f"{csrc}kernels/{entry}.c")}
             commands = [command]
+            for obj, recipe in library.items():   # the objects it links, compiled first
+                if obj in command:
+                    name = recipe["source"].rsplit("/", 1)[1]
+                    assert recipe["source"] == f"<om2gen>/runtime_abi/src/kernel_lib/{name}"
+                    sources[name] = (runtime_abi_dir() / "src" / "kernel_lib" / name).read_bytes()
+                    commands.insert(0, recipe["command"])
             binary = z.read(next(n for n in names if n.endswith(f"/{entry}.o")))
     for name, text in sources.items():
         (tmp_path / name).write_bytes(text)
@@ -129,7 +140,7 @@ def test_rebuild_from_shipped_sources_gives_the_same_binary(tmp_path, archive, k
             str(include_dir()) if a == "<om2gen>/runtime_abi/include" else a for a in command[1:]]
         subprocess.run(real, cwd=tmp_path, check=True, timeout=300)
     rebuilt = (tmp_path / "out.so").read_bytes()
-    if kind == "kernel":   # om2gen attaches the launch note after the compiler (toolchain/launch_note.py)
+    if kind != "model":   # om2gen attaches the launch note after the compiler (toolchain/launch_note.py)
         (note,) = launch_note.read(binary)
         rebuilt = launch_note.attach(rebuilt, note)
     assert rebuilt == binary

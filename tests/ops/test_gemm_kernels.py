@@ -13,6 +13,7 @@ from onnx import helper
 from om2gen import pipeline
 from om2gen.ops import gemm_pack
 from om2gen.toolchain import targets
+from om2gen.toolchain.blocking import BLOCKING
 
 COVERS: set = set()   # Conv, MatMul and Gemm are covered by test_conv.py / test_gemm.py
 
@@ -198,7 +199,7 @@ def test_matmul_few_rows(case, target, tmp_path):
 
 
 def test_split_gemv_balances_cores():
-    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    bl = BLOCKING["x86_64-avx512"]
     # the MLP's 1024 x 1024 layer: 64 panels in column tiles that 2 and 4 cores share evenly
     t = gemm_pack.split_gemv(1, 1024, 1024, bl)
     assert (t.tiles_m, t.tile_m) == (1, 1) and t.tiles_n % gemm_pack.ENOUGH_TILES == 0
@@ -221,7 +222,7 @@ def test_pack_layouts():
 
 
 def test_split_keeps_repacking_tiles_large():
-    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    bl = BLOCKING["x86_64-avx512"]
     # conv: constant weights (A), image packed per tile (B): columns split, rows stay whole
     wide = gemm_pack.split(64, 3136, 576, bl, a_packed_at_run_time=False, b_packed_at_run_time=True)
     assert wide.tiles_m == 1 and wide.tiles_n > 1 and wide.tile_n % bl.nr == 0

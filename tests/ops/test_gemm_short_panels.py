@@ -71,7 +71,8 @@ def test_split_suits_two_cores():
     """gemm_pack.split gives 1, 2 or a multiple of 4 tiles, never 3 (two cores would run 2 + 1), and
     splits a GEMM of at least MIN_MACS_PER_TILE multiply-adds in two."""
     from om2gen.ops import gemm_pack
-    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    from om2gen.toolchain.blocking import BLOCKING
+    bl = BLOCKING["x86_64-avx512"]
     for m, n, k in [(24, 3136, 96), (32, 784, 144), (64, 196, 192), (16, 12544, 32), (96, 196, 576), (8, 8, 8)]:
         t = gemm_pack.split(m, n, k, bl, a_packed_at_run_time=False, b_packed_at_run_time=True)
         tiles = t.tiles_m * t.tiles_n

@@ -14,8 +14,9 @@ from onnx import helper
 import om2gen
 from om2gen import pipeline
 from om2gen.errors import CompileError
-from om2gen.ops import gemm_pack, winograd
+from om2gen.ops import winograd
 from om2gen.toolchain import targets
+from om2gen.toolchain.blocking import BLOCKING
 
 COVERS: set = set()   # Conv is covered by test_conv.py
 
@@ -140,7 +141,7 @@ def _geom(c, m, h, w=None, n=1, stride=1, group=1, dil=1):
 
 
 def test_choice_per_shape():
-    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    bl = BLOCKING["x86_64-avx512"]
     # ResNet-50's 3x3 stride-1 layers all pay
     for c, h in ((64, 56), (128, 28), (256, 14), (512, 7)):
         assert winograd.choose(_geom(c, c, h), bl) is not None, (c, h)
@@ -165,7 +166,7 @@ def test_applicable_only_to_plain_3x3():
 
 
 def test_plan_fits_budget_and_splits_channels():
-    bl = gemm_pack.BLOCKING["x86_64-avx512"]
+    bl = BLOCKING["x86_64-avx512"]
     p = winograd.plan(_geom(64, 64, 56), 4, bl)
     assert p.tile_block % bl.nr == 0 and p.tile_blocks * p.tile_block >= p.tiles
     assert 36 * p.tile_block * 64 <= max(winograd.V_L2_SHARE * bl.l2_bytes / 4, 36 * bl.nr * 64)

@@ -14,8 +14,9 @@ from onnx import helper
 
 import om2gen
 from om2gen.formats.om2 import layout
-from om2gen.ops import gemm_pack, winograd
+from om2gen.ops import winograd
 from om2gen.toolchain import targets
+from om2gen.toolchain.blocking import blocking
 
 
 def conv_net(c: int, k: int, hw: int, seed: int = 0):
@@ -108,7 +109,7 @@ def test_a_classic_om_stores_the_transformed_weights(tmp_path):
 
 
 def test_the_cost_model_makes_big_layers_at_load_and_keeps_small_ones():
-    bl = gemm_pack.blocking(targets.get_target(None))
+    bl = blocking(targets.get_target(None))
     assert winograd.weights_at_load(256, 256, 4, bl)          # 9 MiB of U from 2.25 MiB of filters
     assert winograd.weights_at_load(256, 256, 2, bl)          # 4 MiB from 2.25
     assert not winograd.weights_at_load(64, 64, 2, bl)        # 256 KiB from 144: not worth a task

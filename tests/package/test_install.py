@@ -25,6 +25,9 @@ def test_install_into_fresh_venv_and_compile(tmp_path):
         "import om2gen.resources as r;"
         "assert 'site-packages' in str(r.templates_dir()), r.templates_dir();"
         "assert (r.include_dir() / 'om2' / 'om2_model_api.h').is_file();"
+        # the objects the install prebuilt (om2gen/prebuild.py), inside the installed package
+        "assert 'site-packages' in str(r.prebuilt_dir()) and (r.prebuilt_dir() / 'prebuilt.json').is_file();"
+        "assert any((r.prebuilt_dir() / 'objects').rglob('*.o'));"
         f"om2gen.compile({str(ROOT / 'samples/cnn/model.onnx')!r}, 'x.om2', input_shapes={{'image': (1, 3, 32, 32)}});"
         "m = om2gen.load('x.om2');"
         "p = m.run({'image': np.zeros((1, 3, 32, 32), np.float32)})['probs'];"

@@ -9,8 +9,9 @@ from helpers import check_model, make_model, rand
 from onnx import helper
 
 from om2gen.errors import AbiError
-from om2gen.ops import gemm_pack, winograd
+from om2gen.ops import winograd
 from om2gen.toolchain import compiler, targets, uarch
+from om2gen.toolchain.blocking import blocking
 
 COVERS: set = set()   # MatMul is covered by test_gemm.py
 
@@ -67,11 +68,11 @@ def test_a_tuning_sets_mtune_and_the_gemm_a_block():
     if uarch.compiler_knows("gcc", "znver1"):
         assert "-mtune=znver1" in flags and "-mtune=generic" not in flags
     assert "-march=x86-64-v3" in flags
-    generic, tuned = gemm_pack.blocking(targets.get_target("x86_64-avx2")), gemm_pack.blocking(zen1)
+    generic, tuned = blocking(targets.get_target("x86_64-avx2")), blocking(zen1)
     assert (generic.mr, generic.nr, generic.kc, generic.mc) == (6, 16, 256, 252)
     assert (tuned.mr, tuned.nr, tuned.kc, tuned.mc) == (6, 16, 256, 144)    # Zen 1's smaller L2
-    assert gemm_pack.blocking(targets.get_target("x86_64-avx512:znver4")) == \
-        gemm_pack.blocking(targets.get_target("x86_64-avx512"))
+    assert blocking(targets.get_target("x86_64-avx512:znver4")) == \
+        blocking(targets.get_target("x86_64-avx512"))
     assert (generic.l2_bytes, tuned.l2_bytes) == (1 << 20, 512 << 10)
 
 
@@ -80,7 +81,7 @@ def test_winograd_tile_blocks_follow_the_tuned_l2():
     channels (49 panels of tiles) is cut into more, smaller tile blocks."""
     g = dict(N=1, C=32, M=32, G=1, CG=32, MG=32, D=1, H=112, W=112, KD=1, KH=3, KW=3, OD=1, OH=112, OW=112, SD=1,
              SH=1, SW=1, DD=1, DH=1, DW=1, PF=0, PT=1, PL=1)
-    zen4, zen1 = (gemm_pack.blocking(targets.get_target(f"x86_64-avx2:{t}")) for t in ("znver4", "znver1"))
+    zen4, zen1 = (blocking(targets.get_target(f"x86_64-avx2:{t}")) for t in ("znver4", "znver1"))
     p4, p1 = winograd.plan(g, 4, zen4), winograd.plan(g, 4, zen1)
     for p, bl in ((p4, zen4), (p1, zen1)):
         assert 36 * p.tile_block * g["C"] * 4 <= bl.l2_bytes * winograd.V_L2_SHARE

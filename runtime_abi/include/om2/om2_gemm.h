@@ -21,6 +21,13 @@
  * Work split: a kernel launch covers the output with rectangular tiles (multiples of MR x NR);
  * each SPMD block computes whole tiles, so blocks never share output bytes, and each block packs
  * into its own slice of the workspace.
+ *
+ * The kernel library: om2_gemm_rect and its transposed forms (the macro-kernel, the packing and
+ * im2col: most of this header) are compiled once per target and blocking, from
+ * runtime_abi/src/kernel_lib/om2_gemm_lib.c, which defines OM2_GEMM_LIBRARY, and linked into each
+ * kernel binary that calls them (om2gen/toolchain/kernel_lib.py); a kernel sees their
+ * declarations only. They work tile by tile on operands described at run time, so nothing is
+ * lost by not inlining them into the kernel, and a model's kernels no longer each compile them.
  */
 #ifndef OM2_OM2_GEMM_H
 #define OM2_OM2_GEMM_H
@@ -34,6 +41,11 @@
 #endif
 
 #define OM2_ALWAYS_INLINE static inline __attribute__((always_inline))
+/* A function of the kernel library (om2gen/toolchain/kernel_lib.py): linked into the kernel
+ * binaries that call it, never exported from them. */
+#ifndef OM2_KERNEL_LIB
+#define OM2_KERNEL_LIB __attribute__((visibility("hidden")))
+#endif
 
 /* ---- vector abstraction ------------------------------------------------------------------ */
 #if defined(__AVX512F__)
@@ -620,6 +632,21 @@ OM2_ALWAYS_INLINE Om2Im2colPlanes om2_im2col_build_planes(const Om2Im2col *g, in
     return pl;
 }
 
+/* The products (defined below with OM2_GEMM_LIBRARY, in the kernel library):
+ * om2_gemm_rect: C[m0:m1, n0:n1] of C = A B; om2_gemm_rect_t: its transpose C^T; _t_images: the
+ * transposed product over a batch of small images (see om2_gemm_rect_impl). */
+OM2_KERNEL_LIB void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
+                                  const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws);
+OM2_KERNEL_LIB void om2_gemm_rect_t(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc,
+                                    int init, const float *col_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                                    float *ws);
+OM2_KERNEL_LIB void om2_gemm_rect_t_images(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C,
+                                           int64_t ldc, int init, const float *col_bias, int64_t m0, int64_t m1,
+                                           int64_t n0, int64_t n1, float *ws, int64_t rows_per_image,
+                                           int64_t image_stride);
+
+#if defined(OM2_GEMM_LIBRARY)
+
 /* C[m0:m1, n0:n1] of one GEMM (with trans: C^T, element (i, j) stored at C[j * ldc + i], and the bias
  * taken per column). m0 is a multiple of MR and n0 of NR (so packed constant panels line up); init
  * says how C starts (OM2_INIT_ROW_BIAS: row_bias[m], or [n] with trans; OM2_INIT_LOAD: C's current
@@ -751,24 +778,27 @@ OM2_ALWAYS_INLINE void om2_gemm_rect_impl(const int trans, int64_t K, const Om2O
     }
 }
 
-static inline void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
-                          const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
+OM2_KERNEL_LIB void om2_gemm_rect(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
+                                  const float *row_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
     om2_gemm_rect_impl(0, K, A, B, C, ldc, init, row_bias, m0, m1, n0, n1, ws, INT64_MAX, 0);
-}
-
-/* The transposed product: C^T[n][m] = (A B)[m][n] (see om2_gemm_rect_impl). */
-static inline void om2_gemm_rect_t(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
-                            const float *col_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
-    om2_gemm_rect_impl(1, K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws, INT64_MAX, 0);
 }
 
 /* The transposed product over a batch of small images: rows m are the positions of all images,
  * rows_per_image each, and row m of C^T[n] lands at C + (m / rows_per_image) * image_stride +
  * n * ldc + m % rows_per_image (A is an im2col operand with its image_stride set). */
-static inline void om2_gemm_rect_t_images(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc,
-                                          int init, const float *col_bias, int64_t m0, int64_t m1, int64_t n0,
-                                          int64_t n1, float *ws, int64_t rows_per_image, int64_t image_stride) {
+OM2_KERNEL_LIB void om2_gemm_rect_t_images(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C,
+                                           int64_t ldc, int init, const float *col_bias, int64_t m0, int64_t m1,
+                                           int64_t n0, int64_t n1, float *ws, int64_t rows_per_image,
+                                           int64_t image_stride) {
     om2_gemm_rect_impl(1, K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws, rows_per_image, image_stride);
 }
+
+/* The transposed product: C^T[n][m] = (A B)[m][n] (see om2_gemm_rect_impl). */
+OM2_KERNEL_LIB void om2_gemm_rect_t(int64_t K, const Om2Operand *A, const Om2Operand *B, float *C, int64_t ldc, int init,
+                                    const float *col_bias, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws) {
+    om2_gemm_rect_t_images(K, A, B, C, ldc, init, col_bias, m0, m1, n0, n1, ws, INT64_MAX, 0);   /* one image */
+}
+
+#endif /* OM2_GEMM_LIBRARY */
 
 #endif /* OM2_OM2_GEMM_H */

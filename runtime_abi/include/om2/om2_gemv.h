@@ -155,10 +155,15 @@ OM2_ALWAYS_INLINE void om2_gemv_rows(const int rows, const int scale, const int 
 }
 
 /* Y[0:M, n0:n1), in blocks of up to OM2_GEMV_MAX_ROWS rows (meant for M no larger). scale
- * (alpha != 1), bias (0: none, 1: + C, 2: + beta * C) and clamp are constants of the caller, so
- * each kernel holds only its own epilogue. */
-OM2_ALWAYS_INLINE void om2_gemv(const int scale, const int bias, const int clamp, const Om2Gemv *g, int64_t M,
-                                int64_t K, int64_t n0, int64_t n1) {
+ * (alpha != 1), bias (0: none, 1: + C, 2: + beta * C) and clamp say the epilogue: tested once
+ * per stored vector, never in the k loop, so one compiled product serves every kernel (it is in
+ * the kernel library, runtime_abi/src/kernel_lib/om2_gemv_lib.c, as om2_gemm_rect is). */
+OM2_KERNEL_LIB void om2_gemv(int scale, int bias, int clamp, const Om2Gemv *g, int64_t M, int64_t K, int64_t n0,
+                             int64_t n1);
+
+#if defined(OM2_GEMV_LIBRARY)
+OM2_KERNEL_LIB void om2_gemv(const int scale, const int bias, const int clamp, const Om2Gemv *g, int64_t M,
+                             int64_t K, int64_t n0, int64_t n1) {
     for (int64_t i0 = 0; i0 < M; i0 += OM2_GEMV_MAX_ROWS) {
         Om2Gemv h = *g;
         h.a += i0 * g->a_rs;
@@ -180,5 +185,6 @@ OM2_ALWAYS_INLINE void om2_gemv(const int scale, const int bias, const int clamp
         }
     }
 }
+#endif /* OM2_GEMV_LIBRARY */
 
 #endif /* OM2_OM2_GEMV_H */
