@@ -6,6 +6,7 @@ import zipfile
 
 import numpy as np
 import onnx
+import ort_exact
 from onnx import TensorProto, helper, numpy_helper
 
 import om2gen
@@ -35,6 +36,12 @@ def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | Non
 
 
 def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """ONNX Runtime's outputs (CPU EP); for an int8 model on a CPU where ORT's int8 products
+    saturate, those of its exact uint8 form (tests/ort_exact.py)."""
+    return ort_exact.run_exact(model, feeds, _ort_run)
+
+
+def _ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.log_severity_level = 3
