@@ -402,8 +402,9 @@ static inline int om2_igemm_has_vnni(void) {
     return known;
 }
 #elif defined(__AVX2__)
-/* AVX2: B widened to int16 (vpmovsxbw), A's 4 values widened and broadcast, vpmaddwd sums pairs
- * of k into int32 lanes; each column's two halves are added at the end. */
+/* AVX2: B widened to int16 (vpmovsxbw), A's 4 values broadcast and widened (vpbroadcastd +
+ * vpmovzxbw: no scalar work per row), vpmaddwd sums pairs of k into int32 lanes; each column's
+ * two halves are added at the end. */
 static void om2_igemm_kernel_avx2(int64_t k4, const uint8_t *pa, const int8_t *b0, int32_t *acc) {
     __m256i c[OM2_IGEMM_MR][4];
 #pragma GCC unroll 16
@@ -413,9 +414,11 @@ static void om2_igemm_kernel_avx2(int64_t k4, const uint8_t *pa, const int8_t *b
         const uint8_t *a = pa + k * 4 * OM2_IGEMM_MR;
         __m256i av[OM2_IGEMM_MR];
 #pragma GCC unroll 16
-        for (int r = 0; r < OM2_IGEMM_MR; ++r)
-            av[r] = _mm256_set1_epi64x((int64_t)a[4 * r] | (int64_t)a[4 * r + 1] << 16 | (int64_t)a[4 * r + 2] << 32 |
-                                       (int64_t)a[4 * r + 3] << 48);
+        for (int r = 0; r < OM2_IGEMM_MR; ++r) {   /* the row's 4 bytes in every 32-bit lane, widened */
+            int32_t w;
+            memcpy(&w, a + 4 * r, 4);
+            av[r] = _mm256_cvtepu8_epi16(_mm_set1_epi32(w));
+        }
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16 * j)));
