@@ -32,7 +32,14 @@ SHIFTABLE = set(PRODUCTS) | {
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather", "Identity",
     "MaxPool", "Expand", "Tile",
 }
-_PRODUCT_OPS = set(PRODUCTS) | {"QLinearConv", "QLinearMatMul", "QGemm", "DynamicQuantizeLSTM", "DequantizeLinear"}
+_PRODUCT_OPS = set(PRODUCTS) | {"QLinearConv", "QLinearMatMul", "QGemm", "DynamicQuantizeLSTM"}
+_FOLDED_INTO_PRODUCTS = {"Conv", "MatMul", "Gemm"}   # after a DequantizeLinear: ORT's QDQ folding
+
+
+def _has_products(g) -> bool:
+    dequantized = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    return any(n.op_type in _PRODUCT_OPS or n.op_type in _FOLDED_INTO_PRODUCTS and set(n.input) & dequantized
+               for n in g.node)
 
 
 def _flip(a: np.ndarray) -> np.ndarray:
@@ -49,7 +56,7 @@ def _shifted(model: onnx.ModelProto) -> onnx.ModelProto | None:
     g = model.graph
     int8 = {t.name for t in g.initializer if t.data_type == TensorProto.INT8}
     int8 |= {v.name for v in [*g.input, *g.output, *g.value_info] if v.type.tensor_type.elem_type == TensorProto.INT8}
-    if not int8 or not any(n.op_type in _PRODUCT_OPS for n in g.node):
+    if not int8 or not _has_products(g):
         return None
     if any(n.op_type not in SHIFTABLE for n in g.node if set(n.input) & int8) or any(_casts_to_int8(n) for n in g.node):
         return None
@@ -63,6 +70,9 @@ def _shifted(model: onnx.ModelProto) -> onnx.ModelProto | None:
         if v.type.tensor_type.elem_type == TensorProto.INT8:
             v.type.tensor_type.elem_type = TensorProto.UINT8
     for n in g.node:
+        for a in n.attribute:
+            if a.name == "output_dtype" and a.i == TensorProto.INT8:   # QuantizeLinear-21
+                a.i = TensorProto.UINT8
         for operand, zp in PRODUCTS.get(n.op_type, ()):
             if operand < len(n.input) and n.input[operand] in int8 and (zp >= len(n.input) or not n.input[zp]):
                 name = f"{n.input[operand]}_zero_point_128"
