@@ -493,8 +493,9 @@ OM2_ALWAYS_INLINE void om2_padded_row(float *restrict dst, const float *restrict
 
 /* The column phases of one zero-padded image row: dst_p[j] = padded[j*S + p] for j < width and
  * p < S (dst_p = dst + p * pstride), padded = PL zeros, src[0:W) (src NULL: zeros), zeros. Stride 2
- * deinterleaves the source with vector permutes (read straight from the image: no stall on data
- * just stored). Whole-vector stores: it may also write anywhere in dst_p[width, width + 2 VL). */
+ * deinterleaves the source with vector permutes (AVX-512 or AVX2; read straight from the image:
+ * no stall on data just stored). Whole-vector stores: it may also write anywhere in
+ * dst_p[width, width + 2 VL) (AVX2: 16 floats). */
 OM2_ALWAYS_INLINE void om2_padded_row_phases(float *restrict dst, int64_t pstride, const float *restrict src,
                                              int64_t W, int64_t PL, int64_t width, const int S) {
     /* input columns whose padded column is below S * width */
@@ -537,6 +538,48 @@ OM2_ALWAYS_INLINE void om2_padded_row_phases(float *restrict dst, int64_t pstrid
         }
         for (int64_t j = o0 + i / 2; j < width; j += 16) {
             _mm512_storeu_ps(dodd + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        return;
+    }
+#elif defined(__AVX2__)
+    if (S == 2) {
+        const __m256 zero = _mm256_setzero_ps();
+        float *restrict de = dst + (PL % 2) * pstride, *restrict dodd = dst + ((PL + 1) % 2) * pstride;
+        const int64_t e0 = PL / 2, o0 = (PL + 1) / 2;
+        for (int64_t j = 0; j < e0; j += 8) {            /* leading zeros, overwritten by the data after them */
+            _mm256_storeu_ps(de + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        for (int64_t j = 0; j < o0; j += 8) {
+            _mm256_storeu_ps(dodd + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        int64_t i = 0;
+        for (; i < w; i += 16) {
+            __m256 a, b;
+            if (i + 16 <= w) {
+                a = _mm256_loadu_ps(src + i);
+                b = _mm256_loadu_ps(src + i + 8);
+            } else {                                    /* the row's last columns, zeros past it */
+                float tmp[16] = {0};
+                for (int64_t l = 0; l < w - i; ++l) tmp[l] = src[i + l];
+                a = _mm256_loadu_ps(tmp);
+                b = _mm256_loadu_ps(tmp + 8);
+            }
+            /* per 128-bit lane a0 a2 b0 b2 | a4 a6 b4 b6 (and the odd ones), then the middle
+             * 64-bit quarters swapped: a0 a2 a4 a6 b0 b2 b4 b6 */
+            const __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+            const __m256 od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+            _mm256_storeu_ps(de + e0 + i / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+            _mm256_storeu_ps(dodd + o0 + i / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+        }
+        for (int64_t j = e0 + i / 2; j < width; j += 8) {   /* trailing zeros */
+            _mm256_storeu_ps(de + j, zero);
+            OM2_NO_LIBCALL(j);
+        }
+        for (int64_t j = o0 + i / 2; j < width; j += 8) {
+            _mm256_storeu_ps(dodd + j, zero);
             OM2_NO_LIBCALL(j);
         }
         return;
