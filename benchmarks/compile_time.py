@@ -6,8 +6,10 @@ by round; medians. The issue's targets: cold <= 2x OpenVINO's, warm <= 1x.
                                       [--threads 2] [--json FILE]
 
 Cold: a new, empty $OM2GEN_CACHE_DIR each round (kernels, the model library and the compiled
-templates are built again); warm: the same cache right after, so nothing is compiled by the C
-compiler. The compiler side of om2gen and openvino are imported before anything is timed.
+templates are built again; the kernel library and load-and-run objects come from those prebuilt
+at install, om2gen/prebuild.py); cold, nothing prebuilt: the same with OM2GEN_NO_PREBUILT=1
+(an install that could not prebuild them); warm: the first cache right after, so nothing is
+compiled by the C compiler. The compiler side of om2gen and openvino are imported before anything is timed.
 OpenVINO (an optional benchmark dependency: pip install openvino) compiles for its CPU plugin
 with the latency hint, f32 and the same thread count, with no model cache; without it the
 script measures om2gen alone and says so.
@@ -54,23 +56,28 @@ def openvino_compile_seconds(ov, onnx_path, threads: int) -> float:
 
 
 def om2gen_compile_seconds(case, out_dir: Path) -> dict:
-    """{"cold_s", "warm_s"}: the case compiled with a new, empty cache, then again with it warm."""
-    saved = os.environ.get("OM2GEN_CACHE_DIR")
+    """{"cold_s", "warm_s", "cold_unprebuilt_s"}: the case compiled with a new, empty cache, then
+    again with it warm, then with another empty cache and nothing prebuilt."""
+    saved = {k: os.environ.get(k) for k in ("OM2GEN_CACHE_DIR", "OM2GEN_NO_PREBUILT")}
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=out_dir))
-    os.environ["OM2GEN_CACHE_DIR"] = str(cache)
     try:
         times = {}
-        for label in ("cold_s", "warm_s"):
+        for label in ("cold_s", "warm_s", "cold_unprebuilt_s"):
+            if label == "cold_unprebuilt_s":
+                cache = Path(tempfile.mkdtemp(prefix="cache-", dir=out_dir))
+                os.environ["OM2GEN_NO_PREBUILT"] = "1"
+            os.environ["OM2GEN_CACHE_DIR"] = str(cache)
             t0 = time.perf_counter()
             om2gen.compile(case.onnx(), out_dir / f"{case.name}-{label}.om2", input_shapes=case.input_shapes,
                            input_values=case.input_values)
             times[label] = time.perf_counter() - t0
         return times
     finally:
-        if saved is None:
-            os.environ.pop("OM2GEN_CACHE_DIR", None)
-        else:
-            os.environ["OM2GEN_CACHE_DIR"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def measure(names: list[str], rounds: int = 3, threads: int = 2, log=print) -> dict:
@@ -83,7 +90,7 @@ def measure(names: list[str], rounds: int = 3, threads: int = 2, log=print) -> d
         for name in names:
             case = CASES[name]
             onnx_path = case.onnx()
-            samples = {"cold_s": [], "warm_s": [], "openvino_s": []}
+            samples = {"cold_s": [], "warm_s": [], "cold_unprebuilt_s": [], "openvino_s": []}
             for r in range(rounds):
                 steps = ["om2gen", "openvino"] if r % 2 == 0 else ["openvino", "om2gen"]
                 for step in steps:
@@ -97,7 +104,8 @@ def measure(names: list[str], rounds: int = 3, threads: int = 2, log=print) -> d
             ovs = row["openvino_s"]
             row["cold_vs_openvino"] = row["cold_s"] / ovs if ovs else None
             row["warm_vs_openvino"] = row["warm_s"] / ovs if ovs else None
-            log(f"  {name}: cold {row['cold_s']:.2f} s, warm {row['warm_s']:.2f} s"
+            log(f"  {name}: cold {row['cold_s']:.2f} s ({row['cold_unprebuilt_s']:.2f} s nothing prebuilt), "
+                f"warm {row['warm_s']:.2f} s"
                 + (f", OpenVINO {ovs:.2f} s" if ovs else ""))
             rows.append(row)
     return {"machine": bench.machine_info(), "threads": threads, "rounds": rounds,
@@ -111,14 +119,15 @@ def render(report: dict) -> str:
     lines = [f"{m['cpu']}, {m['cores']} cores, {m['isa']}; om2gen {m['om2gen']}, "
              + (f"OpenVINO {ov}" if ov else "OpenVINO not installed (pip install openvino to compare)")
              + f"; median of {report['rounds']} rounds, {report['threads']} threads", "",
-             "| model | om2gen cold | om2gen warm | OpenVINO convert + compile | cold / OpenVINO (<= 2) "
-             "| warm / OpenVINO (<= 1) |", "|---|---:|---:|---:|---:|---:|"]
+             "| model | om2gen cold | cold, nothing prebuilt | om2gen warm | OpenVINO convert + compile "
+             "| cold / OpenVINO (<= 2) | warm / OpenVINO (<= 1) |", "|---|---:|---:|---:|---:|---:|---:|"]
 
     def x(v, limit):
         return "-" if v is None else f"{v:.2f} {'met' if v <= limit else 'NOT met'}"
     for r in report["rows"]:
         ovs = f"{r['openvino_s']:.2f} s" if r["openvino_s"] is not None else "-"
-        lines.append(f"| {r['model']} | {r['cold_s']:.2f} s | {r['warm_s']:.2f} s | {ovs} | "
+        lines.append(f"| {r['model']} | {r['cold_s']:.2f} s | {r['cold_unprebuilt_s']:.2f} s | {r['warm_s']:.2f} s "
+                     f"| {ovs} | "
                      f"{x(r['cold_vs_openvino'], 2)} | {x(r['warm_vs_openvino'], 1)} |")
     return "\n".join(lines)
 

@@ -18,7 +18,8 @@ def test_the_uint8_form_is_exact(a_type, zero_points, monkeypatch):
     names, consts = ["a", "b"], {"b": b}
     if zero_points:
         names, consts = names + ["za", "zb"], {**consts, "za": za, "zb": zb}
-    m = model([helper.make_node("MatMulInteger", names, ["y"])], {"a": a}, consts, {"y": (TensorProto.INT32, (2, 37, 45))})
+    m = model([helper.make_node("MatMulInteger", names, ["y"])], {"a": a}, consts,
+              {"y": (TensorProto.INT32, (2, 37, 45))})
     exact = (a.astype(np.int64) - np.int64(za)) @ (b.astype(np.int64) - np.asarray(zb, np.int64))
     assert ort_exact._shifted(m) is not None
     np.testing.assert_array_equal(ort_exact.run_exact(m, {"a": a}, _ort_run)[0], exact)
