@@ -531,7 +531,7 @@ def _entries(program, tgt, stem, sources, lib, kernel_commands, opts, so_pack, k
     for c in {c.bin_name: c for c in program.custom_ops}.values():
         entries.append(Entry(layout.custom_op_binary(tgt.arch, c.bin_name), c.blob))
     entries.append(Entry(layout.constants_config(idx), json_bytes(consts)))
-    entries.append(Entry(layout.constants_blob(idx), bytes(blob)))
+    entries.append(Entry(layout.constants_blob(idx), blob))   # (the bytearray itself: no second copy)
     if opts.debug:
         entries.append(Entry(layout.ge_model_json(idx), json_bytes(program.graph_json)))
         entries.append(Entry(layout.task_info_json(idx), json_bytes(task_info(program))))
