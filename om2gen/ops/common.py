@@ -35,6 +35,14 @@ def tiling_field(tiling: dict, value, name: str):
     return value
 
 
+def tiling_dims(tiling: dict, pairs, prefix: str) -> list[dict]:
+    """Dims given outermost first as (size, stride) pairs, as a template lists them (innermost
+    first: {"size", "stride"}), each a tiling field where it is dynamic (tiling_field; named
+    <prefix><i>_size and <prefix><i>_stride)."""
+    return [{"size": tiling_field(tiling, n, f"{prefix}{i}_size"),
+             "stride": tiling_field(tiling, st, f"{prefix}{i}_stride")} for i, (n, st) in enumerate(reversed(pairs))]
+
+
 def out(dtype: DType, shape) -> Value:
     return Value("", dtype, tuple(d if isinstance(d, symbolic.Expr) else int(d) for d in shape))
 

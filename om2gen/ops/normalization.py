@@ -288,8 +288,7 @@ class MeanVarianceNormalization(Op):
             return common.tiling_field(tiling, value, key)
 
         def dims(pairs, prefix: str) -> list[dict]:
-            return [{"size": field(n, f"{prefix}{i}_size"), "stride": field(st, f"{prefix}{i}_stride")}
-                    for i, (n, st) in enumerate(reversed(pairs))]
+            return common.tiling_dims(tiling, pairs, prefix)
         kept = [(n, s) for n, s, r in groups if not r]
         reduced = [(n, s) for n, s, r in groups if r]
         (run, run_stride), reduced = (reduced[-1], reduced[:-1]) if reduced else ((1, 0), [])

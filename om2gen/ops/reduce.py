@@ -281,8 +281,7 @@ def _dynamic_reduce_call(node: Node, x: Value, y: Value, axes: list[int], red: R
         return common.tiling_field(tiling, value, key)
 
     def dims(groups, prefix: str) -> list[dict]:
-        return [{"size": field(n, f"{prefix}{i}_size"), "stride": field(st, f"{prefix}{i}_stride")}
-                for i, (n, st) in enumerate(reversed(groups))]
+        return common.tiling_dims(tiling, groups, prefix)
     acc = "uint64_t" if red.ints and dt not in _FLOATS and red.init in ("0", "1") else \
         x.dtype.c_type if red.init in ("lowest", "highest") else "double"
     finalize = red.finalize.format(n=f"(double){field(count, 'count')}") if "{n}" in red.finalize else red.finalize
