@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from benchmarks.suite import CASES  # noqa: E402
 
 import om2gen  # noqa: E402
 from om2gen.cli import bench  # noqa: E402
+from om2gen.toolchain import compiler  # noqa: E402
 
 DEFAULT_MODELS = ["resnet50", "mobilenet_v2", "bert_base_4l"]
 
@@ -58,26 +58,17 @@ def openvino_compile_seconds(ov, onnx_path, threads: int) -> float:
 def om2gen_compile_seconds(case, out_dir: Path) -> dict:
     """{"cold_s", "warm_s", "cold_unprebuilt_s"}: the case compiled with a new, empty cache, then
     again with it warm, then with another empty cache and nothing prebuilt."""
-    saved = {k: os.environ.get(k) for k in ("OM2GEN_CACHE_DIR", "OM2GEN_NO_PREBUILT")}
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=out_dir))
-    try:
-        times = {}
-        for label in ("cold_s", "warm_s", "cold_unprebuilt_s"):
-            if label == "cold_unprebuilt_s":
-                cache = Path(tempfile.mkdtemp(prefix="cache-", dir=out_dir))
-                os.environ["OM2GEN_NO_PREBUILT"] = "1"
-            os.environ["OM2GEN_CACHE_DIR"] = str(cache)
+    times = {}
+    for label in ("cold_s", "warm_s", "cold_unprebuilt_s"):
+        if label == "cold_unprebuilt_s":
+            cache = Path(tempfile.mkdtemp(prefix="cache-", dir=out_dir))
+        with compiler.cache_settings(cache, prebuilt=label != "cold_unprebuilt_s"):
             t0 = time.perf_counter()
             om2gen.compile(case.onnx(), out_dir / f"{case.name}-{label}.om2", input_shapes=case.input_shapes,
                            input_values=case.input_values)
             times[label] = time.perf_counter() - t0
-        return times
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return times
 
 
 def measure(names: list[str], rounds: int = 3, threads: int = 2, log=print) -> dict:

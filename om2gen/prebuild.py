@@ -43,11 +43,9 @@ def _library_defines(target) -> tuple[str, ...]:
 def build(dest: Path, jobs: int | None = None) -> dict:
     """Builds the objects for prebuilt_targets() into dest (replacing what it held); returns
     what was built, also written to dest/prebuilt.json."""
-    saved = {k: os.environ.get(k) for k in ("OM2GEN_CACHE_DIR", "OM2GEN_NO_PREBUILT")}
     with tempfile.TemporaryDirectory(prefix="om2gen-prebuild-") as tmp:
-        os.environ["OM2GEN_CACHE_DIR"] = tmp     # a cache of its own, copied out below
-        os.environ["OM2GEN_NO_PREBUILT"] = "1"   # built, never read from an older prebuild
-        try:
+        # a cache of its own, copied out below; built, never read from an older prebuild
+        with compiler.cache_settings(tmp, prebuilt=False):
             work = []
             for t in prebuilt_targets():
                 defines = _library_defines(t)
@@ -58,12 +56,6 @@ def build(dest: Path, jobs: int | None = None) -> dict:
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
                 for future in [pool.submit(fn, *args) for fn, args, _ in work]:
                     future.result()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(Path(tmp) / "objects", dest / "objects")

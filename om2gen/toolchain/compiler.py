@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -79,6 +80,26 @@ def cache_dir() -> Path:
     base = os.environ.get("OM2GEN_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "om2gen")
     return Path(base)
+
+
+@contextmanager
+def cache_settings(cache: Path | str, *, prebuilt: bool = True):
+    """Within it, builds use `cache` as the kernel cache ($OM2GEN_CACHE_DIR) and, with prebuilt
+    False, ignore the objects prebuilt at install ($OM2GEN_NO_PREBUILT); both restored after."""
+    saved = {k: os.environ.get(k) for k in ("OM2GEN_CACHE_DIR", "OM2GEN_NO_PREBUILT")}
+    os.environ["OM2GEN_CACHE_DIR"] = str(cache)
+    if prebuilt:
+        os.environ.pop("OM2GEN_NO_PREBUILT", None)
+    else:
+        os.environ["OM2GEN_NO_PREBUILT"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _compiler(cxx: bool, target: Target | None = None) -> str:

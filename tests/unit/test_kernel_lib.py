@@ -1,6 +1,8 @@
 """Which kernel library objects a kernel links (toolchain/kernel_lib.py), read from its source,
 and the blocking they are compiled with."""
-from om2gen.toolchain import kernel_lib
+import os
+
+from om2gen.toolchain import compiler, kernel_lib
 
 
 def _names(source):
@@ -30,3 +32,11 @@ def test_recorded_names_the_package_source():
     rec = kernel_lib.recorded({"om2_gemv_lib.o": ["cc", "-c", "om2_gemv_lib.c"]})
     assert rec == {"om2_gemv_lib.o": {"source": "<om2gen>/runtime_abi/src/kernel_lib/om2_gemv_lib.c",
                                       "command": ["cc", "-c", "om2_gemv_lib.c"]}}
+
+
+def test_cache_settings_set_and_restore_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("OM2GEN_CACHE_DIR", "/somewhere")
+    monkeypatch.delenv("OM2GEN_NO_PREBUILT", raising=False)
+    with compiler.cache_settings(tmp_path, prebuilt=False):
+        assert compiler.cache_dir() == tmp_path and os.environ["OM2GEN_NO_PREBUILT"] == "1"
+    assert os.environ["OM2GEN_CACHE_DIR"] == "/somewhere" and "OM2GEN_NO_PREBUILT" not in os.environ
